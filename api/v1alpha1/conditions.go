@@ -1,0 +1,40 @@
+package v1alpha1
+
+// Condition types beyond the kstatus ones (Ready, Reconciling, Stalled).
+const (
+	DriftedCondition  = "Drifted"
+	VerifiedCondition = "Verified"
+	HealthyCondition  = "Healthy"
+)
+
+// Reasons set on conditions.
+const (
+	ReasonSucceeded          = "Succeeded"
+	ReasonProgressing        = "Progressing"
+	ReasonInvalidDeclaration = "InvalidDeclaration"
+	ReasonDependencyNotReady = "DependencyNotReady"
+	ReasonRenderFailed       = "RenderFailed"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonPruneGuard         = "PruneGuard"
+	ReasonPruneFailed        = "PruneFailed"
+	ReasonHealthCheckFailed  = "HealthCheckFailed"
+	ReasonNamespaceDenied    = "NamespaceDenied"
+	ReasonSuspended          = "Suspended"
+	ReasonSourceFailed       = "SourceFailed"
+)
+
+// Labels and annotations cairn sets or reads on managed objects.
+const (
+	ManagedByLabel    = "app.kubernetes.io/managed-by"
+	ManagedByValue    = "cairn"
+	InstanceLabel     = "cairn.dev/instance"
+	InstanceUIDLabel  = "cairn.dev/instance-uid"
+	ForceAnnotation   = "cairn.dev/force"
+	FieldManager      = "cairn"
+	AllowPruneTrailer = "cairn-allow-prune"
+)
+
+// InstanceKey returns the value of the instance label: <namespace>.<name>.
+func InstanceKey(namespace, name string) string {
+	return namespace + "." + name
+}

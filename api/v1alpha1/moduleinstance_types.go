@@ -1,0 +1,274 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ModuleInstanceSpec declares one rendered module applied to the cluster.
+type ModuleInstanceSpec struct {
+	// Module is the source of the objects: exactly one of cue, chart or local.
+	Module ModuleSource `json:"module"`
+
+	// Values are unified with the module's config, or passed as Helm values.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// ServiceAccountName is impersonated for apply, prune and delete.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// DependsOn lists instances that must be Ready before this one is applied.
+	// +optional
+	DependsOn []InstanceReference `json:"dependsOn,omitempty"`
+
+	// Prune deletes objects that leave the render (with the Platform's guards).
+	// +kubebuilder:default=true
+	// +optional
+	Prune *bool `json:"prune,omitempty"`
+
+	// AllowEmpty lets an empty render prune every object of the instance.
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
+
+	// PruneProtected lets prune delete objects of the Platform's protected kinds.
+	// +optional
+	PruneProtected bool `json:"pruneProtected,omitempty"`
+
+	// Wait makes success wait until every object is healthy.
+	// +kubebuilder:default=true
+	// +optional
+	Wait *bool `json:"wait,omitempty"`
+
+	// Timeout bounds the render, apply and health wait of this instance.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Drift decides what a drift check does: Correct, Warn or Ignore.
+	// +kubebuilder:validation:Enum=Correct;Warn;Ignore
+	// +optional
+	Drift DriftPolicy `json:"drift,omitempty"`
+
+	// Suspend stops reconciling this instance; its objects are left as they are.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Secrets are generated in the cluster, never stored in Git.
+	// +optional
+	Secrets []GeneratedSecret `json:"secrets,omitempty"`
+}
+
+// ModuleSource is exactly one of CUE, Chart or Local.
+type ModuleSource struct {
+	// CUE is a CUE module served by the Platform's moduleRegistry.
+	// +optional
+	CUE *CUEModule `json:"cue,omitempty"`
+	// Chart is a Helm chart in an OCI registry.
+	// +optional
+	Chart *ChartSource `json:"chart,omitempty"`
+	// Local is a CUE package inside the platform repository.
+	// +optional
+	Local *LocalModule `json:"local,omitempty"`
+}
+
+// CUEModule is a CUE module path and exact version.
+type CUEModule struct {
+	// Path is the module path with major version, e.g. example.com/modules/podinfo@v0.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// Version is the exact version, e.g. v0.4.0.
+	// +kubebuilder:validation:Pattern=`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`
+	Version string `json:"version"`
+}
+
+// ChartSource is an OCI Helm chart.
+type ChartSource struct {
+	// URL is oci://host/repository.
+	// +kubebuilder:validation:Pattern=`^oci://`
+	URL string `json:"url"`
+	// Version is the chart version (tag).
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Digest pins the chart manifest, e.g. sha256:....
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// LocalModule is a CUE package in the platform repository.
+type LocalModule struct {
+	// Path is the package directory relative to the repository path, e.g. ./modules/podinfo.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+}
+
+// InstanceReference names a ModuleInstance; an empty namespace means the referrer's.
+type InstanceReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// DriftPolicy is Correct, Warn or Ignore.
+type DriftPolicy string
+
+// Drift policies.
+const (
+	DriftCorrect DriftPolicy = "Correct"
+	DriftWarn    DriftPolicy = "Warn"
+	DriftIgnore  DriftPolicy = "Ignore"
+)
+
+// GeneratedSecret is a Secret cairn generates in the cluster.
+type GeneratedSecret struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Once creates the Secret if absent and never regenerates it.
+	// +optional
+	Once bool `json:"once,omitempty"`
+	// Data maps keys to generators.
+	// +optional
+	Data map[string]SecretValueSource `json:"data,omitempty"`
+	// TLS generates a self-signed CA and certificate.
+	// +optional
+	TLS *TLSSecretSource `json:"tls,omitempty"`
+	// RotateAfter recreates the Secret when it is older than this.
+	// +optional
+	RotateAfter *metav1.Duration `json:"rotateAfter,omitempty"`
+	// ToNamespaces copies the Secret into these namespaces.
+	// +optional
+	ToNamespaces []string `json:"toNamespaces,omitempty"`
+}
+
+// SecretValueSource generates one value.
+type SecretValueSource struct {
+	// Random generates a random string.
+	// +optional
+	Random *RandomSource `json:"random,omitempty"`
+}
+
+// RandomSource is a random value of a length and encoding.
+type RandomSource struct {
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	Length int32 `json:"length"`
+	// Encoding is alphanumeric (default), hex or base64.
+	// +kubebuilder:validation:Enum=alphanumeric;hex;base64
+	// +optional
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// TLSSecretSource describes a generated certificate.
+type TLSSecretSource struct {
+	// +kubebuilder:validation:MinLength=1
+	CommonName string `json:"commonName"`
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty"`
+	// +optional
+	ValidFor *metav1.Duration `json:"validFor,omitempty"`
+}
+
+// ModuleInstanceStatus is the observed state of a ModuleInstance.
+type ModuleInstanceStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions holds Ready, Reconciling, Stalled, Drifted, Verified and Healthy.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastAppliedRevision is the SHA whose render was last applied successfully.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+	// LastAttemptedRevision is the SHA of the last attempt.
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+	// SourceDigest is the digest of the module source used.
+	// +optional
+	SourceDigest string `json:"sourceDigest,omitempty"`
+	// ValuesDigest is the digest of the values used.
+	// +optional
+	ValuesDigest string `json:"valuesDigest,omitempty"`
+	// RenderDigest is the digest of the rendered objects last applied.
+	// +optional
+	RenderDigest string `json:"renderDigest,omitempty"`
+	// Inventory lists the objects last applied (compact).
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+	// Failures counts consecutive failed attempts.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// NextRetryAt is when a failed instance is retried at the earliest.
+	// +optional
+	NextRetryAt *metav1.Time `json:"nextRetryAt,omitempty"`
+	// History holds the last ten attempts, newest first.
+	// +optional
+	History []HistoryEntry `json:"history,omitempty"`
+}
+
+// Inventory lists applied objects; large ones live compressed in a Secret.
+type Inventory struct {
+	// Entries are the objects, when they fit in the status.
+	// +optional
+	Entries []InventoryEntry `json:"entries,omitempty"`
+	// SecretRef names the Secret in the instance's namespace holding a
+	// gzip-compressed inventory when it is too large for the status.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// Count is the number of objects.
+	Count int32 `json:"count"`
+}
+
+// InventoryEntry identifies an applied object and the hash of what was applied.
+type InventoryEntry struct {
+	// ID is <namespace>_<name>_<group>_<kind>.
+	ID string `json:"id"`
+	// Version is the API version used.
+	Version string `json:"v"`
+	// Hash is a short hash of the applied object.
+	// +optional
+	Hash string `json:"h,omitempty"`
+}
+
+// HistoryEntry records one attempt.
+type HistoryEntry struct {
+	Revision string      `json:"revision"`
+	Time     metav1.Time `json:"time"`
+	// Result is Succeeded or Failed.
+	Result string `json:"result"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	RenderDigest string `json:"renderDigest,omitempty"`
+	// +optional
+	Objects int32 `json:"objects,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=mi
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.lastAppliedRevision`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ModuleInstance is one module rendered with values and applied to the cluster.
+type ModuleInstance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ModuleInstanceSpec   `json:"spec,omitempty"`
+	Status ModuleInstanceStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ModuleInstanceList is a list of ModuleInstances.
+type ModuleInstanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ModuleInstance `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ModuleInstance{}, &ModuleInstanceList{})
+}

@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PlatformSpec is the cluster-wide policy of a platform repository.
+type PlatformSpec struct {
+	// Catalogs are CUE modules every instance renders against, pinned exactly.
+	// +optional
+	Catalogs []Catalog `json:"catalogs,omitempty"`
+
+	// SkewPolicy decides what happens when an instance's module needs a newer
+	// catalog than the pinned one.
+	// +kubebuilder:validation:Enum=Warn;Refuse
+	// +kubebuilder:default=Warn
+	// +optional
+	SkewPolicy SkewPolicy `json:"skewPolicy,omitempty"`
+
+	// ModuleRegistry names the Registry that serves CUE modules.
+	// +optional
+	ModuleRegistry string `json:"moduleRegistry,omitempty"`
+
+	// DefaultServiceAccount is impersonated when an instance names none
+	// ("" means cairn's own identity).
+	// +optional
+	DefaultServiceAccount string `json:"defaultServiceAccount,omitempty"`
+
+	// Namespaces restricts where instances may put objects.
+	// +optional
+	Namespaces NamespacePolicy `json:"namespaces,omitempty"`
+
+	// Verify sets how module and chart signatures are checked.
+	// +optional
+	Verify PlatformVerify `json:"verify,omitempty"`
+
+	// Prune holds the guards that bound deletions.
+	// +optional
+	Prune PrunePolicy `json:"prune,omitempty"`
+
+	// Render sets where rendering runs and where rendered artifacts are published.
+	// +optional
+	Render RenderPolicy `json:"render,omitempty"`
+}
+
+// Catalog is a CUE module pinned to an exact version.
+type Catalog struct {
+	// Module is the CUE module path with its major version, e.g. example.com/catalog@v0.
+	// +kubebuilder:validation:MinLength=1
+	Module string `json:"module"`
+	// Version is the exact semantic version, e.g. v0.3.1.
+	// +kubebuilder:validation:Pattern=`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`
+	Version string `json:"version"`
+}
+
+// SkewPolicy is Warn or Refuse.
+type SkewPolicy string
+
+// Skew policies.
+const (
+	SkewWarn   SkewPolicy = "Warn"
+	SkewRefuse SkewPolicy = "Refuse"
+)
+
+// NamespacePolicy holds glob patterns of namespaces instances may and may not use.
+type NamespacePolicy struct {
+	// Allow lists permitted namespace patterns (empty allows all).
+	// +optional
+	Allow []string `json:"allow,omitempty"`
+	// Deny lists forbidden namespace patterns; deny wins over allow.
+	// +optional
+	Deny []string `json:"deny,omitempty"`
+}
+
+// VerifyMode is Enforce, Warn or Off.
+type VerifyMode string
+
+// Verification modes.
+const (
+	VerifyEnforce VerifyMode = "Enforce"
+	VerifyWarn    VerifyMode = "Warn"
+	VerifyOff     VerifyMode = "Off"
+)
+
+// PlatformVerify sets the signature verification mode.
+type PlatformVerify struct {
+	// Mode is Enforce, Warn or Off.
+	// +kubebuilder:validation:Enum=Enforce;Warn;Off
+	// +optional
+	Mode VerifyMode `json:"mode,omitempty"`
+}
+
+// PrunePolicy bounds what one sync may delete.
+type PrunePolicy struct {
+	// MaxDeletions caps the objects one sync deletes in total (unset: no cap).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxDeletions *int32 `json:"maxDeletions,omitempty"`
+	// MaxPercent caps the share of its objects an instance that stays may lose.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxPercent *int32 `json:"maxPercent,omitempty"`
+	// ProtectedKinds are never deleted unless the instance opts in.
+	// +optional
+	ProtectedKinds []string `json:"protectedKinds,omitempty"`
+}
+
+// RenderMode is InProcess or Job.
+type RenderMode string
+
+// Render modes.
+const (
+	RenderInProcess RenderMode = "InProcess"
+	RenderJob       RenderMode = "Job"
+)
+
+// RenderPolicy sets where rendering runs and where its output is published.
+type RenderPolicy struct {
+	// Mode is InProcess or Job.
+	// +kubebuilder:validation:Enum=InProcess;Job
+	// +optional
+	Mode RenderMode `json:"mode,omitempty"`
+	// Publish pushes each instance's rendered objects as a signed OCI artifact.
+	// +optional
+	Publish *PublishTarget `json:"publish,omitempty"`
+}
+
+// PublishTarget is a repository in a Registry.
+type PublishTarget struct {
+	// Registry names a Registry.
+	// +kubebuilder:validation:MinLength=1
+	Registry string `json:"registry"`
+	// Repository is the repository path inside the registry.
+	// +kubebuilder:validation:MinLength=1
+	Repository string `json:"repository"`
+}
+
+// PlatformStatus is the state of the whole repository's sync.
+type PlatformStatus struct {
+	// ObservedGeneration is the last generation reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions holds Ready, Reconciling and Stalled.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Repository is the URL (without credentials) last synced.
+	// +optional
+	Repository string `json:"repository,omitempty"`
+	// LastSyncedRevision is the SHA of the last sync of the whole repository.
+	// +optional
+	LastSyncedRevision string `json:"lastSyncedRevision,omitempty"`
+	// LastAttemptedRevision is the SHA of the last attempted sync.
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+	// LastSyncTime is when the last sync finished.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// Instances counts instances by outcome of the last sync.
+	// +optional
+	Instances InstanceCounts `json:"instances,omitempty"`
+}
+
+// InstanceCounts counts instances by state.
+type InstanceCounts struct {
+	Total  int32 `json:"total"`
+	Ready  int32 `json:"ready"`
+	Failed int32 `json:"failed"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=pf
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.lastSyncedRevision`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Platform is the cluster-wide policy of a platform repository; its only name is "cluster".
+type Platform struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PlatformSpec   `json:"spec,omitempty"`
+	Status PlatformStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PlatformList is a list of Platforms.
+type PlatformList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Platform `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Platform{}, &PlatformList{})
+}
