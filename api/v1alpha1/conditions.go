@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // Condition types beyond the kstatus ones (Ready, Reconciling, Stalled).
 const (
 	DriftedCondition  = "Drifted"
@@ -38,3 +40,21 @@ const (
 func InstanceKey(namespace, name string) string {
 	return namespace + "." + name
 }
+
+// GetConditions returns the conditions of the ModuleInstance.
+func (in *ModuleInstance) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the conditions of the ModuleInstance.
+func (in *ModuleInstance) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetConditions returns the conditions of the Platform.
+func (in *Platform) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the conditions of the Platform.
+func (in *Platform) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetConditions returns the conditions of the Registry.
+func (in *Registry) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the conditions of the Registry.
+func (in *Registry) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
