@@ -1,0 +1,112 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// kubeBinaries are the files FindBinaries guarantees in the directory it returns.
+var kubeBinaries = []string{
+	"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwok-stages.yaml",
+}
+
+// FindBinaries returns the directory holding the Kubernetes binaries: $CAIRN_KUBE_BIN
+// when set, otherwise the output of hack/build-kube.sh, which builds them on
+// first use (minutes) and answers from its cache afterwards. Concurrent
+// callers (test binaries of several packages) wait for one build.
+func FindBinaries(ctx context.Context) (string, error) {
+	if dir := os.Getenv("CAIRN_KUBE_BIN"); dir != "" {
+		return dir, checkBinaries(dir)
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	unlock, err := lockBuild()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	dir, err := runBuildScript(ctx, root)
+	if err != nil {
+		return "", err
+	}
+	return dir, checkBinaries(dir)
+}
+
+func checkBinaries(dir string) error {
+	for _, name := range kubeBinaries {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("failed to find %s in %s (run hack/build-kube.sh or set CAIRN_KUBE_BIN): %w", name, dir, err)
+		}
+	}
+	return nil
+}
+
+func runBuildScript(ctx context.Context, root string) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "build-kube.sh"))
+	cmd.Dir = root
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("failed to build the Kubernetes binaries with hack/build-kube.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+// lockBuild serialises hack/build-kube.sh between processes.
+func lockBuild() (func(), error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the cache directory: %w", err)
+	}
+	dir := filepath.Join(cache, "cairn")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "build-kube.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open the build lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("failed to take the build lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// repoRoot walks up from the working directory to the cairn module root.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(data, []byte("module cairn.dev/cairn\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("failed to find the cairn module root above the working directory (set CAIRN_KUBE_BIN)")
+		}
+		dir = parent
+	}
+}
+
+// systemBinary finds a binary installed from a Debian package.
+func systemBinary(name, pkg string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("failed to find %s (apt-get install -y %s): %w", name, pkg, err)
+	}
+	return path, nil
+}
