@@ -1,0 +1,98 @@
+package gitsource
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ReadDir reads a local working directory (not a Git repository) into a Tree
+// with the rules of Source.Tree: regular files only (a symlink or special file
+// is ErrUnsafePath), checked names, LFS pointers refused, Limits enforced.
+// Entries named exactly ".git" (the metadata of a checkout) are skipped.
+// Files are opened through an os.Root, so nothing outside dir is read.
+func ReadDir(dir string, limits Limits) (*Tree, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read directory %s: %w", quotePath(dir), err)
+	}
+	defer root.Close()
+	r := &dirReader{root: root, b: newTreeBuilder(limits.withDefaults())}
+	if err := fs.WalkDir(root.FS(), ".", r.visit); err != nil {
+		return nil, fmt.Errorf("failed to read directory %s: %w", quotePath(dir), err)
+	}
+	return r.b.tree(), nil
+}
+
+type dirReader struct {
+	root *os.Root
+	b    *treeBuilder
+	dirs int
+}
+
+func (r *dirReader) visit(p string, d fs.DirEntry, err error) error {
+	if err != nil {
+		return err
+	}
+	if p == "." {
+		return nil
+	}
+	if d.Name() == ".git" {
+		if d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	}
+	if err := r.entry(p, d); err != nil {
+		return fmt.Errorf("path %s: %w", quotePath(p), err)
+	}
+	return nil
+}
+
+func (r *dirReader) entry(p string, d fs.DirEntry) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	switch t := d.Type(); {
+	case t.IsDir():
+		r.dirs++
+		if r.dirs > r.b.limits.MaxFiles {
+			return fmt.Errorf("%w: tree exceeds %d directories", ErrTooLarge, r.b.limits.MaxFiles)
+		}
+		return nil
+	case t.IsRegular():
+		return r.file(p)
+	case t&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: symbolic link", ErrUnsafePath)
+	}
+	return fmt.Errorf("%w: not a regular file", ErrUnsafePath)
+}
+
+// file reads a regular file, checking its size before and while reading
+// (the file may change under us).
+func (r *dirReader) file(p string) error {
+	f, err := r.root.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", ErrUnsafePath)
+	}
+	if err := r.b.reserve(p, fi.Size()); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, r.b.limits.MaxFileBytes+1))
+	if err != nil {
+		return err
+	}
+	if isLFSPointer(data) {
+		return fmt.Errorf("%w: Git LFS pointer", ErrUnsupportedContent)
+	}
+	return r.b.add(p, data)
+}

@@ -1,0 +1,198 @@
+package gitsource
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Tree is an immutable set of regular files held in memory, keyed by
+// slash-separated paths that passed checkPath. Directories are implied by the
+// file paths. It implements fs.FS, fs.ReadFileFS, fs.ReadDirFS and fs.StatFS.
+type Tree struct {
+	files map[string][]byte
+	paths []string            // sorted
+	dirs  map[string][]string // dir ("." for the root) -> sorted child names
+	size  int64
+}
+
+// Files returns the paths of all files, sorted.
+func (t *Tree) Files() []string {
+	return append([]string(nil), t.paths...)
+}
+
+// Bytes returns the content of the file at path. The slice is shared: do not
+// modify it.
+func (t *Tree) Bytes(path string) ([]byte, bool) {
+	b, ok := t.files[path]
+	return b, ok
+}
+
+// Size returns the total size of all files in bytes.
+func (t *Tree) Size() int64 { return t.size }
+
+// Sub returns the files under dir, with paths relative to dir. dir "" or "."
+// is the whole tree; a dir that holds no file is an error wrapping
+// fs.ErrNotExist.
+func (t *Tree) Sub(dir string) (*Tree, error) {
+	dir, err := cleanDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if dir == "." {
+		return t, nil
+	}
+	if _, ok := t.dirs[dir]; !ok {
+		return nil, fmt.Errorf("failed to open directory %s: %w", quotePath(dir), fs.ErrNotExist)
+	}
+	b := newTreeBuilder(Limits{}.withDefaults())
+	b.unlimited = true
+	for _, p := range t.under(dir) {
+		if err := b.add(strings.TrimPrefix(p, dir+"/"), t.files[p]); err != nil {
+			return nil, err
+		}
+	}
+	return b.tree(), nil
+}
+
+// under returns the sorted paths below dir ("." for all).
+func (t *Tree) under(dir string) []string {
+	if dir == "." {
+		return t.paths
+	}
+	prefix := dir + "/"
+	lo := sort.SearchStrings(t.paths, prefix)
+	hi := lo
+	for hi < len(t.paths) && strings.HasPrefix(t.paths[hi], prefix) {
+		hi++
+	}
+	return t.paths[lo:hi]
+}
+
+// cleanDir validates a directory argument; "" and "." mean the root.
+func cleanDir(dir string) (string, error) {
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" || dir == "." {
+		return ".", nil
+	}
+	if err := checkPath(dir); err != nil {
+		return "", fmt.Errorf("failed to use directory %s: %w", quotePath(dir), err)
+	}
+	return dir, nil
+}
+
+// Digest returns "sha256:<hex>" over the sorted (path, content) pairs.
+func (t *Tree) Digest() string {
+	return t.DigestDir(".")
+}
+
+// DigestDir is Digest for the files under dir, with paths relative to dir
+// (so it equals Sub(dir).Digest()). An invalid or empty dir digests to the
+// digest of an empty tree.
+func (t *Tree) DigestDir(dir string) string {
+	h := sha256.New()
+	dir, err := cleanDir(dir)
+	if err == nil {
+		for _, p := range t.under(dir) {
+			rel := p
+			if dir != "." {
+				rel = strings.TrimPrefix(p, dir+"/")
+			}
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(t.files[p])))
+			h.Write([]byte(rel))
+			h.Write([]byte{0})
+			h.Write(n[:])
+			h.Write(t.files[p])
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// treeBuilder collects files under Limits and rejects paths that are unsafe
+// or that clash (a file where a directory is implied, or twice the same path).
+type treeBuilder struct {
+	limits    Limits
+	unlimited bool // for Sub: the files were checked already
+	files     map[string][]byte
+	dirs      map[string]struct{}
+	size      int64
+}
+
+func newTreeBuilder(l Limits) *treeBuilder {
+	return &treeBuilder{limits: l, files: map[string][]byte{}, dirs: map[string]struct{}{}}
+}
+
+// reserve checks that a file of size n at p fits the limits before its
+// content is read.
+func (b *treeBuilder) reserve(p string, n int64) error {
+	switch {
+	case b.unlimited:
+		return nil
+	case n > b.limits.MaxFileBytes:
+		return fmt.Errorf("%w: file is %d bytes, limit %d", ErrTooLarge, n, b.limits.MaxFileBytes)
+	case b.size+n > b.limits.MaxTotalBytes:
+		return fmt.Errorf("%w: tree exceeds %d bytes", ErrTooLarge, b.limits.MaxTotalBytes)
+	case len(b.files) >= b.limits.MaxFiles:
+		return fmt.Errorf("%w: tree exceeds %d files", ErrTooLarge, b.limits.MaxFiles)
+	}
+	return nil
+}
+
+// add stores a file; p must not have been added or implied as a directory.
+func (b *treeBuilder) add(p string, data []byte) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	if err := b.reserve(p, int64(len(data))); err != nil {
+		return err
+	}
+	if _, dup := b.files[p]; dup {
+		return fmt.Errorf("%w: duplicate path", ErrUnsafePath)
+	}
+	if _, isDir := b.dirs[p]; isDir {
+		return fmt.Errorf("%w: file and directory share the path", ErrUnsafePath)
+	}
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if _, isFile := b.files[d]; isFile {
+			return fmt.Errorf("%w: file and directory share the path %s", ErrUnsafePath, quotePath(d))
+		}
+		b.dirs[d] = struct{}{}
+	}
+	b.files[p] = data
+	b.size += int64(len(data))
+	return nil
+}
+
+// tree freezes the builder into a Tree.
+func (b *treeBuilder) tree() *Tree {
+	t := &Tree{files: b.files, size: b.size, dirs: map[string][]string{".": nil}}
+	for p := range b.files {
+		t.paths = append(t.paths, p)
+	}
+	sort.Strings(t.paths)
+	for d := range b.dirs {
+		t.dirs[d] = nil
+	}
+	for _, p := range t.paths {
+		t.link(p)
+	}
+	for d := range b.dirs {
+		t.link(d)
+	}
+	for d := range t.dirs {
+		sort.Strings(t.dirs[d])
+	}
+	return t
+}
+
+// link records p as a child of its parent directory.
+func (t *Tree) link(p string) {
+	parent := path.Dir(p)
+	t.dirs[parent] = append(t.dirs[parent], path.Base(p))
+}

@@ -1,0 +1,142 @@
+package gitsource
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"path"
+	"time"
+)
+
+var (
+	_ fs.FS         = (*Tree)(nil)
+	_ fs.ReadFileFS = (*Tree)(nil)
+	_ fs.ReadDirFS  = (*Tree)(nil)
+	_ fs.StatFS     = (*Tree)(nil)
+)
+
+// Open implements fs.FS.
+func (t *Tree) Open(name string) (fs.File, error) {
+	info, err := t.stat("open", name)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		return &treeDir{info: info, entries: t.entries(name)}, nil
+	}
+	return &treeFile{info: info, Reader: bytes.NewReader(t.files[name])}, nil
+}
+
+// ReadFile implements fs.ReadFileFS; the caller owns the returned slice.
+func (t *Tree) ReadFile(name string) ([]byte, error) {
+	info, err := t.stat("read", name)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrInvalid}
+	}
+	return bytes.Clone(t.files[name]), nil
+}
+
+// ReadDir implements fs.ReadDirFS.
+func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
+	info, err := t.stat("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	return t.entries(name), nil
+}
+
+// Stat implements fs.StatFS.
+func (t *Tree) Stat(name string) (fs.FileInfo, error) {
+	return t.stat("stat", name)
+}
+
+func (t *Tree) stat(op, name string) (*treeInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if b, ok := t.files[name]; ok {
+		return &treeInfo{name: path.Base(name), size: int64(len(b))}, nil
+	}
+	if _, ok := t.dirs[name]; ok {
+		return &treeInfo{name: path.Base(name), dir: true}, nil
+	}
+	return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+}
+
+func (t *Tree) entries(dir string) []fs.DirEntry {
+	names := t.dirs[dir]
+	out := make([]fs.DirEntry, 0, len(names))
+	for _, n := range names {
+		p := n
+		if dir != "." {
+			p = dir + "/" + n
+		}
+		info, _ := t.stat("readdir", p)
+		out = append(out, fs.FileInfoToDirEntry(info))
+	}
+	return out
+}
+
+// treeInfo is the fs.FileInfo of a file (0644) or an implied directory (0755).
+type treeInfo struct {
+	name string
+	size int64
+	dir  bool
+}
+
+func (i *treeInfo) Name() string       { return i.name }
+func (i *treeInfo) Size() int64        { return i.size }
+func (i *treeInfo) ModTime() time.Time { return time.Time{} }
+func (i *treeInfo) IsDir() bool        { return i.dir }
+func (i *treeInfo) Sys() any           { return nil }
+
+func (i *treeInfo) Mode() fs.FileMode {
+	if i.dir {
+		return fs.ModeDir | 0o755
+	}
+	return 0o644
+}
+
+type treeFile struct {
+	info *treeInfo
+	*bytes.Reader
+}
+
+func (f *treeFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *treeFile) Close() error               { return nil }
+
+type treeDir struct {
+	info    *treeInfo
+	entries []fs.DirEntry
+	offset  int
+}
+
+func (d *treeDir) Stat() (fs.FileInfo, error) { return d.info, nil }
+func (d *treeDir) Close() error               { return nil }
+
+func (d *treeDir) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.info.name, Err: fs.ErrInvalid}
+}
+
+// ReadDir implements fs.ReadDirFile.
+func (d *treeDir) ReadDir(n int) ([]fs.DirEntry, error) {
+	rest := d.entries[d.offset:]
+	if n <= 0 {
+		d.offset = len(d.entries)
+		return rest, nil
+	}
+	if len(rest) == 0 {
+		return nil, io.EOF
+	}
+	if n > len(rest) {
+		n = len(rest)
+	}
+	d.offset += n
+	return rest[:n], nil
+}
