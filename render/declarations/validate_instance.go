@@ -1,0 +1,132 @@
+package declarations
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"regexp"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// digestPattern is a sha256 or sha512 content digest.
+var digestPattern = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
+
+// instanceContext is what an instance is validated against.
+type instanceContext struct {
+	platform *cairnv1.Platform
+	// declared reports whether the instance namespace/name is declared, valid or not.
+	declared func(id string) bool
+}
+
+// validate checks an instance's spec, its references and its namespace.
+func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
+	s := mi.Spec
+	ps := c.validateModule(s.Module)
+	ps = append(ps, validateValues(s.Values)...)
+	ps = append(ps, c.validateDependsOn(mi)...)
+	ps = append(ps, oneOf("spec.drift", string(s.Drift), string(cairnv1.DriftCorrect), string(cairnv1.DriftWarn), string(cairnv1.DriftIgnore))...)
+	ps = append(ps, positiveDuration("spec.timeout", s.Timeout)...)
+	ps = append(ps, optionalName("spec.serviceAccountName", s.ServiceAccountName)...)
+	ps = append(ps, namespaceAllowed(c.platform.Spec.Namespaces, "metadata.namespace", mi.Namespace)...)
+	return append(ps, c.validateSecrets(s.Secrets)...)
+}
+
+func (c instanceContext) validateModule(m cairnv1.ModuleSource) []problem {
+	set := 0
+	for _, given := range []bool{m.CUE != nil, m.Chart != nil, m.Local != nil} {
+		if given {
+			set++
+		}
+	}
+	switch {
+	case set != 1:
+		return []problem{{ReasonInvalidModule, "spec.module", fmt.Sprintf("exactly one of cue, chart or local must be set, found %d", set)}}
+	case m.CUE != nil:
+		return c.validateCUE(m.CUE)
+	case m.Chart != nil:
+		return validateChart(m.Chart)
+	}
+	return validateLocal(m.Local)
+}
+
+func (c instanceContext) validateCUE(m *cairnv1.CUEModule) []problem {
+	var ps []problem
+	if !modulePattern.MatchString(m.Path) {
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.cue.path", fmt.Sprintf("%q is not a module path with its major version, e.g. example.com/modules/podinfo@v0", m.Path)})
+	}
+	if !semverPattern.MatchString(m.Version) {
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.cue.version", fmt.Sprintf("%q is not an exact version, e.g. v0.4.0", m.Version)})
+	}
+	if c.platform.Spec.ModuleRegistry == "" {
+		ps = append(ps, problem{ReasonDanglingReference, "spec.module.cue", "a CUE module needs the Platform's spec.moduleRegistry, which is not set"})
+	}
+	return ps
+}
+
+// validateChart checks the chart URL without echoing it, since it might carry credentials.
+func validateChart(ch *cairnv1.ChartSource) []problem {
+	var ps []problem
+	u, err := url.Parse(ch.URL)
+	switch {
+	case err != nil || u.Scheme != "oci" || u.Host == "" || strings.Trim(u.Path, "/") == "" || u.RawQuery != "" || u.Fragment != "":
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.url", "must be oci://host/repository"})
+	case u.User != nil:
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.url", "must not carry credentials: name a Registry secret instead"})
+	}
+	if ch.Digest != "" && !digestPattern.MatchString(ch.Digest) {
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.digest", fmt.Sprintf("%q is not a sha256 or sha512 digest", ch.Digest)})
+	}
+	return ps
+}
+
+// validateLocal checks that a local module path is relative, clean and stays inside the
+// repository; a leading "./" is allowed.
+func validateLocal(m *cairnv1.LocalModule) []problem {
+	p := strings.TrimPrefix(m.Path, "./")
+	var msg string
+	switch {
+	case m.Path == "":
+		return required("spec.module.local.path")
+	case strings.HasPrefix(m.Path, "/") || strings.Contains(m.Path, `\`):
+		msg = "must be a relative path with forward slashes"
+	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+		msg = "must not contain .."
+	case !fs.ValidPath(p):
+		msg = "must be a clean path inside the repository"
+	default:
+		return nil
+	}
+	return []problem{{ReasonInvalidModule, "spec.module.local.path", fmt.Sprintf("%q %s", m.Path, msg)}}
+}
+
+func validateValues(v *apiextensionsv1.JSON) []problem {
+	if v == nil || bytes.HasPrefix(bytes.TrimSpace(v.Raw), []byte("{")) {
+		return nil
+	}
+	return []problem{{ReasonInvalidDeclaration, "spec.values", "must be an object"}}
+}
+
+func (c instanceContext) validateDependsOn(mi *cairnv1.ModuleInstance) []problem {
+	var ps []problem
+	for i, ref := range mi.Spec.DependsOn {
+		field := fmt.Sprintf("spec.dependsOn[%d]", i)
+		if ref.Name == "" {
+			ps = append(ps, required(field+".name")...)
+			continue
+		}
+		if ref.Namespace != "" && len(content.IsDNS1123Label(ref.Namespace)) > 0 {
+			ps = append(ps, invalid(field+".namespace", content.IsDNS1123Label(ref.Namespace))...)
+			continue
+		}
+		if id := dependencyIDs(mi)[i]; !c.declared(id) {
+			ps = append(ps, problem{ReasonDanglingReference, field, fmt.Sprintf("ModuleInstance %s is not declared", id)})
+		}
+	}
+	return ps
+}
