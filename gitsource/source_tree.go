@@ -26,7 +26,7 @@ func (s *Source) Tree(ctx context.Context, sha, subdir string) (*Tree, error) {
 		if err != nil {
 			return err
 		}
-		t, err = readTree(ctx, sto, root, s.opts.Limits)
+		t, err = readTree(ctx, sto, root, subdir, s.opts.Limits)
 		return err
 	})
 	if err != nil {
@@ -59,6 +59,7 @@ func subTree(sto storer.EncodedObjectStorer, root plumbing.Hash, subdir string) 
 // treeWalk reads a Git tree into a treeBuilder.
 type treeWalk struct {
 	ctx   context.Context
+	base  string // subdir the tree was read from, "" or "dir/", for messages
 	sto   storer.EncodedObjectStorer
 	b     *treeBuilder
 	dirs  int
@@ -73,8 +74,8 @@ type pendingTree struct {
 // readTree reads the tree root iteratively (no recursion, so depth costs no
 // stack); directories count against MaxFiles as well, which bounds a tree
 // that repeats one subtree many times.
-func readTree(ctx context.Context, sto storer.EncodedObjectStorer, root plumbing.Hash, l Limits) (*Tree, error) {
-	w := &treeWalk{ctx: ctx, sto: sto, b: newTreeBuilder(l), limit: l}
+func readTree(ctx context.Context, sto storer.EncodedObjectStorer, root plumbing.Hash, subdir string, l Limits) (*Tree, error) {
+	w := &treeWalk{ctx: ctx, sto: sto, b: newTreeBuilder(l), limit: l, base: basePrefix(subdir)}
 	stack := []pendingTree{{hash: root}}
 	for len(stack) > 0 {
 		next := stack[len(stack)-1]
@@ -95,13 +96,13 @@ func (w *treeWalk) readDir(d pendingTree) ([]pendingTree, error) {
 	}
 	t, err := object.GetTree(w.sto, d.hash)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read directory %s: %w", quotePath(dirName(d.prefix)), err)
+		return nil, fmt.Errorf("failed to read directory %s: %w", quotePath(dirName(w.base+d.prefix)), err)
 	}
 	var subdirs []pendingTree
 	for _, e := range t.Entries {
 		p := d.prefix + e.Name
 		if err := w.entry(p, e); err != nil {
-			return nil, fmt.Errorf("path %s: %w", quotePath(p), err)
+			return nil, fmt.Errorf("path %s: %w", quotePath(w.base+p), err)
 		}
 		if e.Mode == filemode.Dir {
 			subdirs = append(subdirs, pendingTree{prefix: p + "/", hash: e.Hash})
@@ -199,4 +200,12 @@ func dirName(prefix string) string {
 		return "."
 	}
 	return prefix[:len(prefix)-1]
+}
+
+func basePrefix(subdir string) string {
+	dir, err := cleanDir(subdir)
+	if err != nil || dir == "." {
+		return ""
+	}
+	return dir + "/"
 }

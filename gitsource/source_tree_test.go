@@ -1,0 +1,167 @@
+package gitsource
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	. "github.com/onsi/gomega"
+)
+
+const lfsPointer = "version https://git-lfs.github.com/spec/v1\n" +
+	"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"
+
+// treeCase is a fixture tree that Source.Tree must reject.
+type treeCase struct {
+	name    string
+	build   func(f *fixtureRepo) string // returns the commit
+	limits  Limits
+	want    error
+	path    string // named in the error
+	secret  string // content that must not appear in the error
+	subdir  string
+}
+
+func rawEntry(f *fixtureRepo, name string, mode filemode.FileMode, content string) object.TreeEntry {
+	return object.TreeEntry{Name: name, Mode: mode, Hash: f.blob(content)}
+}
+
+func treeWith(entries ...func(f *fixtureRepo) object.TreeEntry) func(f *fixtureRepo) string {
+	return func(f *fixtureRepo) string {
+		es := []object.TreeEntry{rawEntry(f, "ok.yaml", filemode.Regular, "ok\n")}
+		for _, e := range entries {
+			es = append(es, e(f))
+		}
+		return f.commitTree(f.rawTree(es))
+	}
+}
+
+func blobEntry(name string, mode filemode.FileMode, content string) func(f *fixtureRepo) object.TreeEntry {
+	return func(f *fixtureRepo) object.TreeEntry { return rawEntry(f, name, mode, content) }
+}
+
+func dirEntry(name string, inner ...func(f *fixtureRepo) object.TreeEntry) func(f *fixtureRepo) object.TreeEntry {
+	return func(f *fixtureRepo) object.TreeEntry {
+		var es []object.TreeEntry
+		for _, e := range inner {
+			es = append(es, e(f))
+		}
+		return object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: f.rawTree(es)}
+	}
+}
+
+func files(specs map[string]fileSpec) func(f *fixtureRepo) string {
+	return func(f *fixtureRepo) string { return f.commitTree(f.buildTree(specs)) }
+}
+
+var treeCases = []treeCase{
+	{name: "absolute symlink", want: ErrUnsafePath, path: "secrets/token", secret: "/etc/passwd",
+		build: treeWith(dirEntry("secrets", blobEntry("token", filemode.Symlink, "/etc/passwd")))},
+	{name: "escaping symlink", want: ErrUnsafePath, path: "a/escape", secret: "../../..",
+		build: treeWith(dirEntry("a", blobEntry("escape", filemode.Symlink, "../../../etc/shadow")))},
+	{name: "symlink to a file inside", want: ErrUnsafePath, path: "link",
+		build: treeWith(blobEntry("link", filemode.Symlink, "ok.yaml"))},
+	{name: "dot-dot entry", want: ErrUnsafePath, path: "..",
+		build: treeWith(blobEntry("..", filemode.Regular, "x"))},
+	{name: "dot-dot directory", want: ErrUnsafePath, path: "..",
+		build: treeWith(dirEntry("..", blobEntry("evil.yaml", filemode.Regular, "x")))},
+	{name: "dot entry", want: ErrUnsafePath, path: ".",
+		build: treeWith(blobEntry(".", filemode.Regular, "x"))},
+	{name: ".git directory", want: ErrUnsafePath, path: ".git",
+		build: treeWith(dirEntry(".git", blobEntry("config", filemode.Regular, "[core]\n")))},
+	{name: ".GIT file", want: ErrUnsafePath, path: "sub/.GIT",
+		build: treeWith(dirEntry("sub", blobEntry(".GIT", filemode.Regular, "x")))},
+	{name: ".git with trailing dot", want: ErrUnsafePath, path: ".git.",
+		build: treeWith(dirEntry(".git.", blobEntry("hooks", filemode.Regular, "x")))},
+	{name: "HFS ignorable .git", want: ErrUnsafePath, path: `.g\u200cit`,
+		build: treeWith(blobEntry(".g\u200cit", filemode.Regular, "x"))},
+	{name: "NTFS short name", want: ErrUnsafePath, path: "GIT~1",
+		build: treeWith(blobEntry("GIT~1", filemode.Regular, "x"))},
+	{name: "absolute name", want: ErrUnsafePath, path: "/etc/cron.d/x",
+		build: treeWith(blobEntry("/etc/cron.d/x", filemode.Regular, "x"))},
+	{name: "slash in a name", want: ErrUnsafePath, path: "a/../../b",
+		build: treeWith(blobEntry("a/../../b", filemode.Regular, "x"))},
+	{name: "backslash", want: ErrUnsafePath, path: `..\\..\\x`,
+		build: treeWith(blobEntry(`..\..\x`, filemode.Regular, "x"))},
+	{name: "control character", want: ErrUnsafePath, path: `a\nb`,
+		build: treeWith(blobEntry("a\nb", filemode.Regular, "x"))},
+	{name: "duplicate entry", want: ErrUnsafePath, path: "ok.yaml",
+		build: treeWith(blobEntry("ok.yaml", filemode.Regular, "again"))},
+	{name: "gitlink", want: ErrUnsafePath, path: "vendor/lib",
+		build: files(map[string]fileSpec{
+			"a.yaml":     {content: "a"},
+			"vendor/lib": {mode: filemode.Submodule, content: "0123456789abcdef0123456789abcdef01234567"},
+		})},
+	{name: "file over the cap", want: ErrTooLarge, path: "big.yaml", limits: Limits{MaxFileBytes: 1024},
+		build: files(map[string]fileSpec{"big.yaml": {content: strings.Repeat("x", 1025)}})},
+	{name: "total over the cap", want: ErrTooLarge, limits: Limits{MaxTotalBytes: 1500},
+		build: files(map[string]fileSpec{"a": {content: strings.Repeat("a", 1000)}, "b": {content: strings.Repeat("b", 1000)}})},
+	{name: "too many files", want: ErrTooLarge, limits: Limits{MaxFiles: 2},
+		build: files(map[string]fileSpec{"a": {content: "a"}, "b": {content: "b"}, "c": {content: "c"}})},
+	{name: "LFS pointer", want: ErrUnsupportedContent, path: "charts/big.tgz", secret: "oid sha256",
+		build: files(map[string]fileSpec{"charts/big.tgz": {content: lfsPointer}})},
+	{name: "unsafe entry under subdir", want: ErrUnsafePath, path: "mod/link", subdir: "mod",
+		build: treeWith(dirEntry("mod", blobEntry("link", filemode.Symlink, "/etc/passwd")))},
+	{name: "subdir with dot-dot", want: ErrUnsafePath, subdir: "a/../b",
+		build: files(map[string]fileSpec{"a/x": {content: "x"}})},
+	{name: "subdir through a symlink", want: fs.ErrNotExist, subdir: "link",
+		build: treeWith(blobEntry("link", filemode.Symlink, "/"))},
+}
+
+func TestTreeRejectsHostileEntries(t *testing.T) {
+	for _, tc := range treeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			repo := newFixture(t)
+			sha := tc.build(repo)
+			s, err := New(Options{URL: repo.url(), CacheDir: t.TempDir(), Limits: tc.limits})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Fetch(ctx, sha)).To(Succeed())
+
+			tree, err := s.Tree(ctx, sha, tc.subdir)
+			g.Expect(err).To(MatchError(tc.want))
+			g.Expect(tree).To(BeNil())
+			g.Expect(err.Error()).To(ContainSubstring(repo.url()))
+			if tc.path != "" {
+				g.Expect(err.Error()).To(ContainSubstring(tc.path))
+			}
+			if tc.secret != "" {
+				g.Expect(err.Error()).NotTo(ContainSubstring(tc.secret))
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestTreeAcceptsExecutableAndNestedFiles(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newFixture(t)
+	sha := repo.commitTree(repo.buildTree(map[string]fileSpec{
+		"bin/run.sh":      {mode: filemode.Executable, content: "#!/bin/sh\n"},
+		"a/b/c/d/e.yaml":  {content: "deep\n"},
+		".gitignore":      {content: "x\n"},
+		".github/ci.yaml": {content: "ci\n"},
+	}))
+	s := newTestSource(t, repo.url(), t.TempDir())
+	g.Expect(s.Fetch(ctx, sha)).To(Succeed())
+	tree, err := s.Tree(ctx, sha, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tree.Files()).To(Equal([]string{".github/ci.yaml", ".gitignore", "a/b/c/d/e.yaml", "bin/run.sh"}))
+	g.Expect(tree.Size()).To(Equal(int64(len("#!/bin/sh\n") + len("deep\n") + len("x\n") + len("ci\n"))))
+}
+
+func TestTreeUnknownCommit(t *testing.T) {
+	g := NewWithT(t)
+	repo := newFixture(t)
+	repo.commit(map[string]string{"a": "a"})
+	s := newTestSource(t, repo.url(), t.TempDir())
+	_, err := s.Tree(context.Background(), "0123456789abcdef0123456789abcdef01234567", "")
+	g.Expect(err).To(MatchError(ErrUnknownRevision))
+	_, err = s.Commit(context.Background(), "0123456789abcdef0123456789abcdef01234567")
+	g.Expect(err).To(MatchError(ErrUnknownRevision))
+}
