@@ -1,0 +1,60 @@
+# cairn: run `make help` for the targets.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+GO ?= go
+# Timeout of `go test` per package; the first run builds and starts clusters.
+TEST_TIMEOUT ?= 30m
+# Seconds per fuzz target in `make test` and in `make fuzz`.
+FUZZ_TIME ?= 10
+FUZZ_TIME_LONG ?= 300
+# State directory of the detached local cluster (cluster-up and demo share it).
+DEMO_DIR ?= .demo
+LOCALCLUSTER := $(GO) run ./test/localcluster
+
+.PHONY: help build test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build bin/cairn
+	$(GO) build -o bin/cairn ./cmd/cairn
+
+kube: ## Build the Kubernetes binaries and kwok into ~/.cache/cairn (cached)
+	hack/build-kube.sh
+
+test: ## Run all tests against real Kubernetes binaries, then short fuzz runs
+	bin=$$(hack/build-kube.sh) && CAIRN_KUBE_BIN=$$bin $(GO) test -timeout=$(TEST_TIMEOUT) ./...
+	hack/fuzz.sh $(FUZZ_TIME)
+
+fuzz: ## Run every fuzz target for FUZZ_TIME_LONG seconds (default 300)
+	hack/fuzz.sh $(FUZZ_TIME_LONG)
+
+crds: ## Regenerate deepcopy code and the CRDs in manifests/crds from api/
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=manifests/crds
+
+cluster-up: ## Start (or reuse) the detached local cluster and registry in DEMO_DIR
+	$(LOCALCLUSTER) up --dir $(DEMO_DIR) --full --registry
+
+cluster-down: ## Stop the local cluster in DEMO_DIR
+	$(LOCALCLUSTER) down --dir $(DEMO_DIR)
+
+demo: build ## Local cluster, cairn installed, example modules pushed and synced
+	DEMO_DIR=$(DEMO_DIR) hack/demo.sh
+
+demo-down: ## Stop the demo cluster
+	$(LOCALCLUSTER) down --dir $(DEMO_DIR)
+
+bench: ## Run the benchmarks under test/bench
+	@if [ -d test/bench ]; then \
+		bin=$$(hack/build-kube.sh) && CAIRN_KUBE_BIN=$$bin $(GO) test -run='^$$' -bench=. -timeout=120m ./test/bench/...; \
+	else \
+		echo "no benchmarks yet (test/bench does not exist)"; \
+	fi
+
+vet: ## Run go vet
+	$(GO) vet ./...
+
+fmt: ## Format the Go code with gofmt -s
+	gofmt -s -w $$(git ls-files --cached --others --exclude-standard -- '*.go')

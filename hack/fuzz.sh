@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every native Go fuzz target (func FuzzXxx in a _test.go file) of the
+# repository for SECONDS each, one at a time, and fails if any of them fails.
+# Usage: hack/fuzz.sh [SECONDS]   (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+failed=()
+count=0
+while IFS= read -r file; do
+  pkg=./$(dirname "$file")
+  while IFS= read -r name; do
+    count=$((count + 1))
+    echo "fuzz: $pkg $name for ${secs}s" >&2
+    if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="${secs}s" "$pkg"; then
+      failed+=("$pkg $name")
+    fi
+  done < <(grep -oE '^func Fuzz[A-Za-z0-9_]*\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]*)\(/\1/')
+done < <(git ls-files --cached --others --exclude-standard -- '*_test.go' | xargs -r grep -lE '^func Fuzz[A-Za-z0-9_]*\(' | sort)
+if [ "$count" = 0 ]; then
+  echo "fuzz: no fuzz targets found" >&2
+  exit 0
+fi
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'fuzz: FAILED %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "fuzz: $count targets passed" >&2
