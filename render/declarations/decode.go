@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -19,7 +20,8 @@ var allowedMetadata = map[string]bool{"name": true, "namespace": true, "labels":
 // decodeDocument decodes d strictly into its typed object and checks its metadata. The
 // object is nil when the document cannot be decoded at all.
 func decodeDocument(d *document, b *budget) (metav1.Object, []*Error) {
-	errs := d.errorsAt(reservedFields(d))
+	reserved := reservedFields(d)
+	errs := d.errorsAt(reserved)
 	js, err := toJSON(d.root, b)
 	if err != nil {
 		return nil, append(errs, d.nodeError(err))
@@ -27,7 +29,10 @@ func decodeDocument(d *document, b *budget) (metav1.Object, []*Error) {
 	obj := newObject(d.kind)
 	strict, err := sigsjson.UnmarshalStrict(js, obj)
 	if err != nil {
-		return nil, append(errs, d.errorAt(decodeProblem(js, d.kind, err)))
+		if p := decodeProblem(js, d.kind, err); !slices.ContainsFunc(reserved, func(r problem) bool { return r.field == p.field }) {
+			errs = append(errs, d.errorAt(p))
+		}
+		return nil, errs
 	}
 	for _, s := range strict {
 		errs = append(errs, d.errorAt(strictProblem(s)))

@@ -55,12 +55,9 @@ func Load(fsys fs.FS, opts Options) (*Set, error) {
 	if err := l.readTree(); err != nil {
 		return l.finish(false), err
 	}
+	l.validateRegistries()
 	platform, err := l.platform()
 	if err != nil {
-		return l.finish(false), err
-	}
-	l.validateRegistries()
-	if err := l.checkPlatform(platform); err != nil {
 		return l.finish(false), err
 	}
 	l.validateInstances(platform)
@@ -114,7 +111,8 @@ func duplicateError(d, other *document) *Error {
 		fmt.Sprintf("declared more than once: at %s and at %s", at(d.file, d.line), at(other.file, other.line))})
 }
 
-// platform returns the one valid Platform, or the fatal error that there is none.
+// platform returns the one valid Platform, or the fatal error that there is none. It is
+// checked against the declared Registries, so they must be validated first.
 func (l *loader) platform() (*cairnv1.Platform, error) {
 	switch len(l.platforms) {
 	case 0:
@@ -126,10 +124,15 @@ func (l *loader) platform() (*cairnv1.Platform, error) {
 			fmt.Sprintf("a repository has exactly one Platform: declared at %s and at %s", at(first.file, first.line), at(second.file, second.line))})
 	}
 	p := l.platforms[0]
-	if !p.valid() {
+	if p.obj == nil {
 		return nil, joinErrors(p.errs)
 	}
-	return p.obj.(*cairnv1.Platform), nil
+	platform := p.obj.(*cairnv1.Platform)
+	errs := append(p.errs, p.doc.errorsAt(validatePlatform(platform, l.registryState))...)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return platform, nil
 }
 
 func (l *loader) missingPlatform() error {
@@ -138,13 +141,6 @@ func (l *loader) missingPlatform() error {
 		e.Message += " (files that could not be read: " + strings.Join(l.set.Unparsed, ", ") + ")"
 	}
 	return e
-}
-
-// checkPlatform validates the Platform against the declared Registries; any problem is
-// fatal, since every instance depends on the Platform.
-func (l *loader) checkPlatform(p *cairnv1.Platform) error {
-	ps := validatePlatform(p, l.registryState)
-	return joinErrors(l.platforms[0].doc.errorsAt(ps))
 }
 
 // registryState reports whether Registry name is declared, and whether it is valid.
@@ -177,6 +173,7 @@ func joinErrors(errs []*Error) error {
 	case 1:
 		return errs[0]
 	}
+	sort.SliceStable(errs, func(i, j int) bool { return lessError(errs[i], errs[j]) })
 	all := make([]error, len(errs))
 	for i, e := range errs {
 		all[i] = e

@@ -43,11 +43,19 @@ func (l *loader) splitDocuments(file string, data []byte) ([]*yaml.Node, error) 
 			return nil, err
 		}
 		if l.documents++; l.documents > l.opts.MaxDocuments {
-			return nil, &Error{Reason: ReasonTooManyDocuments, File: file, Line: n.Line,
+			return nil, &Error{Reason: ReasonTooManyDocuments, File: file, Line: contentLine(n),
 				Message: fmt.Sprintf("the repository holds more than %d documents", l.opts.MaxDocuments)}
 		}
 		docs = append(docs, n)
 	}
+}
+
+// contentLine is the line where a document's content starts, after any "---".
+func contentLine(n *yaml.Node) int {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		return n.Content[0].Line
+	}
+	return n.Line
 }
 
 // decodeNode parses the next document, turning a panic of the parser into an error so

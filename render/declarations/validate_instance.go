@@ -57,7 +57,9 @@ func (c instanceContext) validateModule(m cairnv1.ModuleSource) []problem {
 
 func (c instanceContext) validateCUE(m *cairnv1.CUEModule) []problem {
 	var ps []problem
-	if !modulePattern.MatchString(m.Path) {
+	if m.Path == "" {
+		ps = append(ps, problem{ReasonInvalidModule, "spec.module.cue.path", "required"})
+	} else if !modulePattern.MatchString(m.Path) {
 		ps = append(ps, problem{ReasonInvalidModule, "spec.module.cue.path", fmt.Sprintf("%q is not a module path with its major version, e.g. example.com/modules/podinfo@v0", m.Path)})
 	}
 	if !semverPattern.MatchString(m.Version) {
