@@ -84,7 +84,7 @@ func scrub(err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
+	msg := strings.TrimSpace(err.Error())
 	for _, s := range secrets {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, "REDACTED")
