@@ -37,9 +37,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// expansionBudget bounds what the documents of one file may expand to through aliases:
-// nodes visited and JSON bytes written. A file without aliases has at most about one node
-// per two bytes and JSON escaping grows text at most sixfold, so honest files never reach it.
-func (o Options) expansionBudget() budget {
-	return budget{nodes: o.MaxFileBytes, bytes: 8 * o.MaxFileBytes}
+// expansionBudget bounds what the documents of a file of size bytes may expand to
+// through aliases: nodes visited and JSON bytes written. Without aliases a file has fewer
+// nodes than bytes, and JSON escaping grows text at most sixfold, so honest files stay far
+// below it; a bomb is cut off after work proportional to its own size.
+func expansionBudget(size int) budget {
+	return budget{nodes: 4*int64(size) + 10_000, bytes: 16*int64(size) + 256<<10}
 }

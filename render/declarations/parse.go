@@ -24,7 +24,7 @@ func (l *loader) parseFile(file string, data []byte) error {
 		l.unparsed(&Error{Reason: ReasonInvalidYAML, File: file, Line: yamlErrorLine(err), Message: yamlErrorMessage(err)})
 		return nil
 	}
-	b := l.opts.expansionBudget()
+	b := expansionBudget(len(data))
 	for _, n := range docs {
 		l.readDocument(file, n, &b)
 	}

@@ -124,7 +124,7 @@ func mappingKey(k *yaml.Node, seen map[string]bool) (string, error) {
 func (c *converter) scalar(n *yaml.Node) error {
 	switch tag := n.ShortTag(); tag {
 	case "!!str", "!!binary", "!!timestamp":
-		return c.writeJSON(n.Value, n)
+		return c.writeString(n.Value, n)
 	case "!!null":
 		return c.write([]byte("null"), n)
 	case "!!bool", "!!int", "!!float":
@@ -136,6 +136,22 @@ func (c *converter) scalar(n *yaml.Node) error {
 	default:
 		return &nodeError{ReasonInvalidDeclaration, n.Line, fmt.Sprintf("unsupported tag %s", tag)}
 	}
+}
+
+// writeString writes s as a JSON string, without reflection when it needs no escaping.
+func (c *converter) writeString(s string, n *yaml.Node) error {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			return c.writeJSON(s, n)
+		}
+	}
+	if c.budget.bytes -= int64(len(s) + 2); c.budget.bytes < 0 {
+		return &nodeError{ReasonTooLarge, n.Line, "document expands to too many bytes (alias bomb?)"}
+	}
+	c.buf.WriteByte('"')
+	c.buf.WriteString(s)
+	c.buf.WriteByte('"')
+	return nil
 }
 
 func (c *converter) writeJSON(v any, n *yaml.Node) error {
