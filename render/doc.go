@@ -1,0 +1,79 @@
+// Package render owns turning a CUE module and an instance's values into an
+// ordered list of Kubernetes objects, hermetically and within bounds.
+//
+// # The module contract
+//
+// A module is a CUE package. cairn fills two fields and reads one:
+//
+//	package podinfo
+//
+//	#config: {                      // the schema of the values, with defaults
+//		replicas: *1 | int & >=0
+//		image:    *"ghcr.io/stefanprodan/podinfo:6.7.0" | string
+//	}
+//	instance: {name: string, namespace: string} // filled by cairn
+//	values:   #config                           // unified with the instance's values
+//	objects: {                                  // a struct keyed by any id, or a list
+//		deployment: {apiVersion: "apps/v1", kind: "Deployment", metadata: name: instance.name}
+//	}
+//
+// `instance` and `values` are unified with CUE values built from data (the
+// values are parsed as JSON, never spliced into CUE source). Values the closed
+// #config rejects fail with RenderFailed naming the field. Each object is then
+// validated as concrete and final and exported; only `values`, `instance` and
+// `objects` are evaluated. An object needs apiVersion, kind and metadata.name.
+// Namespaced objects without a namespace get the instance's namespace
+// (built-in cluster-scoped kinds and kinds of cluster-scoped CRDs in the same
+// render keep none). Objects are ordered by stage (CustomResourceDefinition,
+// Namespace, ServiceAccount and RBAC, the rest), then kind, namespace, name
+// and apiVersion; Result.Digest is the sha256 of their canonical JSON.
+// CONTRACT.md beside this file is the user-facing version of this section.
+//
+// # Local and registry modules
+//
+// A local module (Request.LocalPath) is a directory of the repository and is
+// its own module root: its cue.mod/module.cue is used, and when it has none
+// cairn supplies `module: "cairn.local/<dir>@v0"` at LanguageVersion with
+// every pinned catalog as a dependency. Directories above it are never read.
+// A registry module (Request.CUEModule) is fetched through CUE's module
+// registry client and cache (cuelang.org/go/mod/modregistry, modcache),
+// configured only from Request.Registry (never CUE_REGISTRY, CUE logins or
+// docker config), anonymously, into Request.CacheDir.
+//
+// # Catalogs
+//
+// Every dependency of the module on a catalog module (Request.Catalogs) is
+// rewritten to the pinned version, in the main module's cue.mod/module.cue and
+// in the module file of every dependency. A module requiring a newer catalog
+// than the pinned one fails with CatalogSkew under SkewPolicy Refuse, and is
+// rendered with the pinned version and a warning under Warn.
+//
+// # Hermetic
+//
+// The CUE loader reads only an in-memory file system (cue/load Config.FS)
+// holding the module's regular files and the files of its dependencies, which
+// are all fetched before evaluation: evaluation touches neither the disk nor
+// the network. Symbolic links and irregular files are refused (UnsafeModule),
+// @embed attributes are checked before evaluation and may only name files
+// inside the module (UnsafeModule otherwise), dependency replacements and
+// cue.mod/local-module.cue are not used, and _tool.cue files (the only place
+// `cue cmd` tasks and tool/exec can live) are never loaded.
+//
+// # Bounded
+//
+// Each render has a deadline (Limits.Timeout) covering fetch and evaluation.
+// CUE evaluation cannot be interrupted, so it runs in its own goroutine; at
+// the deadline Render returns RenderTimeout and the goroutine runs on until it
+// ends. It holds one of RendererOptions.MaxEvaluations slots until then, which
+// bounds how many abandoned evaluations can pile up; later renders wait for a
+// slot within their own deadline. Limits.MaxObjects and Limits.MaxBytes cap
+// the number of objects and the size of their exported JSON; the export stops
+// at the first object over a cap. The caps bound the result, not the memory
+// the CUE evaluator itself uses while evaluating `objects`: a memory budget
+// needs process isolation (render Jobs).
+//
+// Errors are *Error values carrying a Reason (ReasonRenderFailed and the
+// others) and, where CUE gives one, the file and line, relative to the
+// repository for local modules and as "<module>@<version>/<file>" for
+// registry modules.
+package render

@@ -1,0 +1,169 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+)
+
+// Reasons carried by an *Error. They are CamelCase so that the reconciler can
+// use them as condition reasons unchanged.
+const (
+	// ReasonRenderFailed: CUE syntax or evaluation error, or values rejected by
+	// the module's #config.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonNotConcrete: an object is not concrete (or not final) after evaluation.
+	ReasonNotConcrete = "NotConcrete"
+	// ReasonLimitExceeded: the output exceeds Limits.MaxObjects or
+	// Limits.MaxBytes, or the module source exceeds the module size caps.
+	ReasonLimitExceeded = "LimitExceeded"
+	// ReasonRenderTimeout: the render did not finish before its deadline.
+	ReasonRenderTimeout = "RenderTimeout"
+	// ReasonModuleNotFound: the local module directory, the registry module, one
+	// of its dependencies or an imported package does not exist.
+	ReasonModuleNotFound = "ModuleNotFound"
+	// ReasonFetchFailed: the module registry could not be reached or answered
+	// with an error other than "not found". Transient: worth a retry.
+	ReasonFetchFailed = "FetchFailed"
+	// ReasonCatalogSkew: the module requires a newer catalog than the pinned one
+	// under SkewPolicy Refuse.
+	ReasonCatalogSkew = "CatalogSkew"
+	// ReasonInvalidObject: an object lacks apiVersion, kind or metadata.name,
+	// is not a struct, or appears twice.
+	ReasonInvalidObject = "InvalidObject"
+	// ReasonUnsafeModule: the module reaches outside itself (@embed of a parent
+	// or absolute path, symlinks, dependency replacements) or its path escapes
+	// the repository.
+	ReasonUnsafeModule = "UnsafeModule"
+)
+
+// Error is the error type returned by Render and PushModule. File is relative
+// to the repository root for local modules and of the form
+// "<module>@<version>/<file>" for files of registry modules; it is never an
+// absolute path on the host.
+type Error struct {
+	Reason string
+	File   string
+	Line   int
+	Column int
+	Err    error
+}
+
+// Error formats the error as "file:line:col: message", leaving out the parts
+// that are unknown.
+func (e *Error) Error() string {
+	msg := "<nil>"
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	switch {
+	case e.File != "" && e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, msg)
+	case e.File != "" && e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
+	case e.File != "":
+		return fmt.Sprintf("%s: %s", e.File, msg)
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Reason returns the reason of the first *Error in err's chain, or "" when
+// there is none.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+// newError returns an *Error without a position.
+func newError(reason string, format string, args ...any) *Error {
+	return &Error{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// fromCUE converts a CUE error into an *Error with the position of its first
+// error, preferring positions in module files over the values document.
+func fromCUE(reason string, err error) *Error {
+	if err == nil {
+		return nil
+	}
+	e := &Error{Reason: reason, Err: err}
+	all := cueerrors.Errors(err)
+	if len(all) == 0 {
+		return e
+	}
+	group := firstGroup(all)
+	e.Err = cueMessage(group, len(all)-len(group))
+	e.File, e.Line, e.Column = cuePosition(group)
+	return e
+}
+
+// firstGroup returns the first error and, when it only announces the errors
+// of an empty disjunction ("2 errors in empty disjunction:"), the errors that
+// follow it at the same path.
+func firstGroup(errs []cueerrors.Error) []cueerrors.Error {
+	if !strings.HasSuffix(msgOf(errs[0]), ":") {
+		return errs[:1]
+	}
+	path := pathOf(errs[0])
+	n := 1
+	for n < len(errs) && pathOf(errs[n]) == path {
+		n++
+	}
+	return errs[:n]
+}
+
+// cueMessage is "<path>: <message>" for the group, counting the other errors:
+// a full list of CUE errors can be very long.
+func cueMessage(group []cueerrors.Error, others int) error {
+	msgs := make([]string, len(group))
+	for i, e := range group {
+		msgs[i] = msgOf(e)
+	}
+	msg := strings.Join(msgs, " ")
+	if len(group) > 2 {
+		msg = msgs[0] + " " + strings.Join(msgs[1:], "; ")
+	}
+	if path := pathOf(group[0]); path != "" {
+		msg = path + ": " + msg
+	}
+	if others > 0 {
+		msg = fmt.Sprintf("%s (and %d more errors)", msg, others)
+	}
+	return errors.New(msg)
+}
+
+func msgOf(e cueerrors.Error) string {
+	format, args := e.Msg()
+	return fmt.Sprintf(format, args...)
+}
+
+func pathOf(e cueerrors.Error) string { return strings.Join(e.Path(), ".") }
+
+// cuePosition returns the first position of the group outside the values
+// document, or else the first one.
+func cuePosition(group []cueerrors.Error) (string, int, int) {
+	var fallback token.Pos
+	for _, e := range group {
+		for _, p := range cueerrors.Positions(e) {
+			switch {
+			case p.Filename() == "":
+			case p.Filename() != valuesFile:
+				return p.Filename(), p.Line(), p.Column()
+			case !fallback.IsValid():
+				fallback = p
+			}
+		}
+	}
+	if fallback.IsValid() {
+		return fallback.Filename(), fallback.Line(), fallback.Column()
+	}
+	return "", 0, 0
+}

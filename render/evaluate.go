@@ -1,0 +1,273 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+	cuejson "cuelang.org/go/encoding/json"
+)
+
+const (
+	moduleRoot = "/module"
+	depsRoot   = "/deps/"
+	// valuesFile names the instance's values in error positions.
+	valuesFile = "values.json"
+	// maxValuesBytes caps the JSON values of one instance.
+	maxValuesBytes = 4 << 20
+)
+
+// The fields of the module contract.
+var (
+	instancePath = cue.ParsePath("instance")
+	valuesPath   = cue.ParsePath("values")
+	objectsPath  = cue.ParsePath("objects")
+)
+
+// evalInput is everything evaluation needs; it holds no reference to the
+// network or the host file system.
+type evalInput struct {
+	fsys      *memFS
+	registry  *loadRegistry
+	display   func(string) string
+	name      string
+	namespace string
+	values    []byte
+	limits    Limits
+}
+
+// rawObject is one exported object with the position of its definition.
+type rawObject struct {
+	key  string
+	data []byte
+	pos  position
+}
+
+type position struct {
+	file      string
+	line, col int
+}
+
+func newEvalInput(req Request, limits Limits, src *moduleSource, deps *depSet) evalInput {
+	files := make(map[string][]byte, len(src.files)+len(deps.files))
+	for name, data := range src.files {
+		files[strings.TrimPrefix(moduleRoot, "/")+"/"+name] = data
+	}
+	for name, data := range deps.files {
+		files[name] = data
+	}
+	fsys := newMemFS(files)
+	return evalInput{
+		fsys:      fsys,
+		registry:  &loadRegistry{deps: deps, fsys: fsys},
+		display:   displayFunc(src.display),
+		name:      req.Name,
+		namespace: req.Namespace,
+		values:    req.Values,
+		limits:    limits,
+	}
+}
+
+// displayFunc maps loader paths to the names used in errors: files of the
+// module get the module's prefix, files of dependencies "<module>@<version>/".
+func displayFunc(prefix string) func(string) string {
+	return func(p string) string {
+		if rest, ok := strings.CutPrefix(p, moduleRoot+"/"); ok {
+			return prefix + rest
+		}
+		if p == moduleRoot {
+			return strings.TrimSuffix(prefix, "/")
+		}
+		if rest, ok := strings.CutPrefix(p, depsRoot); ok {
+			return rest
+		}
+		return strings.TrimPrefix(p, "/")
+	}
+}
+
+// evaluate loads the module, fills instance and values, and exports objects.
+func evaluate(in evalInput) ([]rawObject, error) {
+	v, err := in.build()
+	if err != nil {
+		return nil, err
+	}
+	if v, err = in.fill(v); err != nil {
+		return nil, err
+	}
+	return export(v.LookupPath(objectsPath), in.limits)
+}
+
+// build loads the module's package from the in-memory file system only.
+// Tool and test files are not loaded.
+func (in evalInput) build() (cue.Value, error) {
+	cfg := &load.Config{
+		FS:         in.fsys,
+		Dir:        moduleRoot,
+		ModuleRoot: moduleRoot,
+		FromFSPath: in.display,
+		Registry:   in.registry,
+		Env:        []string{},
+	}
+	inst := load.Instances([]string{"."}, cfg)[0]
+	if inst.Err != nil {
+		return cue.Value{}, loadError(inst.Err)
+	}
+	v := cuecontext.New().BuildInstance(inst)
+	if err := v.Err(); err != nil {
+		return cue.Value{}, fromCUE(ReasonRenderFailed, err)
+	}
+	return v, nil
+}
+
+// loadError classifies a loader error: imports that resolve nowhere are
+// ModuleNotFound, the rest (syntax errors, mostly) RenderFailed.
+func loadError(err error) *Error {
+	msg := err.Error()
+	for _, s := range []string{"cannot find package", "no dependency found", "not listed in the deps", "cannot find module"} {
+		if strings.Contains(msg, s) {
+			return fromCUE(ReasonModuleNotFound, err)
+		}
+	}
+	return fromCUE(ReasonRenderFailed, err)
+}
+
+// fill unifies `instance` and `values` with values built from data, never
+// from CUE source text.
+func (in evalInput) fill(v cue.Value) (cue.Value, error) {
+	ctx := v.Context()
+	v = v.FillPath(instancePath, ctx.Encode(map[string]string{"name": in.name, "namespace": in.namespace}))
+	if err := v.LookupPath(instancePath).Validate(); err != nil {
+		return v, fromCUE(ReasonRenderFailed, err)
+	}
+	values, err := valuesExpr(in.values)
+	if err != nil {
+		return v, err
+	}
+	if values != nil {
+		v = v.FillPath(valuesPath, ctx.BuildExpr(values))
+	}
+	if err := v.LookupPath(valuesPath).Validate(); err != nil {
+		return v, fromCUE(ReasonRenderFailed, err)
+	}
+	return v, nil
+}
+
+// valuesExpr parses the instance's values, which must be a JSON object (or
+// empty or null for none).
+func valuesExpr(data []byte) (ast.Expr, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || string(data) == "null" {
+		return nil, nil
+	}
+	if len(data) > maxValuesBytes {
+		return nil, &Error{Reason: ReasonLimitExceeded, File: valuesFile, Err: fmt.Errorf("values are larger than %d bytes", maxValuesBytes)}
+	}
+	expr, err := cuejson.Extract(valuesFile, data)
+	if err != nil {
+		return nil, fromCUE(ReasonRenderFailed, fmt.Errorf("values are not valid JSON: %w", err))
+	}
+	if _, ok := expr.(*ast.StructLit); !ok {
+		return nil, &Error{Reason: ReasonRenderFailed, File: valuesFile, Err: errors.New("values must be a JSON object")}
+	}
+	return expr, nil
+}
+
+// export validates and marshals each object, enforcing the caps as it goes
+// so that an oversized render stops at the cap.
+func export(objs cue.Value, limits Limits) ([]rawObject, error) {
+	entries, err := objectEntries(objs)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) > limits.MaxObjects {
+		return nil, newError(ReasonLimitExceeded, "module renders %d objects, more than MaxObjects (%d)", len(entries), limits.MaxObjects)
+	}
+	out := make([]rawObject, 0, len(entries))
+	var total int64
+	for i, e := range entries {
+		data, err := exportOne(e)
+		if err != nil {
+			return nil, err
+		}
+		if total += int64(len(data)); total > limits.MaxBytes {
+			return nil, newError(ReasonLimitExceeded, "rendered objects exceed MaxBytes (%d bytes): %d bytes after %d of %d objects", limits.MaxBytes, total, i+1, len(entries))
+		}
+		out = append(out, rawObject{key: e.key, data: data, pos: positionOf(e.value)})
+	}
+	return out, nil
+}
+
+type entry struct {
+	key   string
+	value cue.Value
+}
+
+// objectEntries lists the objects: the fields of a struct (keyed by label) or
+// the elements of a list (keyed by index).
+func objectEntries(objs cue.Value) ([]entry, error) {
+	if !objs.Exists() {
+		return nil, newError(ReasonRenderFailed, "module has no objects field")
+	}
+	if err := objs.Err(); err != nil {
+		return nil, fromCUE(ReasonRenderFailed, err)
+	}
+	var out []entry
+	switch objs.IncompleteKind() {
+	case cue.StructKind:
+		it, err := objs.Fields()
+		if err != nil {
+			return nil, fromCUE(ReasonRenderFailed, err)
+		}
+		for it.Next() {
+			out = append(out, entry{key: "objects." + it.Selector().String(), value: it.Value()})
+		}
+	case cue.ListKind:
+		it, err := objs.List()
+		if err != nil {
+			return nil, fromCUE(ReasonRenderFailed, err)
+		}
+		for i := 0; it.Next(); i++ {
+			out = append(out, entry{key: fmt.Sprintf("objects[%d]", i), value: it.Value()})
+		}
+	default:
+		return nil, fromCUE(ReasonRenderFailed, fmt.Errorf("objects must be a struct or a list, not %v", objs.IncompleteKind()))
+	}
+	return out, nil
+}
+
+// exportOne validates one object (errors first, then concreteness) and
+// marshals it to JSON.
+func exportOne(e entry) ([]byte, error) {
+	if err := e.value.Validate(); err != nil {
+		return nil, fromCUE(ReasonRenderFailed, err)
+	}
+	if err := e.value.Validate(cue.Concrete(true), cue.Final()); err != nil {
+		return nil, fromCUE(ReasonNotConcrete, err)
+	}
+	if k := e.value.Kind(); k != cue.StructKind {
+		return nil, atPosition(newError(ReasonInvalidObject, "object %s is a %v, not a struct", e.key, k), positionOf(e.value))
+	}
+	data, err := e.value.MarshalJSON()
+	if err != nil {
+		return nil, fromCUE(ReasonNotConcrete, err)
+	}
+	return data, nil
+}
+
+func positionOf(v cue.Value) position {
+	p := v.Pos()
+	if !p.IsValid() {
+		return position{}
+	}
+	return position{file: p.Filename(), line: p.Line(), col: p.Column()}
+}
+
+func atPosition(e *Error, p position) *Error {
+	e.File, e.Line, e.Column = p.file, p.line, p.col
+	return e
+}

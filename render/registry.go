@@ -1,0 +1,250 @@
+package render
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"cuelabs.dev/go/oci/ociregistry"
+	"cuelabs.dev/go/oci/ociregistry/ociclient"
+	"cuelang.org/go/mod/modcache"
+	"cuelang.org/go/mod/modfile"
+	"cuelang.org/go/mod/modregistry"
+	"cuelang.org/go/mod/module"
+)
+
+// Caps on what one render takes from the registry.
+const (
+	maxResponseBytes = 64 << 20
+	maxDependencies  = 100
+)
+
+type cacheKey struct {
+	reg ModuleRegistry
+	dir string
+}
+
+// moduleCache is CUE's on-disk module cache (content checked by CUE's zip
+// rules) in front of one registry.
+type moduleCache struct {
+	dir   string
+	cache *modcache.Cache
+}
+
+// cacheFor returns the cache for the request's registry and cache directory.
+// The registry is configured only from the request: never from CUE_REGISTRY,
+// the CUE login file or a docker config.
+func (r *Renderer) cacheFor(req Request, needed string) (*moduleCache, error) {
+	if req.Registry == nil || req.Registry.Host == "" {
+		return nil, newError(ReasonModuleNotFound, "%s needs a module registry, and none is configured", needed)
+	}
+	dir, err := r.cacheDir(req.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	key := cacheKey{reg: *req.Registry, dir: dir}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mc, ok := r.caches[key]; ok {
+		return mc, nil
+	}
+	cache, err := modcache.New(newRegistryClient(*req.Registry), dir)
+	if err != nil {
+		return nil, newError(ReasonFetchFailed, "failed to open the module cache: %w", err)
+	}
+	mc := &moduleCache{dir: dir, cache: cache}
+	r.caches[key] = mc
+	return mc, nil
+}
+
+func (r *Renderer) cacheDir(dir string) (string, error) {
+	if dir != "" {
+		return filepath.Abs(dir)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tempDir == "" {
+		d, err := os.MkdirTemp("", "cairn-render-cache-")
+		if err != nil {
+			return "", newError(ReasonFetchFailed, "failed to create a module cache directory: %w", err)
+		}
+		r.tempDir = d
+	}
+	return r.tempDir, nil
+}
+
+// newRegistryClient returns a CUE module registry client for reg: anonymous,
+// plain HTTP only when asked, responses capped in size.
+func newRegistryClient(reg ModuleRegistry) *modregistry.Client {
+	return modregistry.NewClientWithResolver(&resolver{reg: reg})
+}
+
+// resolver maps every module to the one registry, at
+// "<prefix>/<module path without major version>:<version>", as CUE does for
+// CUE_REGISTRY=host/prefix.
+type resolver struct {
+	reg  ModuleRegistry
+	once sync.Once
+	oci  ociregistry.Interface
+	err  error
+}
+
+// ResolveToRegistry implements modregistry.Resolver.
+func (r *resolver) ResolveToRegistry(mpath, version string) (modregistry.RegistryLocation, error) {
+	r.once.Do(func() {
+		r.oci, r.err = ociclient.New(r.reg.Host, &ociclient.Options{
+			Insecure:  r.reg.PlainHTTP,
+			Transport: cappedTransport{base: registryTransport()},
+		})
+	})
+	if r.err != nil {
+		return modregistry.RegistryLocation{}, r.err
+	}
+	repo := mpath
+	if prefix := strings.Trim(r.reg.Prefix, "/"); prefix != "" {
+		repo = prefix + "/" + mpath
+	}
+	return modregistry.RegistryLocation{Registry: r.oci, Repository: repo, Tag: version}, nil
+}
+
+func registryTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 30 * time.Second
+	return t
+}
+
+// cappedTransport fails responses whose body exceeds maxResponseBytes.
+type cappedTransport struct{ base http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > maxResponseBytes {
+		resp.Body.Close()
+		return nil, fmt.Errorf("registry response of %d bytes is over the %d bytes cap", resp.ContentLength, maxResponseBytes)
+	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxResponseBytes}
+	return resp, nil
+}
+
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("registry response is over the %d bytes cap", maxResponseBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// registrySource fetches the requested module into the cache and reads it.
+func (r *Renderer) registrySource(ctx context.Context, req Request) (*moduleSource, error) {
+	mv, err := moduleVersion(req.CUEModule.Path, req.CUEModule.Version)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := r.cacheFor(req, "module "+mv.String())
+	if err != nil {
+		return nil, err
+	}
+	files, digest, err := mc.fetch(ctx, mv)
+	if err != nil {
+		return nil, err
+	}
+	src := &moduleSource{name: mv.String(), display: mv.String() + "/", files: files, digest: digest}
+	if src.modFile, err = parseModFile(files[modFilePath], src.display+modFilePath); err != nil {
+		return nil, err
+	}
+	if src.modFile.QualifiedModule() != mv.Path() {
+		return nil, newError(ReasonModuleNotFound, "registry module %s declares module %q", mv, src.modFile.QualifiedModule())
+	}
+	return src, src.check()
+}
+
+// moduleVersion parses a module reference; a path without a major version
+// suffix gets the version's major.
+func moduleVersion(mpath, version string) (module.Version, error) {
+	mv, err := module.NewVersion(qualify(mpath, version), version)
+	if err != nil {
+		return module.Version{}, newError(ReasonModuleNotFound, "invalid module reference %s %s: %w", mpath, version, err)
+	}
+	return mv, nil
+}
+
+// fetch downloads a module version (if not cached) and returns its files and
+// the digest of its zip.
+func (mc *moduleCache) fetch(ctx context.Context, mv module.Version) (map[string][]byte, string, error) {
+	loc, err := mc.cache.Fetch(ctx, mv)
+	if err != nil {
+		return nil, "", mc.fetchError(mv, err)
+	}
+	files, err := readModuleFiles(loc.FS, loc.Dir, mv.String()+"/")
+	if err != nil {
+		return nil, "", err
+	}
+	digest, err := mc.zipDigest(mv)
+	if err != nil {
+		digest = filesDigest(files)
+	}
+	return files, digest, nil
+}
+
+// modFile returns the module file of a module version.
+func (mc *moduleCache) modFile(ctx context.Context, mv module.Version) (*modfile.File, error) {
+	mf, err := mc.cache.ModFile(ctx, mv)
+	if err != nil {
+		return nil, mc.fetchError(mv, err)
+	}
+	return mf, nil
+}
+
+// zipDigest hashes the module zip that CUE's cache keeps beside the extracted
+// files (the blob the registry served).
+func (mc *moduleCache) zipDigest(mv module.Version) (string, error) {
+	esc, err := module.EscapePath(mv.BasePath())
+	if err != nil {
+		return "", err
+	}
+	ver, err := module.EscapeVersion(mv.Version())
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(filepath.Join(mc.dir, "mod", "download", esc, "@v", ver+".zip"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fetchError classifies a registry error and keeps cache paths out of it.
+func (mc *moduleCache) fetchError(mv module.Version, err error) *Error {
+	msg := strings.ReplaceAll(err.Error(), mc.dir, "<cache>")
+	if errors.Is(err, modregistry.ErrNotFound) || errors.Is(err, ociregistry.ErrNameUnknown) || errors.Is(err, ociregistry.ErrManifestUnknown) {
+		return newError(ReasonModuleNotFound, "module %s not found in the registry: %s", mv, msg)
+	}
+	return newError(ReasonFetchFailed, "failed to fetch module %s: %s", mv, msg)
+}

@@ -1,0 +1,249 @@
+package render
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Limits bound one render. A zero field means its default.
+type Limits struct {
+	// Timeout is the deadline of the whole render: fetch, load, evaluation
+	// and export.
+	Timeout time.Duration
+	// MaxObjects caps the number of objects a module may render.
+	MaxObjects int
+	// MaxBytes caps the total size of the exported JSON of the objects.
+	MaxBytes int64
+}
+
+// DefaultLimits returns the limits used for zero fields: 30s, 5000 objects,
+// 32 MiB.
+func DefaultLimits() Limits {
+	return Limits{Timeout: 30 * time.Second, MaxObjects: 5000, MaxBytes: 32 << 20}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.MaxObjects <= 0 {
+		l.MaxObjects = d.MaxObjects
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = d.MaxBytes
+	}
+	return l
+}
+
+// Catalog pins the version of a CUE module that every instance renders
+// against, e.g. {"example.com/catalog@v0", "v0.3.1"}.
+type Catalog struct {
+	Module  string
+	Version string
+}
+
+// ModuleRegistry locates a CUE module registry (an OCI registry speaking the
+// CUE module layout). Host "127.0.0.1:5000" with Prefix "cairn-modules" is
+// what CUE_REGISTRY calls "127.0.0.1:5000/cairn-modules". Access is anonymous.
+type ModuleRegistry struct {
+	Host      string
+	PlainHTTP bool
+	Prefix    string
+}
+
+// CUEModuleRef names a module version in the registry, e.g.
+// {"example.com/modules/podinfo@v0", "v0.4.0"}.
+type CUEModuleRef struct {
+	Path    string
+	Version string
+}
+
+// SkewPolicy values of Request.SkewPolicy.
+const (
+	SkewWarn   = "Warn"
+	SkewRefuse = "Refuse"
+)
+
+// Request is one instance to render. Exactly one of LocalPath and CUEModule
+// is set.
+type Request struct {
+	// Name and Namespace identify the instance; they fill the module's
+	// `instance` field and Namespace is given to namespaced objects that
+	// have none.
+	Name, Namespace string
+	// Source is the repository tree (regular files only), read for local
+	// modules.
+	Source fs.FS
+	// LocalPath is the module directory inside Source, relative to the
+	// repository root ("./modules/x" or "modules/x").
+	LocalPath string
+	// CUEModule is a module fetched from Registry.
+	CUEModule *CUEModuleRef
+	// Values is the JSON object unified with the module's `values`; nil
+	// means none.
+	Values []byte
+	// Catalogs pins the versions of catalog modules.
+	Catalogs []Catalog
+	// SkewPolicy is SkewWarn or SkewRefuse ("" means SkewWarn).
+	SkewPolicy string
+	// Registry serves CUE modules and catalogs; nil means no registry access
+	// at all.
+	Registry *ModuleRegistry
+	// CacheDir holds fetched modules; "" means a directory owned by the
+	// Renderer (removed by Close).
+	CacheDir string
+	// Limits bound the render; zero fields mean DefaultLimits.
+	Limits Limits
+}
+
+// Result is the outcome of a successful render.
+type Result struct {
+	// Objects are ordered by stage (CRDs, Namespaces, RBAC, the rest), then
+	// kind, namespace, name and apiVersion.
+	Objects []*unstructured.Unstructured
+	// Digest is "sha256:<hex>" over the canonical JSON of Objects.
+	Digest string
+	// ModuleDigest is "sha256:<hex>": over the module's files for a local
+	// module, the module zip's digest for a registry module.
+	ModuleDigest string
+	// Warnings are non-fatal findings such as catalog skew under SkewWarn.
+	Warnings []string
+}
+
+// RendererOptions configures a Renderer.
+type RendererOptions struct {
+	// MaxEvaluations bounds the CUE evaluations running at once. CUE
+	// evaluation cannot be interrupted: a render that passes its deadline
+	// returns RenderTimeout but its evaluation runs on until it ends, and it
+	// keeps its slot until then. This bounds how many such evaluations can
+	// pile up; renders wait for a free slot within their own deadline.
+	MaxEvaluations int
+}
+
+// DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS).
+func DefaultRendererOptions() RendererOptions {
+	return RendererOptions{MaxEvaluations: max(4, runtime.GOMAXPROCS(0))}
+}
+
+// Renderer renders CUE modules. It is safe for concurrent use and keeps the
+// module registry clients and caches between renders.
+type Renderer struct {
+	slots chan struct{}
+
+	mu      sync.Mutex
+	caches  map[cacheKey]*moduleCache
+	tempDir string
+}
+
+// NewRenderer returns a Renderer with DefaultRendererOptions.
+func NewRenderer() *Renderer {
+	return NewRendererWithOptions(DefaultRendererOptions())
+}
+
+// NewRendererWithOptions returns a Renderer with the given options.
+func NewRendererWithOptions(o RendererOptions) *Renderer {
+	if o.MaxEvaluations <= 0 {
+		o.MaxEvaluations = DefaultRendererOptions().MaxEvaluations
+	}
+	return &Renderer{slots: make(chan struct{}, o.MaxEvaluations), caches: map[cacheKey]*moduleCache{}}
+}
+
+// Close removes the cache directory the Renderer created for requests
+// without a CacheDir.
+func (r *Renderer) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tempDir == "" {
+		return nil
+	}
+	err := os.RemoveAll(r.tempDir)
+	r.tempDir = ""
+	return err
+}
+
+// Render renders one instance: it loads the module (from Source or the
+// registry), pins the catalogs, unifies instance and values, evaluates and
+// exports the objects within the limits, and orders them.
+func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
+	limits := req.Limits.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+
+	// Source: the module's files, from the repository or the registry.
+	src, err := r.moduleSource(ctx, req)
+	if err != nil {
+		return nil, deadlineOr(ctx, limits, err)
+	}
+	// Catalogs: pin the module's catalog dependencies.
+	pins := newPinner(req.Catalogs, req.SkewPolicy)
+	if err := src.pin(pins); err != nil {
+		return nil, err
+	}
+	// Dependencies: fetch them all before evaluation, which has no network.
+	deps, err := r.fetchDeps(ctx, req, src.modFile, pins)
+	if err != nil {
+		return nil, deadlineOr(ctx, limits, err)
+	}
+	// Evaluate and export, under the deadline.
+	raw, err := r.bounded(ctx, limits, func() ([]rawObject, error) {
+		return evaluate(newEvalInput(req, limits, src, deps))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return assemble(raw, req.Namespace, src.digest, pins.warnings())
+}
+
+// bounded runs fn in its own goroutine, holding an evaluation slot until fn
+// really ends, and returns RenderTimeout when ctx ends first.
+func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawObject, error)) ([]rawObject, error) {
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, timeoutError(ctx, limits, "while waiting for an evaluation slot (earlier evaluations are still running past their deadline)")
+	}
+	type outcome struct {
+		objs []rawObject
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() { <-r.slots }()
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: newError(ReasonRenderFailed, "CUE evaluation panicked: %v", p)}
+			}
+		}()
+		objs, err := fn()
+		done <- outcome{objs, err}
+	}()
+	select {
+	case o := <-done:
+		return o.objs, o.err
+	case <-ctx.Done():
+		return nil, timeoutError(ctx, limits, "during CUE evaluation")
+	}
+}
+
+func timeoutError(ctx context.Context, limits Limits, when string) *Error {
+	if ctx.Err() == context.Canceled {
+		return &Error{Reason: ReasonRenderTimeout, Err: context.Canceled}
+	}
+	return newError(ReasonRenderTimeout, "render exceeded its deadline (timeout %s) %s: %w", limits.Timeout, when, ctx.Err())
+}
+
+// deadlineOr turns a fetch error caused by the render deadline into
+// RenderTimeout.
+func deadlineOr(ctx context.Context, limits Limits, err error) error {
+	if ctx.Err() != nil && (Reason(err) == ReasonFetchFailed || Reason(err) == "") {
+		return timeoutError(ctx, limits, "while fetching modules")
+	}
+	return err
+}

@@ -1,0 +1,274 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"cuelang.org/go/cue/inject/embed"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/mod/modfile"
+)
+
+// Caps on the source of one module (and of each dependency).
+const (
+	maxModuleFiles = 10000
+	maxModuleBytes = 64 << 20
+	maxFileBytes   = 16 << 20
+)
+
+const (
+	modFilePath   = "cue.mod/module.cue"
+	localModFile  = "cue.mod/local-module.cue"
+	syntheticHost = "cairn.local"
+	// LanguageVersion is the CUE language version of the module.cue that
+	// cairn writes for a local module that has none.
+	LanguageVersion = "v0.17.0"
+)
+
+// moduleSource is a module's files, relative to its root, and its parsed
+// module file.
+type moduleSource struct {
+	name    string            // for messages: "modules/app" or "example.com/app@v0.1.0"
+	display string            // prefix of file names in errors: "modules/app/", "example.com/app@v0.1.0/"
+	files   map[string][]byte // slash paths relative to the module root
+	modFile *modfile.File
+	digest  string
+}
+
+// moduleSource returns the source of the module the request names.
+func (r *Renderer) moduleSource(ctx context.Context, req Request) (*moduleSource, error) {
+	switch {
+	case req.LocalPath != "" && req.CUEModule != nil:
+		return nil, newError(ReasonRenderFailed, "request names both a local module and a registry module")
+	case req.CUEModule != nil:
+		return r.registrySource(ctx, req)
+	case req.LocalPath != "":
+		return localSource(req)
+	}
+	return nil, newError(ReasonModuleNotFound, "request names no module")
+}
+
+// localSource reads a local module from the repository tree. The module
+// directory is the module root: its own cue.mod/module.cue is used, or a
+// synthetic one when it has none; directories above it are never read.
+func localSource(req Request) (*moduleSource, error) {
+	dir, err := cleanLocalPath(req.LocalPath)
+	if err != nil {
+		return nil, err
+	}
+	if req.Source == nil {
+		return nil, newError(ReasonModuleNotFound, "local module %q: no source tree", dir)
+	}
+	display := ""
+	if dir != "." {
+		display = dir + "/"
+	}
+	files, err := readModuleFiles(req.Source, dir, display)
+	if err != nil {
+		return nil, err
+	}
+	src := &moduleSource{name: dir, display: display, files: files, digest: filesDigest(files)}
+	if src.modFile, err = localModFileFor(files, display, dir); err != nil {
+		return nil, err
+	}
+	return src, src.check()
+}
+
+// cleanLocalPath turns "./modules/x" into "modules/x" and refuses paths that
+// leave the repository.
+func cleanLocalPath(p string) (string, error) {
+	clean := path.Clean(strings.TrimPrefix(p, "./"))
+	if path.IsAbs(p) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(p, `\`) {
+		return "", &Error{Reason: ReasonUnsafeModule, File: p, Err: errors.New("local module path must stay inside the repository")}
+	}
+	return clean, nil
+}
+
+// readModuleFiles copies the regular files of the module at dir in fsys.
+// Symbolic links and other irregular files are refused; nested modules (a
+// subdirectory with its own cue.mod), tool files and local-module.cue are
+// left out.
+func readModuleFiles(fsys fs.FS, dir, display string) (map[string][]byte, error) {
+	info, err := fs.Stat(fsys, dir)
+	if err != nil || !info.IsDir() {
+		return nil, newError(ReasonModuleNotFound, "module directory %q not found", strings.TrimSuffix(display, "/"))
+	}
+	files := map[string][]byte{}
+	var total int64
+	walkErr := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := relPath(dir, p)
+		if skip, err := skipEntry(fsys, p, rel, d); skip || err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return &Error{Reason: ReasonUnsafeModule, File: display + rel, Err: errors.New("not a regular file (symbolic links are not allowed in modules)")}
+		}
+		data, err := readCapped(fsys, p, display+rel)
+		if err != nil {
+			return err
+		}
+		total += int64(len(data))
+		if len(files) >= maxModuleFiles || total > maxModuleBytes {
+			return newError(ReasonLimitExceeded, "module %q is too large: more than %d files or %d bytes", strings.TrimSuffix(display, "/"), maxModuleFiles, maxModuleBytes)
+		}
+		files[rel] = data
+		return nil
+	})
+	if walkErr != nil {
+		var e *Error
+		if errors.As(walkErr, &e) {
+			return nil, e
+		}
+		return nil, newError(ReasonModuleNotFound, "failed to read module %q: %w", strings.TrimSuffix(display, "/"), walkErr)
+	}
+	return files, nil
+}
+
+func relPath(dir, p string) string {
+	if dir == "." {
+		return p
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+}
+
+// skipEntry reports whether a walked entry stays out of the module, returning
+// fs.SkipDir for directories.
+func skipEntry(fsys fs.FS, p, rel string, d fs.DirEntry) (bool, error) {
+	switch {
+	case d.IsDir() && rel != "" && rel != "cue.mod" && isDir(fsys, path.Join(p, "cue.mod")):
+		return true, fs.SkipDir // a nested module
+	case d.IsDir() && d.Name() == ".git":
+		return true, fs.SkipDir
+	case !d.IsDir() && (strings.HasSuffix(rel, "_tool.cue") || rel == localModFile):
+		return true, nil
+	}
+	return false, nil
+}
+
+func isDir(fsys fs.FS, p string) bool {
+	info, err := fs.Stat(fsys, p)
+	return err == nil && info.IsDir()
+}
+
+// readCapped reads one file, refusing files over maxFileBytes whatever their
+// reported size.
+func readCapped(fsys fs.FS, p, display string) ([]byte, error) {
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, newError(ReasonModuleNotFound, "failed to open %s: %w", display, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, newError(ReasonModuleNotFound, "failed to read %s: %w", display, err)
+	}
+	if len(data) > maxFileBytes {
+		return nil, &Error{Reason: ReasonLimitExceeded, File: display, Err: fmt.Errorf("file is larger than %d bytes", maxFileBytes)}
+	}
+	return data, nil
+}
+
+// localModFileFor parses the module's cue.mod/module.cue, or makes one:
+// module "cairn.local/<dir name>@v0" at LanguageVersion.
+func localModFileFor(files map[string][]byte, display, dir string) (*modfile.File, error) {
+	if data, ok := files[modFilePath]; ok {
+		return parseModFile(data, display+modFilePath)
+	}
+	mf := &modfile.File{
+		Module:   syntheticHost + "/" + moduleName(dir) + "@v0",
+		Language: &modfile.Language{Version: LanguageVersion},
+	}
+	return mf, nil
+}
+
+func parseModFile(data []byte, name string) (*modfile.File, error) {
+	mf, err := modfile.Parse(data, name)
+	if err != nil {
+		return nil, fromCUE(ReasonRenderFailed, err)
+	}
+	return mf, nil
+}
+
+// moduleName makes a module path element out of a directory name.
+func moduleName(dir string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(path.Base(dir)) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b.WriteRune(c)
+		}
+	}
+	if b.Len() == 0 {
+		return "module"
+	}
+	return b.String()
+}
+
+// check refuses a module without CUE files at its root or with @embed
+// attributes that reach outside the module.
+func (s *moduleSource) check() error {
+	found := false
+	for name := range s.files {
+		if path.Dir(name) == "." && strings.HasSuffix(name, ".cue") {
+			found = true
+		}
+	}
+	if !found {
+		return newError(ReasonModuleNotFound, "module %q has no CUE files at its root", s.name)
+	}
+	return checkEmbeds(s.files, s.display)
+}
+
+// checkEmbeds validates every @embed attribute with CUE's own rules (relative,
+// normalised, no parent directory) before evaluation, so that such a module is
+// refused as unsafe rather than failing somewhere in evaluation.
+func checkEmbeds(files map[string][]byte, display string) error {
+	for _, name := range sortedKeys(files) {
+		data := files[name]
+		if !strings.HasSuffix(name, ".cue") || !bytes.Contains(data, []byte("@embed")) {
+			continue
+		}
+		f, err := parser.ParseFile(display+name, data)
+		if err != nil {
+			continue // the loader reports syntax errors with their positions
+		}
+		if _, err := embed.EmbeddedPaths(name, f); err != nil {
+			return fromCUE(ReasonUnsafeModule, err)
+		}
+	}
+	return nil
+}
+
+// filesDigest is "sha256:<hex>" over the sorted list of "<sha256> <path>"
+// lines of the files.
+func filesDigest(files map[string][]byte) string {
+	h := sha256.New()
+	for _, name := range sortedKeys(files) {
+		sum := sha256.Sum256(files[name])
+		fmt.Fprintf(h, "%s %s\n", hex.EncodeToString(sum[:]), name)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
