@@ -10,18 +10,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO_DIR=${DEMO_DIR:-.demo}
 CAIRN=${CAIRN:-bin/cairn}
+# DEMO_REGISTRY_PORT=5001 serves the registry on the port examples/registries.yaml
+# names (then no override is needed); by default a free port is used.
+DEMO_REGISTRY_PORT=${DEMO_REGISTRY_PORT:-}
+DEMO_MODULE_VERSION=${DEMO_MODULE_VERSION:-v0.1.0}
+# The registry host the example declarations name, replaced by the demo's.
+declared=$(sed -n 's/^ *hostname: *//p' examples/registries.yaml 2>/dev/null | head -1)
+declared=${declared:-127.0.0.1:5001}
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 [ -x "$CAIRN" ] || { echo "demo: $CAIRN is missing: run make build" >&2; exit 1; }
 
 step "local cluster and registry in $DEMO_DIR"
-go run ./test/localcluster up --dir "$DEMO_DIR" --full --registry
+go run ./test/localcluster up --dir "$DEMO_DIR" --full --registry ${DEMO_REGISTRY_PORT:+--registry-port "$DEMO_REGISTRY_PORT"}
 set -a
 # shellcheck disable=SC1091
 . "$DEMO_DIR/env"
 set +a
-kubeconfig=$PWD/$DEMO_DIR/kubeconfig
+kubeconfig=$KUBECONFIG  # absolute, from the env file
 
 step "cairn install"
 # CLI: install the CRDs and the controller's RBAC into the cluster.
@@ -33,14 +40,14 @@ for module in "${modules[@]}"; do
   module=${module%/}
   step "cairn push module $module"
   # CLI: push one CUE module directory to the demo registry (plain HTTP).
-  "$CAIRN" push module "$module" --registry "$CAIRN_REGISTRY/cairn-modules" --plain-http
+  "$CAIRN" push module "$module" --registry "$CAIRN_REGISTRY/cairn-modules" --version "$DEMO_MODULE_VERSION" --plain-http
 done
 
 step "cairn sync --once"
 # CLI: one reconcile of the declarations under examples/, with the registry
-# the examples name replaced by the demo registry.
+# host the examples name ($declared) replaced by the demo registry.
 "$CAIRN" sync --repo examples --once --kubeconfig "$kubeconfig" \
-  --registry-override "${DEMO_REGISTRY_NAME:-registry.cairn.dev}=$CAIRN_REGISTRY/cairn-modules"
+  --registry-override "$declared=$CAIRN_REGISTRY"
 
 step "cairn status"
 # CLI: the state of every instance.

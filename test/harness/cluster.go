@@ -119,7 +119,7 @@ func (s *starter) run(ctx context.Context) error {
 }
 
 func (s *starter) startClusterRegistry(ctx context.Context) error {
-	r, err := startRegistry(ctx, s.launch, RegistryOptions{Dir: filepath.Join(s.dir, "registry")})
+	r, err := startRegistry(ctx, s.launch, RegistryOptions{Dir: filepath.Join(s.dir, "registry"), Port: s.opts.RegistryPort})
 	if r != nil {
 		s.add(r.proc)
 		s.c.RegistryHost = r.Host

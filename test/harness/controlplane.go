@@ -16,9 +16,17 @@ const serviceCIDR = "10.96.0.0/16"
 // startOnFreePort starts a server on a fresh port and waits for it, trying
 // another port when the one picked was taken in between.
 func startOnFreePort(ctx context.Context, name string, run func(port int) (*process, func(context.Context) error, error)) (*process, int, error) {
+	return startOnPort(ctx, name, 0, run)
+}
+
+// startOnPort is startOnFreePort with a fixed port unless port is 0.
+func startOnPort(ctx context.Context, name string, fixed int, run func(port int) (*process, func(context.Context) error, error)) (*process, int, error) {
 	var last error
 	for range 3 {
-		port, err := freePort()
+		port, err := fixed, error(nil)
+		if fixed == 0 {
+			port, err = freePort()
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -30,7 +38,7 @@ func startOnFreePort(ctx context.Context, name string, run func(port int) (*proc
 			return p, port, nil
 		}
 		p.stop(5 * time.Second)
-		if !strings.Contains(last.Error(), "address already in use") {
+		if fixed != 0 || !strings.Contains(last.Error(), "address already in use") {
 			return nil, 0, last
 		}
 	}

@@ -16,6 +16,9 @@ type Options struct {
 	Full bool
 	// Registry adds a plain-HTTP Distribution registry (Debian docker-registry).
 	Registry bool
+	// RegistryPort fixes the registry's port (for declarations that name it);
+	// 0, the default, picks a free one.
+	RegistryPort int
 	// BinDir holds kube-apiserver, kube-controller-manager, kube-scheduler,
 	// kubectl, kwok and kwok-stages.yaml. Empty means FindBinaries.
 	BinDir string

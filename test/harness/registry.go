@@ -26,6 +26,8 @@ type RegistryOptions struct {
 	// TLS, when set, serves HTTPS with a certificate issued by this CA
 	// (for the CA tests); otherwise the registry speaks plain HTTP.
 	TLS *PKI
+	// Port is the port to listen on; 0 picks a free one.
+	Port int
 	// Detached leaves the registry running when the calling process exits.
 	Detached bool
 }
@@ -69,7 +71,7 @@ func startRegistry(ctx context.Context, launch launcher, opts RegistryOptions) (
 		return nil, err
 	}
 	r := &Registry{}
-	p, port, err := startOnFreePort(ctx, "registry", func(port int) (*process, func(context.Context) error, error) {
+	p, port, err := startOnPort(ctx, "registry", opts.Port, func(port int) (*process, func(context.Context) error, error) {
 		config, err := writeRegistryConfig(opts, r, port)
 		if err != nil {
 			return nil, nil, err

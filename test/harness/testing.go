@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,7 +102,8 @@ func startForTests(opts Options) (*Cluster, string, error) {
 		c, err := Connect(kubeconfig, registry)
 		return c, "", err
 	}
-	dir, err := os.MkdirTemp("", "cairn-harness-")
+	sweepStaleDirs()
+	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to create the cluster directory: %w", err)
 	}
@@ -135,6 +137,25 @@ func finishShared(code int) {
 		_ = os.RemoveAll(filepath.Join(shared.dir, sub))
 	}
 	fmt.Fprintf(os.Stderr, "harness: cluster logs kept in %s\n", filepath.Join(shared.dir, "logs"))
+}
+
+// tempPrefix names the temporary directories of test clusters.
+const tempPrefix = "cairn-harness-"
+
+// sweepStaleDirs removes the data (not the logs) of test clusters left behind
+// by test binaries that were killed (timeout panics): directories older than
+// ten minutes with no live process.
+func sweepStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, dir := range dirs {
+		info, err := os.Stat(dir)
+		if err != nil || time.Since(info.ModTime()) < 10*time.Minute || refuseRunning(dir) != nil {
+			continue
+		}
+		for _, sub := range []string{"etcd", "registry"} {
+			_ = os.RemoveAll(filepath.Join(dir, sub))
+		}
+	}
 }
 
 func forOneTest(t testing.TB) *Cluster {

@@ -1,7 +1,7 @@
 // Command localcluster starts the local cluster of test/harness detached, for
 // the demo and for running tests against one long-lived cluster:
 //
-//	go run ./test/localcluster up   --dir .demo [--full] [--registry]
+//	go run ./test/localcluster up   --dir .demo [--full] [--registry [--registry-port N]]
 //	go run ./test/localcluster env  --dir .demo
 //	go run ./test/localcluster down --dir .demo
 //
@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".demo", "state directory of the cluster")
 	full := fs.Bool("full", false, "also run kube-controller-manager, kube-scheduler and kwok with one node")
 	registry := fs.Bool("registry", false, "also run a plain-HTTP registry")
+	registryPort := fs.Int("registry-port", 0, "fixed port of the registry (default: a free one)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up may wait for the cluster")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -47,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "up":
-		opts := harness.Options{Dir: *dir, Full: *full, Registry: *registry, Detached: true, StartTimeout: *timeout, Log: stderr}
+		opts := harness.Options{Dir: *dir, Full: *full, Registry: *registry, RegistryPort: *registryPort, Detached: true, StartTimeout: *timeout, Log: stderr}
 		err = up(ctx, opts, stdout, stderr)
 	case "down":
 		err = down(*dir, stdout)
@@ -92,7 +94,9 @@ func up(ctx context.Context, opts harness.Options, stdout, stderr io.Writer) err
 }
 
 func covers(c *harness.Cluster, opts harness.Options) bool {
-	return (c.Full || !opts.Full) && (c.RegistryHost != "" || !opts.Registry)
+	port := fmt.Sprintf(":%d", opts.RegistryPort)
+	return (c.Full || !opts.Full) && (c.RegistryHost != "" || !opts.Registry) &&
+		(opts.RegistryPort == 0 || strings.HasSuffix(c.RegistryHost, port))
 }
 
 func hasPids(dir string) bool {
