@@ -256,3 +256,30 @@ func TestSourceFetchRespectsByteCap(t *testing.T) {
 	g.Expect(Reason(err)).To(Equal("SourceTooLarge"))
 	g.Expect(s.HasCommit(sha)).To(BeFalse())
 }
+
+func TestSourceConcurrentUse(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newFixture(t)
+	var shas []string
+	for i := range 4 {
+		shas = append(shas, repo.commit(map[string]string{"a.yaml": string(rune('a' + i)), "b.yaml": "b"}))
+	}
+	cacheDir := t.TempDir()
+	errs := make(chan error, 16)
+	for i := range 8 {
+		s := newTestSource(t, repo.url(), cacheDir)
+		go func() {
+			sha := shas[i%len(shas)]
+			if err := s.Fetch(ctx, sha); err != nil {
+				errs <- err
+				return
+			}
+			_, err := s.Tree(ctx, sha, "")
+			errs <- err
+		}()
+	}
+	for range 8 {
+		g.Expect(<-errs).NotTo(HaveOccurred())
+	}
+}

@@ -118,6 +118,10 @@ func parseSCP(user, host, p string) (*remote, error) {
 	if strings.HasPrefix(p, "-") || strings.HasPrefix(p, "//") {
 		return nil, unsupported(raw, "argument-like or malformed path")
 	}
+	switch strings.ToLower(host) {
+	case "file", "http", "https", "ssh", "git":
+		return nil, unsupported(raw, "a scheme without '//' is ambiguous")
+	}
 	r := &remote{safeURL: raw, user: user}
 	ep, err := transport.NewEndpoint(scpWithUser(user, raw))
 	if err != nil || ep.Protocol != "ssh" {
