@@ -16,13 +16,13 @@ const lfsPointer = "version https://git-lfs.github.com/spec/v1\n" +
 
 // treeCase is a fixture tree that Source.Tree must reject.
 type treeCase struct {
-	name    string
-	build   func(f *fixtureRepo) string // returns the commit
-	limits  Limits
-	want    error
-	path    string // named in the error
-	secret  string // content that must not appear in the error
-	subdir  string
+	name   string
+	build  func(f *fixtureRepo) string // returns the commit
+	limits Limits
+	want   error
+	path   string // named in the error
+	secret string // content that must not appear in the error
+	subdir string
 }
 
 func rawEntry(f *fixtureRepo, name string, mode filemode.FileMode, content string) object.TreeEntry {
