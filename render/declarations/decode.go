@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	yaml "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +31,7 @@ func decodeDocument(d *document, b *budget) (metav1.Object, []*Error) {
 	obj := newObject(d.kind)
 	strict, err := sigsjson.UnmarshalStrict(js, obj)
 	if err != nil {
-		if p := decodeProblem(js, d.kind, err); !slices.ContainsFunc(reserved, func(r problem) bool { return r.field == p.field }) {
+		if p := decodeProblem(d, js, err); !slices.ContainsFunc(reserved, func(r problem) bool { return r.field == p.field }) {
 			errs = append(errs, d.errorAt(p))
 		}
 		return nil, errs
@@ -75,7 +77,7 @@ func (d *document) nodeError(err error) *Error {
 	if !errors.As(err, &ne) {
 		return d.errorAt(problem{ReasonInvalidDeclaration, "", err.Error()})
 	}
-	e := d.errorAt(problem{ne.reason, "", ne.message})
+	e := d.errorAt(problem{ne.reason, ne.field, ne.message})
 	e.Line = ne.line
 	return e
 }
@@ -93,13 +95,50 @@ func strictProblem(err error) problem {
 
 // decodeProblem describes a document that does not decode. sigs.k8s.io/json keeps its
 // type errors internal, so the document is decoded again with encoding/json to find the
-// path of the offending field.
-func decodeProblem(js []byte, kind string, err error) problem {
+// path of the offending field; a duration that does not parse is found in the nodes.
+func decodeProblem(d *document, js []byte, err error) problem {
 	var te *json.UnmarshalTypeError
-	if err2 := json.Unmarshal(js, newObject(kind)); errors.As(err2, &te) && te.Field != "" {
+	if err2 := json.Unmarshal(js, newObject(d.kind)); errors.As(err2, &te) && te.Field != "" {
 		return problem{ReasonInvalidDeclaration, te.Field, fmt.Sprintf("cannot be %s, want %s", te.Value, typeName(te))}
 	}
+	if field, value, ok := badDuration(d.root, "", 0); ok {
+		return problem{ReasonInvalidDeclaration, field, fmt.Sprintf("invalid duration %q, want e.g. 5m or 1h30m", value)}
+	}
 	return problem{ReasonInvalidDeclaration, "", strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// durationFields are the keys that hold a metav1.Duration in the API.
+var durationFields = map[string]bool{"timeout": true, "rotateAfter": true, "validFor": true}
+
+// badDuration returns the path and value of the first duration field under n that does
+// not parse.
+func badDuration(n *yaml.Node, path string, depth int) (field, value string, ok bool) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if depth > MaxDepth {
+		return "", "", false
+	}
+	for i, item := range n.Content {
+		var sub string
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			sub = path + "[" + strconv.Itoa(i) + "]"
+		case n.Kind != yaml.MappingNode || i%2 == 0:
+			continue
+		case path == "spec" && n.Content[i-1].Value == "values":
+			continue // free-form, not decoded into the API types
+		default:
+			sub = strings.TrimPrefix(path+"."+n.Content[i-1].Value, ".")
+			if _, err := time.ParseDuration(item.Value); durationFields[n.Content[i-1].Value] && item.Kind == yaml.ScalarNode && err != nil {
+				return sub, item.Value, true
+			}
+		}
+		if field, value, ok := badDuration(item, sub, depth+1); ok {
+			return field, value, true
+		}
+	}
+	return "", "", false
 }
 
 func typeName(te *json.UnmarshalTypeError) string {

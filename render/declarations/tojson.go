@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -19,6 +21,7 @@ type budget struct {
 type nodeError struct {
 	reason  string
 	line    int
+	field   string
 	message string
 }
 
@@ -28,6 +31,35 @@ func (e *nodeError) Error() string { return e.message }
 type converter struct {
 	buf    bytes.Buffer
 	budget *budget
+	// path is the field being converted, for errors.
+	path []segment
+}
+
+// segment is a key of a mapping, or an index of a sequence when key is empty.
+type segment struct {
+	key   string
+	index int
+}
+
+// maxFieldSegments caps the field path reported in an error (deep nesting is an error).
+const maxFieldSegments = 12
+
+func (c *converter) fail(reason string, n *yaml.Node, message string) error {
+	var b strings.Builder
+	for i, s := range c.path {
+		switch {
+		case i == maxFieldSegments:
+			b.WriteString("...")
+			return &nodeError{reason, n.Line, b.String(), message}
+		case s.key == "":
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case i > 0:
+			b.WriteString("." + s.key)
+		default:
+			b.WriteString(s.key)
+		}
+	}
+	return &nodeError{reason, n.Line, b.String(), message}
 }
 
 // toJSON converts n to JSON. It fails on nesting deeper than MaxDepth, on expansion beyond
@@ -42,10 +74,10 @@ func toJSON(n *yaml.Node, b *budget) ([]byte, error) {
 
 func (c *converter) value(n *yaml.Node, depth int) error {
 	if depth > MaxDepth {
-		return &nodeError{ReasonInvalidDeclaration, n.Line, fmt.Sprintf("nesting is deeper than %d levels", MaxDepth)}
+		return c.fail(ReasonInvalidDeclaration, n, fmt.Sprintf("nesting is deeper than %d levels", MaxDepth))
 	}
 	if c.budget.nodes--; c.budget.nodes < 0 {
-		return &nodeError{ReasonTooLarge, n.Line, "document expands to too many nodes (alias bomb?)"}
+		return c.fail(ReasonTooLarge, n, "document expands to too many nodes (alias bomb?)")
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -55,7 +87,7 @@ func (c *converter) value(n *yaml.Node, depth int) error {
 		return c.value(n.Content[0], depth)
 	case yaml.AliasNode:
 		if n.Alias == nil {
-			return &nodeError{ReasonInvalidDeclaration, n.Line, "unresolved alias"}
+			return c.fail(ReasonInvalidDeclaration, n, "unresolved alias")
 		}
 		return c.value(n.Alias, depth+1)
 	case yaml.MappingNode:
@@ -73,9 +105,11 @@ func (c *converter) sequence(n *yaml.Node, depth int) error {
 		if i > 0 {
 			c.buf.WriteByte(',')
 		}
+		c.path = append(c.path, segment{index: i})
 		if err := c.value(item, depth); err != nil {
 			return err
 		}
+		c.path = c.path[:len(c.path)-1]
 	}
 	c.buf.WriteByte(']')
 	return nil
@@ -85,7 +119,7 @@ func (c *converter) mapping(n *yaml.Node, depth int) error {
 	seen := make(map[string]bool, len(n.Content)/2)
 	c.buf.WriteByte('{')
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, err := mappingKey(n.Content[i], seen)
+		key, err := c.mappingKey(n.Content[i], seen)
 		if err != nil {
 			return err
 		}
@@ -96,26 +130,29 @@ func (c *converter) mapping(n *yaml.Node, depth int) error {
 			return err
 		}
 		c.buf.WriteByte(':')
+		c.path = append(c.path, segment{key: key})
 		if err := c.value(n.Content[i+1], depth); err != nil {
 			return err
 		}
+		c.path = c.path[:len(c.path)-1]
 	}
 	c.buf.WriteByte('}')
 	return nil
 }
 
 // mappingKey returns the text of a key, refusing complex, merge and duplicate keys.
-func mappingKey(k *yaml.Node, seen map[string]bool) (string, error) {
+func (c *converter) mappingKey(k *yaml.Node, seen map[string]bool) (string, error) {
 	if k.Kind == yaml.AliasNode && k.Alias != nil {
 		k = k.Alias
 	}
 	switch {
 	case k.Kind != yaml.ScalarNode:
-		return "", &nodeError{ReasonInvalidDeclaration, k.Line, "mapping keys must be scalars"}
+		return "", c.fail(ReasonInvalidDeclaration, k, "mapping keys must be scalars")
 	case k.ShortTag() == "!!merge":
-		return "", &nodeError{ReasonInvalidDeclaration, k.Line, "merge keys (<<) are not supported"}
+		return "", c.fail(ReasonInvalidDeclaration, k, "merge keys (<<) are not supported")
 	case seen[k.Value]:
-		return "", &nodeError{ReasonInvalidDeclaration, k.Line, fmt.Sprintf("duplicate key %q", k.Value)}
+		c.path = append(c.path, segment{key: k.Value}) // the conversion stops here
+		return "", c.fail(ReasonInvalidDeclaration, k, fmt.Sprintf("duplicate key %q", k.Value))
 	}
 	seen[k.Value] = true
 	return k.Value, nil
@@ -130,11 +167,11 @@ func (c *converter) scalar(n *yaml.Node) error {
 	case "!!bool", "!!int", "!!float":
 		var v any
 		if err := n.Decode(&v); err != nil {
-			return &nodeError{ReasonInvalidDeclaration, n.Line, fmt.Sprintf("invalid %s %q", tag[2:], n.Value)}
+			return c.fail(ReasonInvalidDeclaration, n, fmt.Sprintf("invalid %s %q", tag[2:], n.Value))
 		}
 		return c.writeJSON(v, n)
 	default:
-		return &nodeError{ReasonInvalidDeclaration, n.Line, fmt.Sprintf("unsupported tag %s", tag)}
+		return c.fail(ReasonInvalidDeclaration, n, fmt.Sprintf("unsupported tag %s", tag))
 	}
 }
 
@@ -146,7 +183,7 @@ func (c *converter) writeString(s string, n *yaml.Node) error {
 		}
 	}
 	if c.budget.bytes -= int64(len(s) + 2); c.budget.bytes < 0 {
-		return &nodeError{ReasonTooLarge, n.Line, "document expands to too many bytes (alias bomb?)"}
+		return c.fail(ReasonTooLarge, n, "document expands to too many bytes (alias bomb?)")
 	}
 	c.buf.WriteByte('"')
 	c.buf.WriteString(s)
@@ -157,14 +194,14 @@ func (c *converter) writeString(s string, n *yaml.Node) error {
 func (c *converter) writeJSON(v any, n *yaml.Node) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return &nodeError{ReasonInvalidDeclaration, n.Line, fmt.Sprintf("value %q cannot be represented in JSON", n.Value)}
+		return c.fail(ReasonInvalidDeclaration, n, fmt.Sprintf("value %q cannot be represented in JSON", n.Value))
 	}
 	return c.write(b, n)
 }
 
 func (c *converter) write(b []byte, n *yaml.Node) error {
 	if c.budget.bytes -= int64(len(b)); c.budget.bytes < 0 {
-		return &nodeError{ReasonTooLarge, n.Line, "document expands to too many bytes (alias bomb?)"}
+		return c.fail(ReasonTooLarge, n, "document expands to too many bytes (alias bomb?)")
 	}
 	c.buf.Write(b)
 	return nil
