@@ -60,9 +60,13 @@ func basicCredentials(a *Auth, r *remote) (credentials, error) {
 	if user == "" {
 		user = tokenUsername
 	}
+	secrets := []string{a.Password}
+	if a.Password == "" {
+		secrets = []string{a.Username} // a token given as the user name
+	}
 	return credentials{
 		method:  &githttp.BasicAuth{Username: user, Password: a.Password},
-		secrets: []string{a.Password},
+		secrets: secrets,
 	}, nil
 }
 

@@ -36,6 +36,9 @@ type cacheClone struct {
 var cacheClones sync.Map // dir -> *cacheClone
 
 func cacheFor(cacheDir, safeURL string) *cacheClone {
+	if abs, err := filepath.Abs(cacheDir); err == nil {
+		cacheDir = abs
+	}
 	sum := sha256.Sum256([]byte(safeURL))
 	dir := filepath.Join(cacheDir, hex.EncodeToString(sum[:12]))
 	c, _ := cacheClones.LoadOrStore(dir, &cacheClone{dir: dir})

@@ -13,8 +13,10 @@
 // Fetch advertises the cached branch tip as a "have", so the server sends only
 // the new objects. Head is a single ls-remote (one round trip) and Fetch of a
 // commit already in the cache does not touch the network. The bytes received
-// by one fetch are capped by Limits.MaxTotalBytes. Incremental fetches each add
-// a pack; when there are more than maxPacks they are repacked into one.
+// by one fetch are capped by Limits.MaxTotalBytes. Each incremental fetch adds
+// one pack; once the cache holds more than 64, the next fetch starts a fresh
+// clone (one pack) instead of accumulating more. A cache that cannot be opened
+// (not a bare repository, unreadable branch tips) is removed and re-cloned.
 //
 // Transports are chosen per Source, never through go-git's global protocol
 // registry: https (and http with Options.AllowHTTP) through net/http, ssh

@@ -178,3 +178,54 @@ func TestTimeoutOnHangingServer(t *testing.T) {
 		})
 	}
 }
+
+func TestCredentialsNeverInErrors(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newFixture(t)
+	sha := repo.commitTree(repo.buildTree(map[string]fileSpec{"link": {mode: 0o120000, content: "/etc/passwd"}}))
+	srv := newGitHTTPServer(t, repo.dir, "cairn", testPassword)
+	hanging := hangingListener(t)
+	front := redirector(t, srv.URL)
+	encoded := base64.StdEncoding.EncodeToString([]byte("cairn:" + testPassword))
+	userinfo := "cairn:" + testPassword + "@"
+
+	var errs []error
+	record := func(err error) {
+		g.Expect(err).To(HaveOccurred())
+		errs = append(errs, err)
+	}
+	newSource := func(url string, auth *Auth, timeout time.Duration) *Source {
+		s, err := New(Options{URL: url, Auth: auth, CacheDir: t.TempDir(), AllowHTTP: true, Timeout: timeout})
+		g.Expect(err).NotTo(HaveOccurred())
+		return s
+	}
+	good := &Auth{Username: "cairn", Password: testPassword}
+	bad := &Auth{Username: "cairn", Password: testPassword + "x"}
+
+	_, err := New(Options{URL: "ftp://" + userinfo + "example.com/r.git"})
+	record(err)
+	_, err = New(Options{URL: "https://" + userinfo + "example.com/r.git", Auth: good})
+	record(err)
+	_, err = newSource(srv.repoURL(repo.dir), bad, time.Second).Head(ctx)
+	record(err)
+	record(newSource("http://"+userinfo+strings.TrimPrefix(srv.repoURL(repo.dir), "http://")+"x", nil, time.Second).Fetch(ctx, sha))
+	_, err = newSource("http://"+hanging+"/r.git", good, 200*time.Millisecond).Head(ctx)
+	record(err)
+	_, err = newSource(front.URL+"/repo.git", good, time.Second).Head(ctx)
+	record(err)
+	s := newSource(srv.repoURL(repo.dir), good, time.Second)
+	g.Expect(s.Fetch(ctx, sha)).To(Succeed())
+	_, err = s.Tree(ctx, sha, "")
+	record(err)
+	_, err = s.Diff(ctx, strings.Repeat("1", 40), sha)
+	record(err)
+	record(s.Fetch(ctx, strings.Repeat("2", 40)))
+
+	for _, err := range errs {
+		t.Log(err)
+		g.Expect(err.Error()).NotTo(ContainSubstring(testPassword))
+		g.Expect(err.Error()).NotTo(ContainSubstring(encoded))
+		g.Expect(err.Error()).NotTo(ContainSubstring("/etc/passwd"))
+	}
+}

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -42,6 +43,7 @@ func newGitHTTPServer(t *testing.T, repoDir, user, pass string) *gitHTTPServer {
 		Path:       gitHTTPBackend(t),
 		Env:        []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repoDir), "GIT_HTTP_EXPORT_ALL=1", "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1"},
 		InheritEnv: []string{"PATH"},
+		Stderr:     io.Discard,
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.record(r)
