@@ -12,7 +12,7 @@ import (
 )
 
 // Tree is an immutable set of regular files held in memory, keyed by
-// slash-separated paths that passed checkPath. Directories are implied by the
+// validated, slash-separated relative paths. Directories are implied by the
 // file paths. It implements fs.FS, fs.ReadFileFS, fs.ReadDirFS and fs.StatFS.
 type Tree struct {
 	files map[string][]byte

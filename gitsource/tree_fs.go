@@ -63,7 +63,7 @@ func (t *Tree) stat(op, name string) (*treeInfo, error) {
 	if b, ok := t.files[name]; ok {
 		return &treeInfo{name: path.Base(name), size: int64(len(b))}, nil
 	}
-	if _, ok := t.dirs[name]; ok {
+	if _, ok := t.dirs[name]; ok || name == "." {
 		return &treeInfo{name: path.Base(name), dir: true}, nil
 	}
 	return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
