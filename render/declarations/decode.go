@@ -130,7 +130,7 @@ func badDuration(n *yaml.Node, path string, depth int) (field, value string, ok 
 			continue // free-form, not decoded into the API types
 		default:
 			sub = strings.TrimPrefix(path+"."+n.Content[i-1].Value, ".")
-			if _, err := time.ParseDuration(item.Value); durationFields[n.Content[i-1].Value] && item.Kind == yaml.ScalarNode && err != nil {
+			if durationFields[n.Content[i-1].Value] && item.ShortTag() == "!!str" && !isDuration(item.Value) {
 				return sub, item.Value, true
 			}
 		}
@@ -139,6 +139,11 @@ func badDuration(n *yaml.Node, path string, depth int) (field, value string, ok 
 		}
 	}
 	return "", "", false
+}
+
+func isDuration(s string) bool {
+	_, err := time.ParseDuration(s)
+	return err == nil
 }
 
 func typeName(te *json.UnmarshalTypeError) string {
