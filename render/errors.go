@@ -140,9 +140,16 @@ func cueMessage(group []cueerrors.Error, others int) error {
 	return errors.New(msg)
 }
 
+// msgOf is the message of e without its position, followed by the message of
+// the error it wraps (the loader wraps the cause of "import failed").
 func msgOf(e cueerrors.Error) string {
 	format, args := e.Msg()
-	return fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf(format, args...)
+	var inner cueerrors.Error
+	if u := errors.Unwrap(e); u != nil && errors.As(u, &inner) {
+		msg += ": " + msgOf(inner)
+	}
+	return msg
 }
 
 func pathOf(e cueerrors.Error) string { return strings.Join(e.Path(), ".") }

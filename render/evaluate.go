@@ -90,20 +90,29 @@ func displayFunc(prefix string) func(string) string {
 	}
 }
 
-// evaluate loads the module, fills instance and values, and exports objects.
+// evaluate loads the module with instance and values, and exports objects.
 func evaluate(in evalInput) ([]rawObject, error) {
 	v, err := in.build()
 	if err != nil {
 		return nil, err
 	}
-	if v, err = in.fill(v); err != nil {
-		return nil, err
+	if !v.LookupPath(instancePath).Exists() {
+		return nil, rootError(v) // cairn adds instance: only a broken package lacks it
 	}
-	return export(v.LookupPath(objectsPath), in.limits)
+	for _, p := range []cue.Path{instancePath, valuesPath} {
+		if err := v.LookupPath(p).Validate(); err != nil {
+			return nil, fromCUE(ReasonRenderFailed, err)
+		}
+	}
+	return export(v, in.limits)
 }
 
-// build loads the module's package from the in-memory file system only.
-// Tool and test files are not loaded.
+// build loads the module's package from the in-memory file system only (tool
+// and test files are not loaded) and adds `instance` and `values` to it as a
+// syntax tree built from data: the values are parsed as JSON and the names
+// are string literals, never CUE source text. Adding them before the first
+// evaluation (rather than with FillPath afterwards) spares an evaluation of
+// the whole package with its default values.
 func (in evalInput) build() (cue.Value, error) {
 	cfg := &load.Config{
 		FS:         in.fsys,
@@ -117,11 +126,14 @@ func (in evalInput) build() (cue.Value, error) {
 	if inst.Err != nil {
 		return cue.Value{}, loadError(inst.Err)
 	}
-	v := cuecontext.New().BuildInstance(inst)
-	if err := v.Err(); err != nil {
+	input, err := in.inputFile(inst.PkgName)
+	if err != nil {
+		return cue.Value{}, err
+	}
+	if err := inst.AddSyntax(input); err != nil {
 		return cue.Value{}, fromCUE(ReasonRenderFailed, err)
 	}
-	return v, nil
+	return cuecontext.New().BuildInstance(inst), nil
 }
 
 // loadError classifies a loader error: imports that resolve nowhere are
@@ -136,25 +148,26 @@ func loadError(err error) *Error {
 	return fromCUE(ReasonRenderFailed, err)
 }
 
-// fill unifies `instance` and `values` with values built from data, never
-// from CUE source text.
-func (in evalInput) fill(v cue.Value) (cue.Value, error) {
-	ctx := v.Context()
-	v = v.FillPath(instancePath, ctx.Encode(map[string]string{"name": in.name, "namespace": in.namespace}))
-	if err := v.LookupPath(instancePath).Validate(); err != nil {
-		return v, fromCUE(ReasonRenderFailed, err)
+// inputFile is the file cairn adds to the module's package:
+//
+//	instance: {name: "<name>", namespace: "<namespace>"}
+//	values: <the values JSON>
+func (in evalInput) inputFile(pkg string) (*ast.File, error) {
+	decls := []ast.Decl{
+		&ast.Package{Name: ast.NewIdent(pkg)},
+		&ast.Field{Label: ast.NewIdent("instance"), Value: ast.NewStruct(
+			"name", ast.NewString(in.name),
+			"namespace", ast.NewString(in.namespace),
+		)},
 	}
 	values, err := valuesExpr(in.values)
 	if err != nil {
-		return v, err
+		return nil, err
 	}
 	if values != nil {
-		v = v.FillPath(valuesPath, ctx.BuildExpr(values))
+		decls = append(decls, &ast.Field{Label: ast.NewIdent("values"), Value: values})
 	}
-	if err := v.LookupPath(valuesPath).Validate(); err != nil {
-		return v, fromCUE(ReasonRenderFailed, err)
-	}
-	return v, nil
+	return &ast.File{Filename: valuesFile, Decls: decls}, nil
 }
 
 // valuesExpr parses the instance's values, which must be a JSON object (or
@@ -179,8 +192,8 @@ func valuesExpr(data []byte) (ast.Expr, error) {
 
 // export validates and marshals each object, enforcing the caps as it goes
 // so that an oversized render stops at the cap.
-func export(objs cue.Value, limits Limits) ([]rawObject, error) {
-	entries, err := objectEntries(objs)
+func export(root cue.Value, limits Limits) ([]rawObject, error) {
+	entries, err := objectEntries(root)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +215,14 @@ func export(objs cue.Value, limits Limits) ([]rawObject, error) {
 	return out, nil
 }
 
+// rootError explains why a field of the contract is missing.
+func rootError(root cue.Value) *Error {
+	if err := root.Err(); err != nil {
+		return fromCUE(ReasonRenderFailed, err)
+	}
+	return newError(ReasonRenderFailed, "module has no objects field")
+}
+
 type entry struct {
 	key   string
 	value cue.Value
@@ -209,9 +230,10 @@ type entry struct {
 
 // objectEntries lists the objects: the fields of a struct (keyed by label) or
 // the elements of a list (keyed by index).
-func objectEntries(objs cue.Value) ([]entry, error) {
+func objectEntries(root cue.Value) ([]entry, error) {
+	objs := root.LookupPath(objectsPath)
 	if !objs.Exists() {
-		return nil, newError(ReasonRenderFailed, "module has no objects field")
+		return nil, rootError(root)
 	}
 	if err := objs.Err(); err != nil {
 		return nil, fromCUE(ReasonRenderFailed, err)

@@ -1,0 +1,103 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	. "github.com/onsi/gomega"
+)
+
+const minimalModule = `package app
+
+instance: {name: string, namespace: string}
+values: {}
+objects: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: instance.name}
+`
+
+// TestRenderReadsOnlyTheModule records every file access to the repository:
+// a render (even one that tries to embed a file outside the module) reads
+// nothing outside the module directory.
+func TestRenderReadsOnlyTheModule(t *testing.T) {
+	for _, dir := range []string{"modules/basic", "modules/embedparent", "modules/embedabs", "modules/importoutside"} {
+		t.Run(dir, func(t *testing.T) {
+			g := NewWithT(t)
+			rec := &recordingFS{FS: testRepo}
+			_, _ = renderLocal(t, NewRenderer(), rec, dir, "")
+			g.Expect(rec.paths).NotTo(BeEmpty())
+			g.Expect(rec.outside(dir)).To(BeEmpty())
+		})
+	}
+}
+
+func TestRenderRefusesSymlinks(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte("s3cr3t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, link, target string
+	}{
+		{"absolute symlink to a data file", "data.json", secret},
+		{"relative symlink out of the module", "up.cue", "../../outside.cue"},
+		{"symlinked CUE file inside the module", "copy.cue", "main.cue"},
+		{"symlinked directory", "sub", "/etc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			repo := t.TempDir()
+			dir := filepath.Join(repo, "modules", "app")
+			g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(dir, "main.cue"), []byte(minimalModule), 0o644)).To(Succeed())
+			g.Expect(os.WriteFile(filepath.Join(repo, "outside.cue"), []byte("package app\nobjects: x: 1\n"), 0o644)).To(Succeed())
+			g.Expect(os.Symlink(tt.target, filepath.Join(dir, tt.link))).To(Succeed())
+
+			_, err := renderLocal(t, NewRenderer(), os.DirFS(repo), "modules/app", "")
+			g.Expect(Reason(err)).To(Equal(ReasonUnsafeModule), "error: %v", err)
+			g.Expect(err.Error()).To(HavePrefix("modules/app/" + tt.link + ": "))
+			g.Expect(err.Error()).NotTo(ContainSubstring("s3cr3t"))
+			g.Expect(err.Error()).NotTo(ContainSubstring(repo))
+		})
+	}
+}
+
+func TestRenderIgnoresToolFilesAndLocalOverrides(t *testing.T) {
+	g := NewWithT(t)
+	src := fstest.MapFS{
+		"m/cue.mod/module.cue":       {Data: []byte("module: \"example.com/m@v0\"\nlanguage: version: \"v0.17.0\"\n")},
+		"m/cue.mod/local-module.cue": {Data: []byte(`deps: "example.com/x@v0": {v: "v0.1.0", replaceWith: "../../x"}` + "\n")},
+		"m/main.cue":                 {Data: []byte(minimalModule)},
+		"m/pwn_tool.cue":             {Data: []byte("package app\n\nimport \"tool/exec\"\n\ncommand: x: exec.Run & {cmd: \"true\"}\nobjects: tool: 1\n")},
+		// A nested module is another module: its files are not part of m.
+		"m/nested/cue.mod/module.cue": {Data: []byte("module: \"example.com/n@v0\"\nlanguage: version: \"v0.17.0\"\n")},
+		"m/nested/main.cue":           {Data: []byte("package app\nobjects: nested: 1\n")},
+	}
+	res, err := renderLocal(t, NewRenderer(), src, "m", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Objects).To(HaveLen(1))
+	g.Expect(res.Objects[0].GetName()).To(Equal("web"))
+}
+
+func TestRenderCapsModuleFiles(t *testing.T) {
+	g := NewWithT(t)
+	src := fstest.MapFS{
+		"m/main.cue": {Data: []byte(minimalModule)},
+		"m/big.json": {Data: []byte(strings.Repeat(" ", maxFileBytes+1))},
+	}
+	_, err := renderLocal(t, NewRenderer(), src, "m", "")
+	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded))
+	g.Expect(err.Error()).To(HavePrefix("m/big.json: file is larger than"))
+}
+
+func TestRenderSyntheticModuleFile(t *testing.T) {
+	g := NewWithT(t)
+	src := fstest.MapFS{"modules/My App!/main.cue": {Data: []byte(minimalModule)}}
+	res, err := renderLocal(t, NewRenderer(), src, "modules/My App!", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Objects).To(HaveLen(1))
+	// The synthetic module file is not part of the module digest.
+	g.Expect(res.ModuleDigest).To(Equal(filesDigest(map[string][]byte{"main.cue": []byte(minimalModule)})))
+}
