@@ -3,8 +3,22 @@
 // kube-controller-manager, kube-scheduler and kwok, plus a Distribution
 // registry, all started as plain processes on 127.0.0.1 with free ports.
 //
-// Tests use it through Main, ForTest and Shared; the detached mode used by
-// `make demo` lives in test/localcluster and uses Start, Attach and StopDir.
-// The binaries come from hack/build-kube.sh (or $CAIRN_KUBE_BIN), etcd and
-// docker-registry from Debian's etcd-server and docker-registry packages.
+// A test package that needs the cluster calls Main from TestMain and ForTest
+// (or Shared, in benchmarks) where it needs it:
+//
+//	func TestMain(m *testing.M) { harness.Main(m, harness.DefaultOptions()) }
+//
+//	func TestSomething(t *testing.T) {
+//		c := harness.ForTest(t) // started on first use, once per test binary
+//		ns := c.Namespace(t)    // a namespace of its own, deleted at the end
+//		client, _ := kubernetes.NewForConfig(c.RESTConfig)
+//		...
+//	}
+//
+// With CAIRN_TEST_KUBECONFIG (and CAIRN_TEST_REGISTRY) set, for instance by
+// `set -a; . .demo/env; set +a`, tests use that cluster instead of starting
+// one. The detached mode used by `make demo` lives in test/localcluster and
+// uses Start, Attach and StopDir. The Kubernetes binaries come from
+// hack/build-kube.sh (or $CAIRN_KUBE_BIN), etcd and docker-registry from
+// Debian's etcd-server and docker-registry packages.
 package harness
