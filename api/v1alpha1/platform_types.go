@@ -163,9 +163,12 @@ type PlatformStatus struct {
 
 // InstanceCounts counts instances by state.
 type InstanceCounts struct {
-	Total  int32 `json:"total"`
-	Ready  int32 `json:"ready"`
-	Failed int32 `json:"failed"`
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/render"
+)
+
+func newRenderCommand() *cobra.Command {
+	var (
+		repo     repoFlags
+		instance string
+		output   string
+	)
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Render the instances of a platform repository (no cluster needed)",
+		Example: `  cairn render --repo ./platform
+  cairn render --repo ./platform --instance team-a/web -o json
+  cairn render --repo https://git.example.com/platform.git --ref main`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "yaml" && output != "json" {
+				return fmt.Errorf("--output must be yaml or json, not %q", output)
+			}
+			rev, err := repo.readRevision(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			renderer := newRenderer()
+			defer renderer.Close()
+			out, err := reconciler.RenderOffline(cmd.Context(), renderer, rev, repo.engineOptions(), instance)
+			if err != nil {
+				return err
+			}
+			return printRendered(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, output)
+		},
+	}
+	repo.register(cmd, true)
+	cmd.Flags().StringVar(&instance, "instance", "", "render only this instance (namespace/name)")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	return cmd
+}
+
+func newRenderer() *render.Renderer { return render.NewRenderer() }
+
+// engineOptions are the engine options the repository flags imply.
+func (f *repoFlags) engineOptions() reconciler.Options {
+	opts := reconciler.DefaultOptions()
+	opts.Path = f.path
+	opts.RenderCacheDir = filepath.Join(f.cacheDir, "modules")
+	return opts
+}
+
+func printRendered(stdout, stderr io.Writer, out []reconciler.Rendered, format string) error {
+	failed := false
+	var all []any
+	for _, r := range out {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(stderr, "warning: %s/%s: %s\n", r.Namespace, r.Name, w)
+		}
+		if r.Err != nil {
+			failed = true
+			fmt.Fprintf(stderr, "error: %s/%s: %v\n", r.Namespace, r.Name, r.Err)
+			continue
+		}
+		for _, u := range r.Objects {
+			if format == "json" {
+				all = append(all, u.Object)
+				continue
+			}
+			b, err := yaml.Marshal(u.Object)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "---\n# %s/%s\n%s", r.Namespace, r.Name, b)
+		}
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": nonNilList(all)}); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return errInstancesFailed
+	}
+	return nil
+}
+
+func nonNilList(items []any) []any {
+	if items == nil {
+		return []any{}
+	}
+	return items
+}

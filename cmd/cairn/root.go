@@ -1,0 +1,56 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kubeFlags are the standard kubeconfig flags.
+type kubeFlags struct {
+	kubeconfig string
+	context    string
+}
+
+func (k *kubeFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.PersistentFlags().StringVar(&k.context, "context", "", "the kubeconfig context to use")
+}
+
+// restConfig loads the kubeconfig the way kubectl does. The client does not throttle
+// itself: the API server's priority and fairness does that.
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.kubeconfig != "" {
+		rules.ExplicitPath = k.kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, -1
+	cfg.UserAgent = "cairn/" + version
+	return cfg, nil
+}
+
+func newRootCommand() *cobra.Command {
+	kube := &kubeFlags{}
+	root := &cobra.Command{
+		Use:           "cairn",
+		Short:         "cairn reconciles a platform repository into a Kubernetes cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	kube.register(root)
+	root.AddCommand(
+		newRenderCommand(),
+		newPlanCommand(kube),
+		newSyncCommand(kube),
+		newStatusCommand(kube),
+		newInstallCommand(kube),
+		newPushCommand(),
+		newVersionCommand(),
+	)
+	return root
+}

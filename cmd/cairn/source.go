@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler"
+)
+
+// repoFlags select the platform repository and the revision to read.
+type repoFlags struct {
+	repo, ref, branch, path string
+	cacheDir                string
+	timeout                 time.Duration
+	username, passwordFile  string
+	sshKey, knownHosts      string
+}
+
+func (f *repoFlags) register(cmd *cobra.Command, withRef bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.repo, "repo", ".", "the platform repository: a local directory (read as it is on disk) or a Git URL (https://, ssh://, file://)")
+	if withRef {
+		fl.StringVar(&f.ref, "ref", "", "a branch or commit SHA to read from Git (a local directory is then read as a Git repository)")
+	}
+	fl.StringVar(&f.branch, "branch", "main", "the branch to follow")
+	fl.StringVar(&f.path, "path", ".", "the directory of the repository holding the declarations")
+	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where Git clones and CUE modules are cached")
+	fl.DurationVar(&f.timeout, "git-timeout", time.Minute, "deadline of each Git network step, including ref resolution")
+	fl.StringVar(&f.username, "git-username", "", "user name for HTTPS Git (the password or token is read from --git-password-file)")
+	fl.StringVar(&f.passwordFile, "git-password-file", "", "file holding the HTTPS password or token")
+	fl.StringVar(&f.sshKey, "ssh-key", "", "SSH private key file for ssh:// Git URLs")
+	fl.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file the SSH host key is checked against")
+}
+
+func defaultCacheDir() string {
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "cairn")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".cache", "cairn")
+	}
+	return filepath.Join(os.TempDir(), "cairn-cache")
+}
+
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+
+// isDir reports whether the repository is a local directory read from disk.
+func (f *repoFlags) isDir() bool {
+	if f.ref != "" || strings.Contains(f.repo, "://") || scpLike.MatchString(f.repo) {
+		return false
+	}
+	st, err := os.Stat(f.repo)
+	return err == nil && st.IsDir()
+}
+
+// url returns the Git URL of the repository.
+func (f *repoFlags) url() (string, error) {
+	if strings.Contains(f.repo, "://") || scpLike.MatchString(f.repo) {
+		return f.repo, nil
+	}
+	abs, err := filepath.Abs(f.repo)
+	if err != nil {
+		return "", err
+	}
+	return "file://" + abs, nil
+}
+
+// source opens the Git repository.
+func (f *repoFlags) source() (*gitsource.Source, error) {
+	url, err := f.url()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := f.auth()
+	if err != nil {
+		return nil, err
+	}
+	branch := f.branch
+	if f.ref != "" && !isSHA(f.ref) {
+		branch = f.ref
+	}
+	return gitsource.New(gitsource.Options{
+		URL: url, Branch: branch, CacheDir: filepath.Join(f.cacheDir, "git"), Auth: auth, Timeout: f.timeout,
+	})
+}
+
+func (f *repoFlags) auth() (*gitsource.Auth, error) {
+	switch {
+	case f.passwordFile != "":
+		pw, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read --git-password-file: %w", err)
+		}
+		return &gitsource.Auth{Username: f.username, Password: strings.TrimSpace(string(pw))}, nil
+	case f.sshKey != "":
+		key, err := os.ReadFile(f.sshKey)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read --ssh-key: %w", err)
+		}
+		hosts, err := os.ReadFile(f.knownHosts)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read --known-hosts (required with --ssh-key): %w", err)
+		}
+		return &gitsource.Auth{SSHPrivateKey: key, KnownHosts: hosts}, nil
+	}
+	return nil, nil
+}
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+func isSHA(s string) bool { return shaPattern.MatchString(s) }
+
+// readDir reads a local directory as a revision named by its content digest.
+func (f *repoFlags) readDir() (reconciler.Revision, error) {
+	tree, err := gitsource.ReadDir(f.repo, gitsource.DefaultLimits())
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return reconciler.Revision{SHA: "dir:" + strings.TrimPrefix(tree.Digest(), "sha256:")[:12], Tree: tree}, nil
+}
+
+// resolve returns the SHA to read: --ref when it is a SHA, else the branch head.
+func (f *repoFlags) resolve(ctx context.Context, src *gitsource.Source) (string, error) {
+	if isSHA(f.ref) {
+		return f.ref, nil
+	}
+	return src.Head(ctx)
+}
+
+// readRevision reads the repository once: from disk, or from Git at --ref or the
+// branch head.
+func (f *repoFlags) readRevision(ctx context.Context, base string) (reconciler.Revision, error) {
+	if f.isDir() {
+		return f.readDir()
+	}
+	src, err := f.source()
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	sha, err := f.resolve(ctx, src)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return reconciler.ReadRevision(ctx, src, sha, base)
+}

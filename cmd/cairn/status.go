@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+)
+
+func newStatusCommand(kube *kubeFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every instance with READY, REASON and REVISION",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("--output must be table or json, not %q", output)
+			}
+			cfg, err := kube.restConfig()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+			if err != nil {
+				return err
+			}
+			var list cairnv1.ModuleInstanceList
+			if err := c.List(cmd.Context(), &list); err != nil {
+				return fmt.Errorf("failed to list ModuleInstances: %w", err)
+			}
+			rows := statusRows(list.Items)
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			return printStatusTable(cmd.OutOrStdout(), rows)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+type statusRow struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Ready     string `json:"ready"`
+	Reason    string `json:"reason"`
+	Revision  string `json:"revision"`
+	Objects   int32  `json:"objects"`
+	Message   string `json:"message"`
+}
+
+func statusRows(items []cairnv1.ModuleInstance) []statusRow {
+	rows := make([]statusRow, 0, len(items))
+	for i := range items {
+		mi := &items[i]
+		row := statusRow{Namespace: mi.Namespace, Name: mi.Name, Ready: "Unknown", Revision: mi.Status.LastAppliedRevision}
+		if c := conditions.Get(mi, "Ready"); c != nil {
+			row.Ready, row.Reason, row.Message = string(c.Status), c.Reason, c.Message
+		}
+		if mi.Status.Inventory != nil {
+			row.Objects = mi.Status.Inventory.Count
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func printStatusTable(w io.Writer, rows []statusRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tMESSAGE")
+	for _, r := range rows {
+		rev := r.Revision
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		msg := r.Message
+		if len(msg) > 100 {
+			msg = msg[:97] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects, msg)
+	}
+	return tw.Flush()
+}

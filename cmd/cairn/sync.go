@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler"
+)
+
+func newSyncCommand(kube *kubeFlags) *cobra.Command {
+	var (
+		repo     repoFlags
+		once     bool
+		interval time.Duration
+		quiet    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sync",
+		Short: "Reconcile the cluster to the repository: once, or every --interval",
+		Example: `  cairn sync --repo ./platform --once
+  cairn sync --repo https://git.example.com/platform.git --branch main --interval 1m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once && interval <= 0 {
+				return fmt.Errorf("give --once or a positive --interval")
+			}
+			e, closeFn, err := engine(kube, &repo, !quiet, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+			if once {
+				return s.once(cmd.Context())
+			}
+			return s.loop(cmd.Context(), interval)
+		},
+	}
+	repo.register(cmd, false)
+	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit (non-zero when an instance failed)")
+	cmd.Flags().DurationVar(&interval, "interval", 0, "poll the branch at this interval until interrupted")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+type syncer struct {
+	engine *reconciler.Engine
+	repo   *repoFlags
+	src    *gitsource.Source
+	out    io.Writer
+	errOut io.Writer
+	last   string
+	failed bool
+}
+
+func (s *syncer) once(ctx context.Context) error {
+	res, err := s.sync(ctx)
+	if err != nil {
+		return err
+	}
+	printSyncResult(s.out, res)
+	if res.Failed() {
+		return errInstancesFailed
+	}
+	return nil
+}
+
+// loop polls until ctx ends. An unchanged branch with nothing to retry costs one
+// ls-remote and nothing else.
+func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		res, err := s.poll(ctx)
+		switch {
+		case err != nil:
+			fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
+		case res != nil:
+			printSyncResult(s.out, res)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (s *syncer) poll(ctx context.Context) (*reconciler.SyncResult, error) {
+	if !s.repo.isDir() && s.last != "" && !s.failed {
+		head, err := s.head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if head == s.last {
+			return nil, nil
+		}
+	}
+	return s.sync(ctx)
+}
+
+func (s *syncer) head(ctx context.Context) (string, error) {
+	if s.src == nil {
+		src, err := s.repo.source()
+		if err != nil {
+			return "", err
+		}
+		s.src = src
+	}
+	return s.repo.resolve(ctx, s.src)
+}
+
+func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
+	rev, err := s.revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.engine.Sync(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	s.last, s.failed = res.Revision, res.Failed()
+	return res, nil
+}
+
+func (s *syncer) revision(ctx context.Context) (reconciler.Revision, error) {
+	if s.repo.isDir() {
+		return s.repo.readDir()
+	}
+	base, err := s.engine.LastSynced(ctx)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	head, err := s.head(ctx)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return reconciler.ReadRevision(ctx, s.src, head, base)
+}
+
+func printSyncResult(w io.Writer, res *reconciler.SyncResult) {
+	if res.Error != nil {
+		fmt.Fprintf(w, "revision %s not synced: %v\n", res.Revision, res.Error)
+		return
+	}
+	fmt.Fprintf(w, "synced revision %s\n", res.Revision)
+	for _, i := range res.Instances {
+		fmt.Fprintf(w, "  %-40s %-9s %s\n", i.Namespace+"/"+i.Name, i.Action, i.Message)
+	}
+}

@@ -1,0 +1,81 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"cairn.dev/cairn/render"
+)
+
+// Renderer renders one instance; render.Renderer is the implementation.
+type Renderer interface {
+	Render(ctx context.Context, req render.Request) (*render.Result, error)
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Path is the directory of the repository that holds the declarations.
+	Path string
+	// Repository is the source URL without credentials, recorded in the Platform status.
+	Repository string
+	// Concurrency bounds the instances rendered and applied at once.
+	Concurrency int
+	// DefaultTimeout bounds an instance that sets no timeout.
+	DefaultTimeout time.Duration
+	// RenderCacheDir caches CUE modules fetched from registries.
+	RenderCacheDir string
+	// RenderLimits bound each render.
+	RenderLimits render.Limits
+	// Progress receives one line per step of a long sync (nil: none).
+	Progress io.Writer
+	// Log receives structured logs.
+	Log logr.Logger
+}
+
+// DefaultOptions returns options that suit a small cluster.
+func DefaultOptions() Options {
+	return Options{
+		Path:           ".",
+		Concurrency:    max(2, min(8, runtime.NumCPU()*2)),
+		DefaultTimeout: 5 * time.Minute,
+		RenderLimits:   render.DefaultLimits(),
+		Log:            logr.Discard(),
+	}
+}
+
+// Engine runs syncs and plans against one cluster. The CLI and the controller share it,
+// so a plan and the sync that follows it can never disagree.
+type Engine struct {
+	cluster  *Cluster
+	renderer Renderer
+	opts     Options
+}
+
+// New returns an engine for cluster.
+func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultOptions().Concurrency
+	}
+	if opts.DefaultTimeout <= 0 {
+		opts.DefaultTimeout = DefaultOptions().DefaultTimeout
+	}
+	if opts.Path == "" {
+		opts.Path = "."
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Engine{cluster: cluster, renderer: renderer, opts: opts}
+}
+
+// progress writes one line of progress for long syncs.
+func (e *Engine) progress(format string, args ...any) {
+	if e.opts.Progress != nil {
+		fmt.Fprintf(e.opts.Progress, format+"\n", args...)
+	}
+}

@@ -1,0 +1,226 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// applyAll syncs the affected instances, each after its dependencies, at most
+// Concurrency at once. A failing instance makes only its dependents wait.
+func (s *syncRun) applyAll(ctx context.Context) {
+	sem := make(chan struct{}, s.e.opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, r := range s.runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(r.done)
+			if !r.affected {
+				return
+			}
+			s.waitDependencies(r)
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.syncInstance(ctx, r)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *syncRun) waitDependencies(r *instanceRun) {
+	for _, dep := range r.mi.Spec.DependsOn {
+		ns := dep.Namespace
+		if ns == "" {
+			ns = r.mi.Namespace
+		}
+		d := s.byKey[ns+"/"+dep.Name]
+		if d == nil {
+			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s/%s is not a valid instance", ns, dep.Name)))
+			continue
+		}
+		<-d.done
+		if !d.ready() {
+			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key())))
+		}
+	}
+}
+
+func (r *instanceRun) setFailure(f *Failure) {
+	if r.failure == nil {
+		r.failure = f
+	}
+}
+
+// ready reports whether the instance is ready after this sync.
+func (r *instanceRun) ready() bool {
+	if !r.affected {
+		return isReady(r.live)
+	}
+	return r.failure == nil
+}
+
+// syncInstance mirrors the CR, then applies, prunes and waits, and records the outcome.
+func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(r.mi))
+	defer cancel()
+	if err := s.mirrorInstance(ctx, r); err != nil {
+		r.setFailure(classify(cairnv1.ReasonApplyFailed, err))
+		return
+	}
+	before := r.live.DeepCopy()
+	if r.failure == nil {
+		r.setFailure(s.applyInstance(ctx, r))
+	}
+	s.record(ctx, r, before)
+}
+
+func (s *syncRun) timeout(mi *cairnv1.ModuleInstance) time.Duration {
+	if mi.Spec.Timeout != nil && mi.Spec.Timeout.Duration > 0 {
+		return mi.Spec.Timeout.Duration
+	}
+	return s.e.opts.DefaultTimeout
+}
+
+func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
+	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
+		return err
+	}
+	mi := r.mi.DeepCopy()
+	if err := mirror(ctx, s.e.cluster.client, mi, map[string]string{specDigestAnnotation: r.specDigest}); err != nil {
+		return err
+	}
+	r.live = mi
+	return nil
+}
+
+// applyInstance applies the rendered objects as the instance's ServiceAccount, prunes
+// what left the render when allowed, and waits for health.
+func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
+	for _, u := range r.objects {
+		setOwnerLabels(u, r.live)
+	}
+	r.newInv = inventoryOf(r.objects)
+	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	if err != nil {
+		return transient(cairnv1.ReasonApplyFailed, err)
+	}
+	if err := s.persistInventory(ctx, r, r.oldInv.union(r.newInv)); err != nil {
+		return transient(cairnv1.ReasonApplyFailed, err)
+	}
+	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
+	cs, err := applyObjects(ctx, m, r.objects, s.timeout(r.mi))
+	r.applied = cs
+	if err != nil {
+		return applyFailure(err)
+	}
+	if f := s.pruneInstance(ctx, m, r); f != nil {
+		return f
+	}
+	if waitEnabled(r.mi) {
+		s.e.progress("wait %s", r.key())
+		if err := waitHealthy(ctx, m, cs, s.timeout(r.mi)); err != nil {
+			return classify(cairnv1.ReasonHealthCheckFailed, err)
+		}
+	}
+	return nil
+}
+
+// pruneInstance deletes the stale objects when the guards allow it; when they refuse,
+// the stale objects stay in the inventory so a later commit can prune them.
+func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *Failure {
+	if err := s.pruneRefusal(r); err != nil {
+		return classify(cairnv1.ReasonPruneGuard, err)
+	}
+	if r.prune == nil || len(r.prune.stale) == 0 {
+		return nil
+	}
+	s.e.progress("prune %s: %d objects", r.key(), len(r.prune.stale))
+	cs, err := deleteStale(ctx, m, r.prune, s.timeout(r.mi))
+	r.pruned = cs
+	if err != nil {
+		return classify(cairnv1.ReasonPruneFailed, err)
+	}
+	return nil
+}
+
+func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
+	if mi.Spec.ServiceAccountName != "" {
+		return mi.Spec.ServiceAccountName
+	}
+	return s.platform.Spec.DefaultServiceAccount
+}
+
+func waitEnabled(mi *cairnv1.ModuleInstance) bool {
+	return mi.Spec.Wait == nil || *mi.Spec.Wait
+}
+
+// persistInventory records inv before objects are created or deleted, so that a
+// crash in the middle never forgets an object cairn created.
+func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inventory) error {
+	if len(inv.minus(r.oldInv)) == 0 {
+		return nil
+	}
+	before := r.live.DeepCopy()
+	if err := storeInventory(ctx, s.e.cluster.client, r.live, inv); err != nil {
+		return err
+	}
+	return patchStatus(ctx, s.e.cluster.client, r.live, before)
+}
+
+// record writes the outcome to the instance's status: on success the new inventory
+// and digests; on failure only the attempt (the last good state stays).
+func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.ModuleInstance) {
+	mi := r.live
+	if r.failure != nil {
+		markFailed(mi, s.rev.SHA, r.failure, s.now)
+	} else {
+		if err := storeInventory(ctx, s.e.cluster.client, mi, r.newInv); err != nil {
+			r.failure = transient(cairnv1.ReasonApplyFailed, err)
+			markFailed(mi, s.rev.SHA, r.failure, s.now)
+		} else {
+			mi.Status.SourceDigest = s.sourceDigest(r)
+			mi.Status.ValuesDigest = digestJSON(mi.Spec.Values)
+			mi.Status.RenderDigest = r.rendered.Digest
+			markSucceeded(mi, s.rev.SHA, r.summary(), s.now)
+		}
+	}
+	if err := patchStatus(ctx, s.e.cluster.client, mi, before); err != nil {
+		s.e.opts.Log.Error(err, "failed to record status", "instance", r.key())
+		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
+	}
+	s.e.progress("%s %s", r.key(), r.outcome())
+}
+
+func (s *syncRun) sourceDigest(r *instanceRun) string {
+	if r.sourceDigest != "" {
+		return r.sourceDigest
+	}
+	return r.rendered.ModuleDigest
+}
+
+// ensureNamespace creates the namespace an instance CR lives in when it is missing, so
+// a repository can bootstrap its tenants. The namespace is labelled as cairn's but is
+// in no inventory: it is never pruned.
+func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{}
+	err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}}}
+	if err := s.e.cluster.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create namespace %s: %w", name, err)
+	}
+	return nil
+}

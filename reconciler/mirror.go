@@ -1,0 +1,87 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// Annotations cairn keeps on the CRs it mirrors from Git.
+const (
+	specDigestAnnotation = "cairn.dev/spec-digest"
+	originAnnotation     = "cairn.dev/origin"
+)
+
+// mirror server-side applies the declaration obj (spec from Git) as cairn and reads
+// back the live object, so that kubectl edits are reverted and the UID is known.
+func mirror(ctx context.Context, c client.Client, obj client.Object, annotations map[string]string) error {
+	u, err := toApplyObject(obj, annotations)
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
+	}
+	return c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+}
+
+// toApplyObject keeps only what Git declares: type, name, namespace, labels,
+// annotations and spec.
+func toApplyObject(obj client.Object, annotations map[string]string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert %s: %w", obj.GetName(), err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": m["spec"]}}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		gvks, _, err := Scheme.ObjectKinds(obj)
+		if err != nil {
+			return nil, err
+		}
+		gvk = gvks[0]
+	}
+	u.SetGroupVersionKind(gvk)
+	u.SetName(obj.GetName())
+	u.SetNamespace(obj.GetNamespace())
+	labels := copyMap(obj.GetLabels())
+	labels[cairnv1.ManagedByLabel] = cairnv1.ManagedByValue
+	u.SetLabels(labels)
+	ann := copyMap(obj.GetAnnotations())
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	u.SetAnnotations(ann)
+	return u, nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+2)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// patchStatus writes obj's status with a merge patch computed against before.
+func patchStatus(ctx context.Context, c client.Client, obj, before client.Object) error {
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to patch status of %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+// kindOf returns the kind of a typed object from the scheme.
+func kindOf(obj client.Object) string {
+	gvks, _, err := Scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return "object"
+	}
+	return gvks[0].Kind
+}

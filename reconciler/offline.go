@@ -1,0 +1,72 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// Rendered is the render of one instance without a cluster.
+type Rendered struct {
+	Namespace, Name string
+	Objects         []*unstructured.Unstructured
+	Digest          string
+	Warnings        []string
+	Err             error
+}
+
+// RenderOffline loads the declarations of rev and renders the instances that match
+// filter ("" or "namespace/name"), with no cluster access. Objects carry cairn's
+// labels as a sync would set them (without the instance UID).
+func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Options, filter string) ([]Rendered, error) {
+	root, err := rev.Tree.Sub(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open path %s: %w", opts.Path, err)
+	}
+	set, err := declarations.Load(root, declarations.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var out []Rendered
+	for _, inv := range set.Invalid {
+		if filter == "" || filter == inv.Object {
+			ns, name := splitKey(inv.Object)
+			out = append(out, Rendered{Namespace: ns, Name: name, Err: inv})
+		}
+	}
+	for _, mi := range set.Instances {
+		if filter != "" && filter != mi.Namespace+"/"+mi.Name {
+			continue
+		}
+		out = append(out, renderOne(ctx, renderer, set, mi, root, opts))
+	}
+	if filter != "" && len(out) == 0 {
+		return nil, fmt.Errorf("instance %s is not declared", filter)
+	}
+	return out, nil
+}
+
+func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi *cairnv1.ModuleInstance,
+	root fs.FS, opts Options) Rendered {
+	out := Rendered{Namespace: mi.Namespace, Name: mi.Name}
+	req, f := renderRequest(set, mi, root, opts)
+	if f != nil {
+		out.Err = f
+		return out
+	}
+	res, err := renderer.Render(ctx, req)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	for _, u := range res.Objects {
+		setOwnerLabels(u, mi)
+	}
+	out.Objects, out.Digest, out.Warnings = res.Objects, res.Digest, res.Warnings
+	return out
+}

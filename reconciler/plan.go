@@ -1,0 +1,153 @@
+package reconciler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// instanceRun is the work on one instance in one sync.
+type instanceRun struct {
+	mi           *cairnv1.ModuleInstance // the declaration from Git
+	live         *cairnv1.ModuleInstance // the CR in the cluster, nil when new
+	specDigest   string
+	sourceDigest string // local modules: digest of the module directory
+	affected     bool
+	why          string
+
+	rendered *render.Result
+	objects  []*unstructured.Unstructured
+	oldInv   inventory
+	newInv   inventory
+	prune    *pruneSet
+	pruneErr error
+	failure  *Failure
+	applied  *ssa.ChangeSet
+	pruned   *ssa.ChangeSet
+	done     chan struct{}
+}
+
+func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
+
+// plan decides which instances this revision affects and which left Git. An
+// instance is affected when it is new, not ready (failed instances are always
+// retried), its declaration or the Platform or Registry it uses changed, its local
+// module changed, or a dependency is affected. The diff narrows the candidates; the
+// digests recorded on the CRs decide, so a wrong or missing diff costs time, never
+// correctness.
+func (s *syncRun) plan() {
+	for _, mi := range s.set.Instances {
+		r := s.newInstanceRun(mi)
+		s.runs = append(s.runs, r)
+		s.byKey[r.key()] = r
+	}
+	for _, r := range s.runs {
+		if r.affected {
+			s.markDependents(r)
+		}
+	}
+	s.findRemoved()
+}
+
+func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
+	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name], done: make(chan struct{})}
+	r.specDigest = s.specDigest(mi)
+	if mi.Spec.Module.Local != nil {
+		r.sourceDigest = s.root.DigestDir(cleanLocal(mi.Spec.Module.Local.Path))
+	}
+	r.affected, r.why = s.isAffected(r)
+	return r
+}
+
+func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
+	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
+	switch {
+	case r.mi.Spec.Suspend:
+		return false, "suspended"
+	case r.live == nil:
+		return true, "new instance"
+	case !isReady(r.live):
+		return true, "retrying a failed sync"
+	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
+		return true, "declaration changed"
+	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
+		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
+		return true, "local module changed"
+	}
+	return false, "unchanged"
+}
+
+// declarationTouched reports whether the instance's file, the Platform's or a
+// Registry's file changed.
+func (s *syncRun) declarationTouched(file string) bool {
+	if s.changes.touches(file) {
+		return true
+	}
+	for key, o := range s.set.Origins {
+		if !strings.HasPrefix(key, cairnv1.ModuleInstanceKind+"/") && s.changes.touches(o.File) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *syncRun) markDependents(r *instanceRun) {
+	for _, dep := range s.set.Dependents(r.mi.Namespace, r.mi.Name) {
+		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.mi.Spec.Suspend {
+			d.affected, d.why = true, "dependency "+r.key()+" changed"
+		}
+	}
+}
+
+// findRemoved lists the CRs whose declaration left Git. An invalid declaration still
+// names its instance, so that instance is kept.
+func (s *syncRun) findRemoved() {
+	for key, live := range s.live {
+		if s.byKey[key] != nil {
+			continue
+		}
+		if _, declared := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, live.Namespace, live.Name)]; declared {
+			continue
+		}
+		s.removed = append(s.removed, live)
+	}
+}
+
+// specDigest covers everything from Git that the render and apply of mi depend on:
+// its spec, the Platform's spec, and the module Registry's spec.
+func (s *syncRun) specDigest(mi *cairnv1.ModuleInstance) string {
+	parts := []any{mi.Spec, s.set.Platform.Spec}
+	if mi.Spec.Module.CUE != nil {
+		if reg := s.set.Registry(s.set.Platform.Spec.ModuleRegistry); reg != nil {
+			parts = append(parts, reg.Spec)
+		}
+	}
+	return digestJSON(parts)
+}
+
+func digestJSON(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func cleanLocal(p string) string {
+	p = strings.TrimPrefix(p, "./")
+	return strings.TrimSuffix(p, "/")
+}
+
+func splitKey(key string) (string, string) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", key
+	}
+	return ns, name
+}

@@ -1,0 +1,99 @@
+package reconciler
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// prepare labels the rendered objects of one instance as cairn's, fixes their
+// namespace by the scope of their kind (namespaced objects without one get the
+// instance's, cluster-scoped ones none), and checks the Platform's namespace policy.
+func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, mapper meta.RESTMapper,
+	policy cairnv1.NamespacePolicy) error {
+	crdScopes := crdScopes(objects)
+	for _, u := range objects {
+		if err := setScope(u, mi.Namespace, mapper, crdScopes); err != nil {
+			return err
+		}
+		if err := checkNamespace(u, policy); err != nil {
+			return err
+		}
+		setOwnerLabels(u, mi)
+	}
+	return nil
+}
+
+func setOwnerLabels(u *unstructured.Unstructured, mi *cairnv1.ModuleInstance) {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[cairnv1.ManagedByLabel] = cairnv1.ManagedByValue
+	labels[cairnv1.InstanceLabel] = cairnv1.InstanceKey(mi.Namespace, mi.Name)
+	if mi.UID != "" {
+		labels[cairnv1.InstanceUIDLabel] = string(mi.UID)
+	}
+	u.SetLabels(labels)
+}
+
+// crdScopes returns the scope of the kinds defined by CRDs in the same render, so
+// their custom resources can be placed before the CRD exists in the cluster.
+func crdScopes(objects []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, u := range objects {
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+		out[schema.GroupKind{Group: group, Kind: kind}] = scope == "Namespaced"
+	}
+	return out
+}
+
+func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMapper,
+	crds map[schema.GroupKind]bool) error {
+	gvk := u.GroupVersionKind()
+	namespaced, ok := crds[gvk.GroupKind()]
+	if !ok {
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return stalled(cairnv1.ReasonApplyFailed,
+				fmt.Errorf("%s: unknown kind %s: %w", describe(u), gvk.String(), err))
+		}
+		namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	}
+	switch {
+	case !namespaced:
+		u.SetNamespace("")
+	case u.GetNamespace() == "":
+		u.SetNamespace(namespace)
+	}
+	return nil
+}
+
+func checkNamespace(u *unstructured.Unstructured, policy cairnv1.NamespacePolicy) error {
+	ns := u.GetNamespace()
+	if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
+		ns = u.GetName()
+	}
+	if ns == "" || policy.Allows(ns) {
+		return nil
+	}
+	return stalled(cairnv1.ReasonNamespaceDenied,
+		fmt.Errorf("%s: namespace %q is not allowed by the Platform's namespace policy", describe(u), ns))
+}
+
+// describe names an object the way kubectl does: Kind/namespace/name.
+func describe(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetKind() + "/" + u.GetName()
+	}
+	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+}

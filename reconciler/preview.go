@@ -1,0 +1,184 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/fluxcd/pkg/ssa"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// Plan is what a sync of a revision would do to the live cluster.
+type Plan struct {
+	Revision  string         `json:"revision"`
+	Base      string         `json:"base,omitempty"`
+	Instances []InstancePlan `json:"instances"`
+	// Error is set when the revision's declarations cannot be used.
+	Error string `json:"error,omitempty"`
+}
+
+// InstancePlan is what a sync would do to one instance.
+type InstancePlan struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Action is Create, Update, Unchanged, Delete, Skip or Error.
+	Action    string   `json:"action"`
+	Why       string   `json:"why,omitempty"`
+	Create    []string `json:"create,omitempty"`
+	Configure []string `json:"configure,omitempty"`
+	Unchanged int      `json:"unchanged,omitempty"`
+	Prune     []string `json:"prune,omitempty"`
+	// PruneVerdict says whether the guards would let the prune happen.
+	PruneVerdict string `json:"pruneVerdict,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// Failed reports whether the plan holds errors.
+func (p *Plan) Failed() bool {
+	if p.Error != "" {
+		return true
+	}
+	for _, i := range p.Instances {
+		if i.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Plan computes, read-only, what Sync(rev) would do: the same declarations, affected
+// set, render and prune guards, then a server-side dry-run of each object as the
+// instance's ServiceAccount.
+func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
+	plan := &Plan{Revision: rev.SHA, Base: rev.Base}
+	root, err := rev.Tree.Sub(e.opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
+	}
+	set, err := declarations.Load(root, declarations.Options{})
+	if err != nil {
+		plan.Error = err.Error()
+		return plan, nil
+	}
+	s, err := e.newSyncRun(ctx, rev, root, set, true)
+	if err != nil {
+		return nil, err
+	}
+	s.plan()
+	s.renderAll(ctx)
+	s.checkPrunes()
+	for _, r := range s.runs {
+		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
+	}
+	for _, live := range s.removed {
+		plan.Instances = append(plan.Instances, s.previewRemoval(ctx, live))
+	}
+	for _, inv := range set.Invalid {
+		ns, name := splitKey(inv.Object)
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: "Error", Reason: inv.Reason, Error: inv.Error()})
+	}
+	sort.SliceStable(plan.Instances, func(i, j int) bool {
+		a, b := plan.Instances[i], plan.Instances[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return plan, nil
+}
+
+func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
+	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why}
+	switch {
+	case r.mi.Spec.Suspend:
+		ip.Action = "Skip"
+		return ip
+	case !r.affected:
+		ip.Action = "Unchanged"
+		return ip
+	case r.failure != nil:
+		ip.Action, ip.Reason, ip.Error = "Error", r.failure.Reason, r.failure.Error()
+		return ip
+	}
+	ip.Action = "Update"
+	if r.live == nil {
+		ip.Action = "Create"
+	}
+	s.dryRun(ctx, r, &ip)
+	s.previewPrune(r, &ip)
+	return ip
+}
+
+func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+	owner := r.mi
+	if r.live != nil {
+		owner = r.live
+	}
+	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	if err != nil {
+		ip.Error = err.Error()
+		return
+	}
+	opts := ssa.DefaultDiffOptions()
+	opts.ForceSelector = map[string]string{cairnv1.ForceAnnotation: "true"}
+	for _, u := range r.objects {
+		setOwnerLabels(u, owner)
+		entry, _, _, err := m.Diff(ctx, u, opts)
+		if err != nil {
+			ip.Action, ip.Reason, ip.Error = "Error", cairnv1.ReasonApplyFailed, err.Error()
+			return
+		}
+		switch entry.Action {
+		case ssa.CreatedAction:
+			ip.Create = append(ip.Create, describe(u))
+		case ssa.ConfiguredAction:
+			ip.Configure = append(ip.Configure, describe(u))
+		default:
+			ip.Unchanged++
+		}
+	}
+}
+
+func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
+	if r.prune == nil || len(r.prune.stale) == 0 {
+		if r.pruneErr != nil {
+			ip.PruneVerdict = r.pruneErr.Error()
+		}
+		return
+	}
+	ip.Prune = describeIDs(r.prune.stale)
+	ip.PruneVerdict = "allowed"
+	if err := s.pruneRefusal(r); err != nil {
+		ip.PruneVerdict = err.Error()
+	}
+}
+
+func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
+	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: "Delete", Why: "removed from Git", PruneVerdict: "allowed"}
+	old, err := loadInventory(ctx, s.e.cluster.client, live)
+	if err != nil {
+		ip.Error = err.Error()
+		return ip
+	}
+	ip.Prune = describeIDs(s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected).stale)
+	switch {
+	case !s.removeOK:
+		ip.PruneVerdict = fmt.Sprintf("refused: files could not be parsed: %v", s.set.Unparsed)
+	case s.pruneErr != nil:
+		ip.PruneVerdict = s.pruneErr.Error()
+	}
+	return ip
+}
+
+func describeIDs(inv inventory) []string {
+	objs, err := inv.objects()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(objs))
+	for _, u := range objs {
+		out = append(out, describe(u))
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// checkPrunes computes what each rendered instance and each removed instance would
+// delete, and applies the guards before anything is deleted: an empty render, the
+// share an instance may lose, the total per sync and the share of instances removed.
+// An object that moves to another instance in this revision is transferred, not deleted.
+func (s *syncRun) checkPrunes() {
+	desired := inventory{}
+	for _, r := range s.runs {
+		if r.rendered != nil {
+			desired = desired.union(inventoryOf(r.objects))
+		}
+	}
+	var sets []*pruneSet
+	for _, r := range s.runs {
+		if ps := s.instancePrune(r, desired); ps != nil {
+			sets = append(sets, ps)
+		}
+	}
+	for _, live := range s.removed {
+		sets = append(sets, s.removedPrune(live))
+	}
+	s.pruneErr = s.guard.checkSync(sets, len(s.live))
+}
+
+func (s *syncRun) instancePrune(r *instanceRun, desired inventory) *pruneSet {
+	if r.rendered == nil || r.live == nil {
+		return nil
+	}
+	old, err := loadInventory(context.Background(), s.e.cluster.client, r.live)
+	if err != nil {
+		r.failure = transient(cairnv1.ReasonPruneFailed, err)
+		return nil
+	}
+	r.oldInv = old
+	own := inventoryOf(r.objects)
+	if len(r.objects) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
+		r.pruneErr = failuref(Stalled, cairnv1.ReasonPruneGuard,
+			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old))
+		return nil
+	}
+	stale := old.minus(own).minus(desired)
+	if !pruneEnabled(r.mi) {
+		return nil
+	}
+	ps := s.guard.split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
+	ps.before = len(old)
+	r.prune = ps
+	r.pruneErr = s.guard.checkInstance(ps)
+	return ps
+}
+
+func (s *syncRun) removedPrune(live *cairnv1.ModuleInstance) *pruneSet {
+	old, err := loadInventory(context.Background(), s.e.cluster.client, live)
+	if err != nil {
+		old = inventory{}
+	}
+	ps := s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+	ps.before, ps.removed = len(old), true
+	return ps
+}
+
+func (s *syncRun) instanceLabel(mi *cairnv1.ModuleInstance) string {
+	return cairnv1.InstanceKey(mi.Namespace, mi.Name)
+}
+
+func pruneEnabled(mi *cairnv1.ModuleInstance) bool {
+	return mi.Spec.Prune == nil || *mi.Spec.Prune
+}
+
+// pruneRefusal is the reason an instance may not prune now, if any.
+func (s *syncRun) pruneRefusal(r *instanceRun) error {
+	if r.pruneErr != nil {
+		return r.pruneErr
+	}
+	if r.prune != nil && len(r.prune.stale) > 0 && s.pruneErr != nil {
+		return s.pruneErr
+	}
+	return nil
+}
+
+// keptNote says which protected objects were left in place.
+func keptNote(ps *pruneSet) string {
+	if ps == nil || len(ps.kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; kept %d object(s) of protected kinds: %v", len(ps.kept), ps.kept)
+}

@@ -1,0 +1,123 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// removeInstances deletes the objects of instances that left Git, dependents first,
+// then their CRs. Nothing is removed when a file of the revision could not be parsed
+// (the instances it declares are unknown) or when the prune guards refuse.
+func (s *syncRun) removeInstances(ctx context.Context) {
+	if len(s.removed) == 0 {
+		return
+	}
+	for _, live := range removalOrder(s.removed) {
+		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
+		if f := s.removeInstance(ctx, live, &res); f != nil {
+			res.Action, res.Reason, res.Message = "Failed", f.Reason, f.Error()
+			s.recordRemovalFailure(ctx, live, f)
+		}
+		s.results = append(s.results, res)
+	}
+}
+
+func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *Failure {
+	if !s.removeOK {
+		return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+			"instance is not declared, but files could not be parsed (%v): not removing it", s.set.Unparsed)
+	}
+	if s.pruneErr != nil {
+		return classify(cairnv1.ReasonPruneGuard, s.pruneErr)
+	}
+	old, err := loadInventory(ctx, s.e.cluster.client, live)
+	if err != nil {
+		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	m, err := s.e.cluster.Manager(live.Namespace, live.Spec.ServiceAccountName)
+	if err != nil {
+		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	ps := s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+	s.e.progress("remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
+	cs, err := deleteStale(ctx, m, ps, s.e.opts.DefaultTimeout)
+	res.Pruned = countDeleted(cs)
+	if err != nil {
+		return classify(cairnv1.ReasonPruneFailed, err)
+	}
+	if err := s.deleteCR(ctx, live); err != nil {
+		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	res.Action, res.Reason, res.Message = "Deleted", "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
+	return nil
+}
+
+func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
+	if err := deleteInventorySecret(ctx, s.e.cluster.client, live); err != nil {
+		return err
+	}
+	if err := s.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
+	}
+	return nil
+}
+
+func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *Failure) {
+	before := live.DeepCopy()
+	markFailed(live, s.rev.SHA, f, s.now)
+	if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
+		s.e.opts.Log.Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name)
+	}
+}
+
+// removalOrder puts dependents before the instances they depend on.
+func removalOrder(removed []*cairnv1.ModuleInstance) []*cairnv1.ModuleInstance {
+	left := map[string]*cairnv1.ModuleInstance{}
+	for _, mi := range removed {
+		left[mi.Namespace+"/"+mi.Name] = mi
+	}
+	var out []*cairnv1.ModuleInstance
+	for len(left) > 0 {
+		next := leaves(left)
+		for _, k := range next {
+			out = append(out, left[k])
+			delete(left, k)
+		}
+	}
+	return out
+}
+
+// leaves returns, sorted, the instances no other remaining instance depends on (all
+// of them when a cycle leaves none).
+func leaves(left map[string]*cairnv1.ModuleInstance) []string {
+	needed := map[string]bool{}
+	for _, mi := range left {
+		for _, d := range mi.Spec.DependsOn {
+			ns := d.Namespace
+			if ns == "" {
+				ns = mi.Namespace
+			}
+			needed[ns+"/"+d.Name] = true
+		}
+	}
+	var out []string
+	for k := range left {
+		if !needed[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		for k := range left {
+			out = append(out, k)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

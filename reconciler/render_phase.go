@@ -1,0 +1,85 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// renderAll renders the affected instances, at most Concurrency at once, and places
+// their objects (namespace by the scope of each kind, namespace policy).
+func (s *syncRun) renderAll(ctx context.Context) {
+	sem := make(chan struct{}, s.e.opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, r := range s.runs {
+		if !r.affected {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.renderInstance(ctx, r)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
+	s.e.progress("render %s (%s)", r.key(), r.why)
+	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts)
+	if f != nil {
+		r.failure = f
+		return
+	}
+	res, err := s.e.renderer.Render(ctx, req)
+	if err != nil {
+		r.failure = stalled(renderReason(err), fmt.Errorf("failed to render %s: %w", r.key(), err))
+		return
+	}
+	if err := prepare(res.Objects, r.mi, s.e.cluster.mapper, s.platform.Spec.Namespaces); err != nil {
+		r.failure = classify(cairnv1.ReasonApplyFailed, err)
+		return
+	}
+	r.rendered, r.objects = res, res.Objects
+}
+
+func renderReason(err error) string {
+	if reason := render.Reason(err); reason != "" {
+		return reason
+	}
+	return cairnv1.ReasonRenderFailed
+}
+
+// renderRequest builds the render input of mi from the declarations.
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS, opts Options) (render.Request, *Failure) {
+	p := set.Platform
+	req := render.Request{
+		Name: mi.Name, Namespace: mi.Namespace, Source: root,
+		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: opts.RenderLimits,
+	}
+	if mi.Spec.Values != nil {
+		req.Values = mi.Spec.Values.Raw
+	}
+	for _, c := range p.Spec.Catalogs {
+		req.Catalogs = append(req.Catalogs, render.Catalog{Module: c.Module, Version: c.Version})
+	}
+	if reg := set.Registry(p.Spec.ModuleRegistry); reg != nil {
+		req.Registry = &render.ModuleRegistry{Host: reg.Spec.Hostname, PlainHTTP: reg.Spec.PlainHTTP}
+	}
+	switch m := mi.Spec.Module; {
+	case m.Local != nil:
+		req.LocalPath = cleanLocal(m.Local.Path)
+	case m.CUE != nil:
+		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
+	default:
+		return req, failuref(Stalled, "UnsupportedModule",
+			"%s: module.chart is not supported by this version of cairn", mi.Namespace+"/"+mi.Name)
+	}
+	return req, nil
+}

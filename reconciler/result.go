@@ -1,0 +1,71 @@
+package reconciler
+
+import (
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+)
+
+// summary is the Ready message of a successful sync.
+func (r *instanceRun) summary() string {
+	applied, unchanged := countApplied(r.applied)
+	msg := fmt.Sprintf("%d objects applied (%d changed, %d unchanged)", len(r.objects), applied, unchanged)
+	if n := countDeleted(r.pruned); n > 0 {
+		msg += fmt.Sprintf(", %d pruned", n)
+	}
+	return msg + keptNote(r.prune)
+}
+
+func (r *instanceRun) outcome() string {
+	if r.failure != nil {
+		return fmt.Sprintf("failed (%s): %s", r.failure.Reason, r.failure.Error())
+	}
+	return "ready: " + r.summary()
+}
+
+func (r *instanceRun) result() InstanceResult {
+	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready()}
+	res.Applied, res.Unchanged = countApplied(r.applied)
+	res.Pruned = countDeleted(r.pruned)
+	switch {
+	case r.mi.Spec.Suspend:
+		res.Action, res.Reason, res.Message = "Skipped", "Suspended", "suspended"
+	case !r.affected:
+		res.Action, res.Reason, res.Message = "Unchanged", "", r.why
+	case r.failure != nil:
+		res.Action, res.Reason, res.Message = "Failed", r.failure.Reason, r.failure.Error()
+	case r.live != nil && len(r.live.Status.History) == 1:
+		res.Action, res.Reason, res.Message = "Created", "Succeeded", r.summary()
+	default:
+		res.Action, res.Reason, res.Message = "Updated", "Succeeded", r.summary()
+	}
+	return res
+}
+
+func countApplied(cs *ssa.ChangeSet) (changed, unchanged int) {
+	if cs == nil {
+		return 0, 0
+	}
+	for _, e := range cs.Entries {
+		switch e.Action {
+		case ssa.CreatedAction, ssa.ConfiguredAction:
+			changed++
+		case ssa.UnchangedAction:
+			unchanged++
+		}
+	}
+	return changed, unchanged
+}
+
+func countDeleted(cs *ssa.ChangeSet) int {
+	if cs == nil {
+		return 0
+	}
+	n := 0
+	for _, e := range cs.Entries {
+		if e.Action == ssa.DeletedAction {
+			n++
+		}
+	}
+	return n
+}

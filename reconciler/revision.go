@@ -1,0 +1,58 @@
+package reconciler
+
+import (
+	"path"
+	"strings"
+
+	"cairn.dev/cairn/gitsource"
+)
+
+// Revision is one state of the platform repository handed to the engine.
+type Revision struct {
+	// SHA is the commit, or "dir:<digest>" for a plain directory.
+	SHA string
+	// Tree is the whole repository at SHA, regular files only.
+	Tree *gitsource.Tree
+	// Message is the commit message; its trailers are read (cairn-allow-prune).
+	Message string
+	// Changed lists the repository paths changed since Base; nil when unknown, which
+	// makes every instance a candidate (correctness never depends on the diff).
+	Changed []string
+	// Base is the revision Changed is relative to.
+	Base string
+}
+
+// changes holds the changed paths relative to the declarations path.
+type changes struct {
+	known bool
+	paths []string
+}
+
+func newChanges(rev Revision, root string) changes {
+	if rev.Changed == nil {
+		return changes{}
+	}
+	c := changes{known: true}
+	prefix := strings.TrimPrefix(path.Clean(root)+"/", "./")
+	for _, p := range rev.Changed {
+		if prefix == "" || strings.HasPrefix(p, prefix) {
+			c.paths = append(c.paths, strings.TrimPrefix(p, prefix))
+		}
+	}
+	return c
+}
+
+// touches reports whether a file or anything under a directory changed; an unknown
+// diff touches everything.
+func (c changes) touches(p string) bool {
+	if !c.known {
+		return true
+	}
+	p = strings.TrimPrefix(path.Clean(p), "./")
+	for _, changed := range c.paths {
+		if changed == p || strings.HasPrefix(changed, p+"/") {
+			return true
+		}
+	}
+	return false
+}

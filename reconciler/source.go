@@ -1,0 +1,46 @@
+package reconciler
+
+import (
+	"context"
+
+	"cairn.dev/cairn/gitsource"
+)
+
+// GitSource is what the engine needs of a Git repository; gitsource.Source is it.
+type GitSource interface {
+	Fetch(ctx context.Context, sha string) error
+	Tree(ctx context.Context, sha, subdir string) (*gitsource.Tree, error)
+	Diff(ctx context.Context, from, to string) ([]string, error)
+	Commit(ctx context.Context, sha string) (gitsource.CommitInfo, error)
+	HasCommit(sha string) bool
+}
+
+// ReadRevision fetches sha and returns it as a revision, with the paths changed since
+// base when base is in the fetched history. Otherwise (new cluster, force-push,
+// another repository) Changed is nil and every instance is a candidate.
+func ReadRevision(ctx context.Context, src GitSource, sha, base string) (Revision, error) {
+	if err := src.Fetch(ctx, sha); err != nil {
+		return Revision{}, err
+	}
+	tree, err := src.Tree(ctx, sha, "")
+	if err != nil {
+		return Revision{}, err
+	}
+	commit, err := src.Commit(ctx, sha)
+	if err != nil {
+		return Revision{}, err
+	}
+	rev := Revision{SHA: sha, Tree: tree, Message: commit.Message}
+	switch {
+	case base == sha:
+		rev.Changed, rev.Base = []string{}, base
+	case base != "" && src.HasCommit(base):
+		if changed, err := src.Diff(ctx, base, sha); err == nil {
+			rev.Changed, rev.Base = changed, base
+			if rev.Changed == nil {
+				rev.Changed = []string{}
+			}
+		}
+	}
+	return rev, nil
+}

@@ -1,0 +1,229 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// SyncResult is the outcome of one sync.
+type SyncResult struct {
+	Revision  string
+	Instances []InstanceResult
+	// Error is set when the revision could not be used at all (declarations).
+	Error error
+}
+
+// InstanceResult is what one sync did to one instance.
+type InstanceResult struct {
+	Namespace, Name string
+	// Action is Created, Updated, Unchanged, Deleted, Skipped or Failed.
+	Action  string
+	Ready   bool
+	Reason  string
+	Message string
+	// Applied counts objects created or configured; Pruned counts deletions.
+	Applied, Unchanged, Pruned int
+}
+
+// Failed reports whether any instance failed or the revision was unusable.
+func (r *SyncResult) Failed() bool {
+	if r.Error != nil {
+		return true
+	}
+	for _, i := range r.Instances {
+		if i.Action == "Failed" {
+			return true
+		}
+	}
+	return false
+}
+
+// LastSynced returns the revision the Platform CR records as last synced ("" if none).
+func (e *Engine) LastSynced(ctx context.Context) (string, error) {
+	var p cairnv1.Platform
+	err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to read Platform %s: %w", cairnv1.PlatformName, err)
+	}
+	return p.Status.LastSyncedRevision, nil
+}
+
+// Sync reconciles the cluster to rev: it loads the declarations, decides which
+// instances the change affects, renders them, applies them in dependsOn order, prunes
+// what left each render (within the guards), removes instances that left Git, and
+// records everything in the CRs' status.
+func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
+	root, err := rev.Tree.Sub(e.opts.Path)
+	if err != nil {
+		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
+	}
+	set, loadErr := declarations.Load(root, declarations.Options{})
+	if loadErr != nil {
+		return e.failRevision(ctx, rev, stalled(cairnv1.ReasonInvalidDeclaration, loadErr))
+	}
+	s, err := e.newSyncRun(ctx, rev, root, set, false)
+	if err != nil {
+		return nil, err
+	}
+	s.run(ctx)
+	return s.finish(ctx)
+}
+
+// failRevision records an unusable revision on the Platform CR and changes nothing else.
+func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*SyncResult, error) {
+	var p cairnv1.Platform
+	err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p)
+	if err == nil {
+		before := p.DeepCopy()
+		p.Status.LastAttemptedRevision = rev.SHA
+		conditions.MarkFalse(&p, "Ready", f.Reason, "%s", f.Error())
+		conditions.MarkStalled(&p, f.Reason, "%s", f.Error())
+		if err := patchStatus(ctx, e.cluster.client, &p, before); err != nil {
+			e.opts.Log.Error(err, "failed to record the failed revision")
+		}
+	}
+	return &SyncResult{Revision: rev.SHA, Error: f}, nil
+}
+
+// syncRun is the state of one sync.
+type syncRun struct {
+	e        *Engine
+	rev      Revision
+	root     *gitsource.Tree
+	set      *declarations.Set
+	platform *cairnv1.Platform
+	changes  changes
+	guard    pruneGuard
+	now      time.Time
+
+	runs     []*instanceRun          // in dependsOn order
+	byKey    map[string]*instanceRun // namespace/name
+	live     map[string]*cairnv1.ModuleInstance
+	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
+	removeOK bool                      // the revision is complete enough to remove instances
+	pruneErr error                     // a sync-wide prune refusal
+	results  []InstanceResult
+}
+
+func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
+	readOnly bool) (*syncRun, error) {
+	s := &syncRun{
+		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
+		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
+		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{},
+		removeOK: len(set.Unparsed) == 0,
+	}
+	s.platform = set.Platform.DeepCopy()
+	if !readOnly {
+		if err := s.mirrorPlatform(ctx); err != nil {
+			return nil, classify(cairnv1.ReasonApplyFailed, err)
+		}
+	}
+	if err := s.listLive(ctx); err != nil {
+		return nil, classify(cairnv1.ReasonApplyFailed, err)
+	}
+	return s, nil
+}
+
+func (s *syncRun) listLive(ctx context.Context) error {
+	var list cairnv1.ModuleInstanceList
+	if err := s.e.cluster.client.List(ctx, &list,
+		client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err != nil {
+		return fmt.Errorf("failed to list ModuleInstances: %w", err)
+	}
+	for i := range list.Items {
+		mi := &list.Items[i]
+		s.live[mi.Namespace+"/"+mi.Name] = mi
+	}
+	return nil
+}
+
+// run plans, renders, applies and prunes.
+func (s *syncRun) run(ctx context.Context) {
+	s.plan()
+	s.renderAll(ctx)
+	s.checkPrunes()
+	s.applyAll(ctx)
+	s.removeInstances(ctx)
+}
+
+// finish records the sync on the Platform CR and returns the result.
+func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
+	res := &SyncResult{Revision: s.rev.SHA}
+	for _, r := range s.runs {
+		res.Instances = append(res.Instances, r.result())
+	}
+	res.Instances = append(res.Instances, s.results...)
+	for _, inv := range s.set.Invalid {
+		res.Instances = append(res.Instances, invalidResult(inv))
+	}
+	sort.SliceStable(res.Instances, func(i, j int) bool {
+		a, b := res.Instances[i], res.Instances[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return res, s.recordPlatform(ctx, res)
+}
+
+func invalidResult(inv *declarations.Error) InstanceResult {
+	ns, name := splitKey(inv.Object)
+	return InstanceResult{Namespace: ns, Name: name, Action: "Failed", Reason: inv.Reason, Message: inv.Error()}
+}
+
+func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
+	p := s.platform
+	before := p.DeepCopy()
+	p.Status.ObservedGeneration = p.Generation
+	p.Status.Repository = s.e.opts.Repository
+	p.Status.LastAttemptedRevision = s.rev.SHA
+	p.Status.LastSyncedRevision = s.rev.SHA
+	now := metav1.NewTime(s.now)
+	p.Status.LastSyncTime = &now
+	p.Status.Instances = countInstances(res)
+	conditions.Delete(p, "Stalled")
+	if res.Failed() {
+		conditions.MarkFalse(p, "Ready", "InstancesFailed", "%d of %d instances are not ready at %s",
+			p.Status.Instances.Failed, p.Status.Instances.Total, shortSHA(s.rev.SHA))
+	} else {
+		conditions.MarkTrue(p, "Ready", cairnv1.ReasonSucceeded, "%d instances synced at %s",
+			p.Status.Instances.Total, shortSHA(s.rev.SHA))
+	}
+	return patchStatus(ctx, s.e.cluster.client, p, before)
+}
+
+func countInstances(res *SyncResult) cairnv1.InstanceCounts {
+	var c cairnv1.InstanceCounts
+	for _, i := range res.Instances {
+		if i.Action == "Deleted" {
+			continue
+		}
+		c.Total++
+		switch {
+		case i.Ready:
+			c.Ready++
+		case i.Action == "Failed":
+			c.Failed++
+		}
+	}
+	return c
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
