@@ -95,6 +95,10 @@ func fromCUE(reason string, err error) *Error {
 		return nil
 	}
 	e := &Error{Reason: reason, Err: err}
+	var cueErr cueerrors.Error
+	if !errors.As(err, &cueErr) {
+		return e
+	}
 	all := cueerrors.Errors(err)
 	if len(all) == 0 {
 		return e

@@ -140,6 +140,9 @@ func readModuleFiles(fsys fs.FS, dir, display string) (map[string][]byte, error)
 }
 
 func relPath(dir, p string) string {
+	if p == dir {
+		return ""
+	}
 	if dir == "." {
 		return p
 	}
