@@ -1,0 +1,98 @@
+package reconciler
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+func TestAllowPruneTrailer(t *testing.T) {
+	for msg, want := range map[string]int{
+		"fix":                                   -1,
+		"fix\n\ncairn-allow-prune: 12":          12,
+		"fix\n\nCairn-Allow-Prune:3\nSigned: x": 3,
+		"fix\n\ncairn-allow-prune: many":        -1,
+		"fix\n\ncairn-allow-prune: -2":          -1,
+	} {
+		NewWithT(t).Expect(allowPruneTrailer(msg)).To(Equal(want), msg)
+	}
+}
+
+func inv(ids ...string) inventory {
+	out := inventory{}
+	for _, id := range ids {
+		out[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
+	}
+	return out
+}
+
+func ptr(i int32) *int32 { return &i }
+
+func TestPruneGuard(t *testing.T) {
+	platform := &cairnv1.Platform{Spec: cairnv1.PlatformSpec{Prune: cairnv1.PrunePolicy{MaxDeletions: ptr(2), MaxPercent: ptr(50)}}}
+	cases := []struct {
+		name      string
+		msg       string
+		sets      []*pruneSet
+		instances int
+		wantSync  string
+		wantInst  string
+	}{
+		{name: "within limits", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap"), before: 4}}, instances: 3},
+		{name: "over maxDeletions", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 10}},
+			instances: 3, wantSync: "would delete 3 objects, over prune.maxDeletions 2"},
+		{name: "over maxPercent", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap"), before: 3}},
+			instances: 3, wantInst: "would lose 2 of its 3 objects (66%), over prune.maxPercent 50%"},
+		{name: "trailer allows", msg: "x\n\ncairn-allow-prune: 3", instances: 3,
+			sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 3}}},
+		{name: "trailer too small", msg: "x\n\ncairn-allow-prune: 1", instances: 3, wantSync: "over prune.maxDeletions 2", wantInst: "over prune.maxPercent 50%",
+			sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 3}}},
+		{name: "half of instances removed", instances: 3, wantSync: "removes 2 of 3 instances",
+			sets: []*pruneSet{{key: "a", removed: true}, {key: "b", removed: true}}},
+		{name: "removed instance ignores maxPercent", instances: 4,
+			sets: []*pruneSet{{key: "a", removed: true, stale: inv("ns_x__ConfigMap"), before: 1}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			guard := newPruneGuard(platform, tc.msg)
+			err := guard.checkSync(tc.sets, tc.instances)
+			if tc.wantSync == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+			} else {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantSync)))
+				g.Expect(err.(*Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
+			}
+			err = guard.checkInstance(tc.sets[0])
+			if tc.wantInst == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+			} else {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantInst)))
+			}
+		})
+	}
+}
+
+func TestPruneGuardKeepsProtectedKinds(t *testing.T) {
+	g := NewWithT(t)
+	guard := newPruneGuard(nil, "")
+	stale := inv("_team-x__Namespace", "ns_cm__ConfigMap", "ns_data__PersistentVolumeClaim")
+	ps := guard.split("ns.a", stale, false)
+	g.Expect(ps.stale).To(HaveLen(1))
+	g.Expect(ps.stale).To(HaveKey("ns_cm__ConfigMap"))
+	g.Expect(ps.kept).To(ConsistOf("_team-x__Namespace", "ns_data__PersistentVolumeClaim"))
+	g.Expect(guard.split("ns.a", stale, true).stale).To(HaveLen(3), "the instance opted in")
+}
+
+func TestDeleteStagesPutNamespacesLast(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := inv("_t__Namespace", "t_sa__ServiceAccount", "t_d_apps_Deployment", "t_r_rbac.authorization.k8s.io_Role").objects()
+	g.Expect(err).NotTo(HaveOccurred())
+	stages := deleteStages(objs)
+	g.Expect(stages).To(HaveLen(3))
+	g.Expect(stages[0][0].GetKind()).To(Equal("Deployment"))
+	g.Expect(stages[1]).To(HaveLen(2))
+	g.Expect(stages[2][0].GetKind()).To(Equal("Namespace"))
+}
