@@ -6,6 +6,9 @@ import (
 	"sort"
 
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render/declarations"
@@ -122,8 +125,13 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 	}
 	opts := ssa.DefaultDiffOptions()
 	opts.ForceSelector = map[string]string{cairnv1.ForceAnnotation: "true"}
+	created := s.namespacesCreated(ctx, r)
 	for _, u := range r.objects {
 		setOwnerLabels(u, owner)
+		if created[u.GetNamespace()] {
+			ip.Create = append(ip.Create, describe(u))
+			continue
+		}
 		entry, _, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
 			ip.Action, ip.Reason, ip.Error = "Error", cairnv1.ReasonApplyFailed, err.Error()
@@ -179,6 +187,26 @@ func describeIDs(inv inventory) []string {
 	out := make([]string, 0, len(objs))
 	for _, u := range objs {
 		out = append(out, describe(u))
+	}
+	return out
+}
+
+// namespacesCreated lists the namespaces the sync would create before applying r's
+// objects (the instance's own, and Namespaces in the render) that do not exist yet:
+// a dry-run of an object in them would fail, and every object in them is a creation.
+func (s *syncRun) namespacesCreated(ctx context.Context, r *instanceRun) map[string]bool {
+	candidates := map[string]bool{r.mi.Namespace: true}
+	for _, u := range r.objects {
+		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
+			candidates[u.GetName()] = true
+		}
+	}
+	out := map[string]bool{}
+	for name := range candidates {
+		var ns corev1.Namespace
+		if err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
+			out[name] = true
+		}
 	}
 	return out
 }

@@ -120,9 +120,9 @@ func printPlanMarkdown(w io.Writer, p *reconciler.Plan) error {
 			continue
 		}
 		fmt.Fprintf(w, "\n<details><summary><code>%s/%s</code>: %s</summary>\n\n```diff\n", i.Namespace, i.Name, i.Action)
-		printList(w, "+", i.Create)
-		printList(w, "!", i.Configure)
-		printList(w, "-", i.Prune)
+		printDiffList(w, "+", i.Create)
+		printDiffList(w, "!", i.Configure)
+		printDiffList(w, "-", i.Prune)
 		fmt.Fprintln(w, "```")
 		if i.Error != "" {
 			fmt.Fprintf(w, "\n**Error (%s):** `%s`\n", i.Reason, strings.ReplaceAll(i.Error, "`", "'"))
@@ -133,4 +133,10 @@ func printPlanMarkdown(w io.Writer, p *reconciler.Plan) error {
 		fmt.Fprintln(w, "\n</details>")
 	}
 	return nil
+}
+
+func printDiffList(w io.Writer, prefix string, items []string) {
+	for _, it := range items {
+		fmt.Fprintf(w, "%s %s\n", prefix, it)
+	}
 }
