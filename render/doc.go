@@ -64,10 +64,14 @@
 // Each render has a deadline (Limits.Timeout) covering fetch and evaluation.
 // CUE evaluation cannot be interrupted, so it runs in its own goroutine; at
 // the deadline Render returns RenderTimeout and the goroutine runs on until it
-// ends. It holds one of RendererOptions.MaxEvaluations slots until then, which
-// bounds how many abandoned evaluations can pile up; later renders wait for a
-// slot within their own deadline. Limits.MaxObjects and Limits.MaxBytes cap
-// the number of objects and the size of their exported JSON; the export stops
+// ends. Evaluations within their deadline hold one of
+// RendererOptions.MaxEvaluations running slots; an abandoned one moves to a
+// pool of RendererOptions.MaxAbandoned so that it stops delaying other
+// renders, and keeps its running slot when that pool is full. So at most
+// MaxEvaluations + MaxAbandoned evaluations exist at once, and later renders
+// wait for a slot within their own deadline. Limits.MaxObjects and
+// Limits.MaxBytes cap the number of objects and the size of their exported
+// JSON; the export stops
 // at the first object over a cap. The caps bound the result, not the memory
 // the CUE evaluator itself uses while evaluating `objects`: a memory budget
 // needs process isolation (render Jobs).

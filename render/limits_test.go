@@ -48,18 +48,26 @@ func TestRenderTimeoutFromContext(t *testing.T) {
 }
 
 // TestRenderAbandonedEvaluationsAreBounded: an evaluation that passed its
-// deadline keeps its slot until it ends, so that at most MaxEvaluations run at
-// once; a render that finds no free slot before its deadline times out.
+// deadline moves to the abandoned pool and stops delaying other renders; once
+// that pool is full it keeps its running slot, and a render that finds no free
+// slot before its deadline times out.
 func TestRenderAbandonedEvaluationsAreBounded(t *testing.T) {
 	g := NewWithT(t)
-	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1, MaxAbandoned: 1})
 	slow := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/slow",
 		Limits: Limits{Timeout: 100 * time.Millisecond}}
-	_, err := r.Render(context.Background(), slow)
-	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
-
 	quick := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/nomodfile",
 		Limits: Limits{Timeout: 200 * time.Millisecond}}
+
+	_, err := r.Render(context.Background(), slow)
+	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
+	// The first abandoned evaluation does not hold the running slot.
+	_, err = r.Render(context.Background(), quick)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	_, err = r.Render(context.Background(), slow)
+	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
+	// The abandoned pool is full: the second one keeps its running slot.
 	_, err = r.Render(context.Background(), quick)
 	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
 	g.Expect(err.Error()).To(ContainSubstring("waiting for an evaluation slot"))

@@ -118,24 +118,33 @@ type Result struct {
 }
 
 // RendererOptions configures a Renderer.
+//
+// CUE evaluation cannot be interrupted: a render that passes its deadline
+// returns RenderTimeout, but its evaluation runs on until it ends. Such an
+// abandoned evaluation moves from the running pool to the abandoned pool, so
+// that it no longer delays other renders; when the abandoned pool is full it
+// keeps its running slot. Renders wait for a running slot within their own
+// deadline. At most MaxEvaluations + MaxAbandoned evaluations exist at once.
 type RendererOptions struct {
-	// MaxEvaluations bounds the CUE evaluations running at once. CUE
-	// evaluation cannot be interrupted: a render that passes its deadline
-	// returns RenderTimeout but its evaluation runs on until it ends, and it
-	// keeps its slot until then. This bounds how many such evaluations can
-	// pile up; renders wait for a free slot within their own deadline.
+	// MaxEvaluations bounds the evaluations running within their deadline.
 	MaxEvaluations int
+	// MaxAbandoned bounds the evaluations still running past their deadline
+	// that no longer hold a running slot.
+	MaxAbandoned int
 }
 
-// DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS).
+// DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS) and
+// MaxAbandoned = MaxEvaluations.
 func DefaultRendererOptions() RendererOptions {
-	return RendererOptions{MaxEvaluations: max(4, runtime.GOMAXPROCS(0))}
+	n := max(4, runtime.GOMAXPROCS(0))
+	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n}
 }
 
 // Renderer renders CUE modules. It is safe for concurrent use and keeps the
 // module registry clients and caches between renders.
 type Renderer struct {
-	slots chan struct{}
+	slots     chan struct{} // evaluations running within their deadline
+	abandoned chan struct{} // evaluations running past their deadline
 
 	mu      sync.Mutex
 	caches  map[cacheKey]*moduleCache
@@ -147,12 +156,21 @@ func NewRenderer() *Renderer {
 	return NewRendererWithOptions(DefaultRendererOptions())
 }
 
-// NewRendererWithOptions returns a Renderer with the given options.
+// NewRendererWithOptions returns a Renderer with the given options; zero
+// fields mean their defaults.
 func NewRendererWithOptions(o RendererOptions) *Renderer {
+	d := DefaultRendererOptions()
 	if o.MaxEvaluations <= 0 {
-		o.MaxEvaluations = DefaultRendererOptions().MaxEvaluations
+		o.MaxEvaluations = d.MaxEvaluations
 	}
-	return &Renderer{slots: make(chan struct{}, o.MaxEvaluations), caches: map[cacheKey]*moduleCache{}}
+	if o.MaxAbandoned <= 0 {
+		o.MaxAbandoned = o.MaxEvaluations
+	}
+	return &Renderer{
+		slots:     make(chan struct{}, o.MaxEvaluations),
+		abandoned: make(chan struct{}, o.MaxAbandoned),
+		caches:    map[cacheKey]*moduleCache{},
+	}
 }
 
 // Close removes the cache directory the Renderer created for requests
@@ -201,8 +219,9 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	return assemble(raw, req.Namespace, src.digest, pins.warnings())
 }
 
-// bounded runs fn in its own goroutine, holding an evaluation slot until fn
-// really ends, and returns RenderTimeout when ctx ends first.
+// bounded runs fn in its own goroutine under a running slot, and returns
+// RenderTimeout when ctx ends first; the evaluation is then abandoned (see
+// RendererOptions).
 func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawObject, error)) ([]rawObject, error) {
 	select {
 	case r.slots <- struct{}{}:
@@ -214,8 +233,9 @@ func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawO
 		err  error
 	}
 	done := make(chan outcome, 1)
+	ev := &evaluation{r: r}
 	go func() {
-		defer func() { <-r.slots }()
+		defer ev.finish()
 		defer func() {
 			if p := recover(); p != nil {
 				done <- outcome{err: newError(ReasonRenderFailed, "CUE evaluation panicked: %v", p)}
@@ -228,8 +248,45 @@ func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawO
 	case o := <-done:
 		return o.objs, o.err
 	case <-ctx.Done():
+		ev.abandon()
 		return nil, timeoutError(ctx, limits, "during CUE evaluation")
 	}
+}
+
+// evaluation tracks which pool one evaluation's slot is in.
+type evaluation struct {
+	r         *Renderer
+	mu        sync.Mutex
+	abandoned bool
+	finished  bool
+}
+
+// abandon moves the evaluation to the abandoned pool when it has room,
+// freeing its running slot.
+func (e *evaluation) abandon() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.finished {
+		return
+	}
+	select {
+	case e.r.abandoned <- struct{}{}:
+		<-e.r.slots
+		e.abandoned = true
+	default:
+	}
+}
+
+// finish releases the evaluation's slot, in whichever pool it is.
+func (e *evaluation) finish() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abandoned {
+		<-e.r.abandoned
+	} else {
+		<-e.r.slots
+	}
+	e.finished = true
 }
 
 func timeoutError(ctx context.Context, limits Limits, when string) *Error {
