@@ -17,8 +17,9 @@
 //		deployment: {apiVersion: "apps/v1", kind: "Deployment", metadata: name: instance.name}
 //	}
 //
-// `instance` and `values` are unified with CUE values built from data (the
-// values are parsed as JSON, never spliced into CUE source). Values the closed
+// `instance` and `values` are added to the package as a syntax tree built from
+// data (the values parsed as JSON, the names as string literals), never by
+// splicing text into CUE source, before the first evaluation. Values the closed
 // #config rejects fail with RenderFailed naming the field. Each object is then
 // validated as concrete and final and exported; only `values`, `instance` and
 // `objects` are evaluated. An object needs apiVersion, kind and metadata.name.
@@ -71,10 +72,9 @@
 // MaxEvaluations + MaxAbandoned evaluations exist at once, and later renders
 // wait for a slot within their own deadline. Limits.MaxObjects and
 // Limits.MaxBytes cap the number of objects and the size of their exported
-// JSON; the export stops
-// at the first object over a cap. The caps bound the result, not the memory
-// the CUE evaluator itself uses while evaluating `objects`: a memory budget
-// needs process isolation (render Jobs).
+// JSON; the export stops at the first object over a cap. The caps bound the
+// result, not the memory the CUE evaluator itself uses while evaluating
+// `objects`: a memory budget needs process isolation (render Jobs).
 //
 // Errors are *Error values carrying a Reason (ReasonRenderFailed and the
 // others) and, where CUE gives one, the file and line, relative to the
