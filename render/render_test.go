@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"testing"
+	"testing/fstest"
 
 	. "github.com/onsi/gomega"
 )
@@ -134,4 +135,40 @@ func TestRenderRequestErrors(t *testing.T) {
 			g.Expect(Reason(err)).To(Equal(tt.reason), "error: %v", err)
 		})
 	}
+}
+
+func TestRenderContractFields(t *testing.T) {
+	tests := []struct {
+		name, src, message string
+	}{
+		{"no objects", "package app\ninstance: _\n", "module has no objects field"},
+		{"objects not a struct", "package app\nobjects: 3\n", "objects must be a struct or a list, not int"},
+		{"instance constrained", "package app\ninstance: name: \"other\"\nobjects: {}\n", `instance.name: conflicting values "web" and "other"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := renderLocal(t, NewRenderer(), fstest.MapFS{"m/main.cue": {Data: []byte(tt.src)}}, "m", "")
+			g.Expect(Reason(err)).To(Equal(ReasonRenderFailed), "error: %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tt.message))
+		})
+	}
+}
+
+func TestRenderEmptyObjects(t *testing.T) {
+	g := NewWithT(t)
+	res, err := renderLocal(t, NewRenderer(), fstest.MapFS{"m/main.cue": {Data: []byte("package app\nobjects: {}\n")}}, "m", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Objects).To(BeEmpty())
+	g.Expect(res.Digest).To(Equal("sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945")) // sha256("[]")
+}
+
+func TestStage(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(Stage("CustomResourceDefinition")).To(Equal(StageCRDs))
+	g.Expect(Stage("Namespace")).To(Equal(StageNamespaces))
+	for _, k := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} {
+		g.Expect(Stage(k)).To(Equal(StageRBAC), k)
+	}
+	g.Expect(Stage("Deployment")).To(Equal(StageOthers))
 }
