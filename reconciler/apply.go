@@ -4,45 +4,190 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"sync"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
-	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
-// applyObjects server-side applies the prepared objects in stages (CRDs and
-// Namespaces first, waited on, then the rest). The API server validates every object
-// with a dry-run before any is changed, so an invalid or denied object stops the
-// whole instance before anything is written.
+// applyConcurrency bounds the apply requests of one instance in flight at once.
+const applyConcurrency = 16
+
+// applyReport is what an apply did, object by object.
+type applyReport struct {
+	changes *ssa.ChangeSet
+	// applied holds the ids that the API server accepted in this apply.
+	applied map[string]bool
+}
+
+// applyObjects server-side applies the objects whose hash differs from the last
+// inventory, one request each (no GET, no dry-run): CRDs, Namespaces and cluster roles
+// first, waited on, then the rest. Unchanged objects cost nothing; drift on them is
+// found by the separate drift check. An immutable-field change is refused unless the
+// object is annotated cairn.dev/force: "true", in which case it is recreated.
 func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	timeout time.Duration) (*ssa.ChangeSet, error) {
-	opts := ssa.DefaultApplyOptions()
-	opts.ForceSelector = map[string]string{cairnv1.ForceAnnotation: "true"}
-	opts.WaitInterval = time.Second
-	opts.WaitTimeout = timeout
-	cs, err := m.ApplyAllStaged(ctx, objects, opts)
-	if err != nil {
-		return cs, applyFailure(err)
+	last inventory, timeout time.Duration) (*applyReport, error) {
+	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+	var first, rest []*unstructured.Unstructured
+	for _, u := range objects {
+		id, hash := objectID(u), objectHash(u)
+		if e, ok := last[id]; ok && e.Hash == hash && e.Version == u.GetAPIVersion() {
+			rep.add(u, ssa.UnchangedAction)
+			continue
+		}
+		if ssautils.IsClusterDefinition(u) {
+			first = append(first, u)
+		} else {
+			rest = append(rest, u)
+		}
 	}
-	return cs, nil
+	if err := applyStage(ctx, m.Client(), first, last, rep); err != nil {
+		return rep, err
+	}
+	if err := waitDefinitions(ctx, m, first, timeout); err != nil {
+		return rep, err
+	}
+	return rep, applyStage(ctx, m.Client(), rest, last, rep)
 }
 
-func applyFailure(err error) *Failure {
-	var dryRun *ssaerrors.DryRunErr
-	if errors.As(err, &dryRun) && ssaerrors.IsImmutableError(err) {
+func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
+	r.changes.Add(ssa.ChangeSetEntry{
+		ObjMetadata: object.UnstructuredToObjMetadata(u), GroupVersion: u.GroupVersionKind().GroupVersion().String(),
+		Subject: ssautils.FmtUnstructured(u), Action: action,
+	})
+}
+
+// applyStage applies objects concurrently; every object is tried, and the errors of
+// all that failed are returned together, each naming its object.
+func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
+	rep *applyReport) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, applyConcurrency)
+	)
+	for _, u := range objects {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := applyOne(ctx, c, u)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			rep.applied[objectID(u)] = true
+			rep.add(u, actionFor(u, last))
+		}()
+	}
+	wg.Wait()
+	return joinFailures(errs)
+}
+
+// joinFailures reports every failed object in one Failure: stalled when any failure
+// stalls (a retry would not help it), else transient.
+func joinFailures(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	kind := Transient
+	reason := cairnv1.ReasonApplyFailed
+	for _, err := range errs {
+		var f *Failure
+		if errors.As(err, &f) && f.Kind == Stalled {
+			kind, reason = Stalled, f.Reason
+		}
+	}
+	return &Failure{Kind: kind, Reason: reason, Err: errors.Join(errs...)}
+}
+
+func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
+	if _, ok := last[objectID(u)]; ok {
+		return ssa.ConfiguredAction
+	}
+	return ssa.CreatedAction
+}
+
+// applyOne sends one server-side apply request, forcing ownership of cairn's fields.
+func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	err := patchApply(ctx, c, u)
+	if err == nil {
+		return nil
+	}
+	if isImmutable(err) {
+		if u.GetAnnotations()[cairnv1.ForceAnnotation] == "true" {
+			return recreate(ctx, c, u)
+		}
 		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
-			"%w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
-			err, cairnv1.ForceAnnotation))
+			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
+			describe(u), err, cairnv1.ForceAnnotation))
 	}
-	return classify(cairnv1.ReasonApplyFailed, err)
+	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
 }
 
-// waitHealthy waits until every applied object is Current (kstatus).
-func waitHealthy(ctx context.Context, m *ssa.ResourceManager, cs *ssa.ChangeSet, timeout time.Duration) error {
-	set := cs.ToObjMetadataSet()
+func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	obj := u.DeepCopy()
+	//nolint:staticcheck // a server-side apply patch of an unstructured object
+	return c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager))
+}
+
+var immutablePattern = regexp.MustCompile(`field is immutable|is immutable|immutable field`)
+
+func isImmutable(err error) bool {
+	return apierrors.IsInvalid(err) && immutablePattern.MatchString(err.Error())
+}
+
+// recreate deletes the object, waits until it is gone, and applies it again.
+func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	live := u.DeepCopy()
+	err := c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy())
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
+	}
+	if err := patchApply(ctx, c, u); err != nil {
+		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
+	}
+	return nil
+}
+
+// waitDefinitions waits until the CRDs and Namespaces just applied are established.
+func waitDefinitions(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured, timeout time.Duration) error {
+	if len(objects) == 0 {
+		return nil
+	}
+	set := object.UnstructuredSetToObjMetadataSet(objects)
+	if err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: timeout}); err != nil {
+		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
+	}
+	return nil
+}
+
+// waitHealthy waits until the given objects are Current (kstatus).
+func waitHealthy(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured, timeout time.Duration) error {
+	if len(objects) == 0 {
+		return nil
+	}
+	set := object.UnstructuredSetToObjMetadataSet(objects)
 	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: time.Second, Timeout: timeout, FailFast: true})
 	if err != nil {
 		return transient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %w", err))

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -104,7 +105,7 @@ func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
 }
 
 // applyInstance applies the rendered objects as the instance's ServiceAccount, prunes
-// what left the render when allowed, and waits for health.
+// what left the render when allowed, and waits for the changed objects to be healthy.
 func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range r.objects {
 		setOwnerLabels(u, r.live)
@@ -114,25 +115,59 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
-	if err := s.persistInventory(ctx, r, r.oldInv.union(r.newInv)); err != nil {
+	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
-	cs, err := applyObjects(ctx, m, r.objects, s.timeout(r.mi))
-	r.applied = cs
+	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.timeout(r.mi))
+	r.applied, r.appliedIDs = rep.changes, rep.applied
 	if err != nil {
-		return applyFailure(err)
+		return classify(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.pruneInstance(ctx, m, r); f != nil {
 		return f
 	}
 	if waitEnabled(r.mi) {
 		s.e.progress("wait %s", r.key())
-		if err := waitHealthy(ctx, m, cs, s.timeout(r.mi)); err != nil {
+		if err := waitHealthy(ctx, m, r.changedObjects(), s.timeout(r.mi)); err != nil {
 			return classify(cairnv1.ReasonHealthCheckFailed, err)
 		}
 	}
 	return nil
+}
+
+// pendingInventory is recorded before anything is written: the last inventory plus
+// the new objects with no hash, so a crash never forgets an object cairn may have
+// created and never takes an unapplied object for applied.
+func (r *instanceRun) pendingInventory() inventory {
+	out := r.oldInv.union(inventory{})
+	for id, e := range r.newInv {
+		if _, ok := out[id]; !ok {
+			out[id] = cairnv1.InventoryEntry{ID: id, Version: e.Version}
+		}
+	}
+	return out
+}
+
+// failedInventory is recorded after a failed attempt: the pending inventory with the
+// objects the API server accepted marked as applied.
+func (r *instanceRun) failedInventory() inventory {
+	out := r.pendingInventory()
+	for id := range r.appliedIDs {
+		out[id] = r.newInv[id]
+	}
+	return out
+}
+
+// changedObjects are the objects this sync sent to the API server.
+func (r *instanceRun) changedObjects() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range r.objects {
+		if r.appliedIDs[objectID(u)] {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // pruneInstance deletes the stale objects when the guards allow it; when they refuse,
@@ -182,6 +217,11 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.ModuleInstance) {
 	mi := r.live
 	if r.failure != nil {
+		if r.appliedIDs != nil {
+			if err := storeInventory(ctx, s.e.cluster.client, mi, r.failedInventory()); err != nil {
+				s.e.opts.Log.Error(err, "failed to record the inventory", "instance", r.key())
+			}
+		}
 		markFailed(mi, s.rev.SHA, r.failure, s.now)
 	} else {
 		if err := storeInventory(ctx, s.e.cluster.client, mi, r.newInv); err != nil {

@@ -31,8 +31,10 @@ type instanceRun struct {
 	pruneErr error
 	failure  *Failure
 	applied  *ssa.ChangeSet
-	pruned   *ssa.ChangeSet
-	done     chan struct{}
+	// appliedIDs are the objects the API server accepted in this sync.
+	appliedIDs map[string]bool
+	pruned     *ssa.ChangeSet
+	done       chan struct{}
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
