@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -53,6 +54,7 @@ func DefaultOptions() Options {
 type Engine struct {
 	cluster  *Cluster
 	renderer Renderer
+	cache    *renderCache
 	opts     Options
 }
 
@@ -70,7 +72,11 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Engine{cluster: cluster, renderer: renderer, opts: opts}
+	cacheDir := ""
+	if opts.RenderCacheDir != "" {
+		cacheDir = filepath.Join(opts.RenderCacheDir, "renders")
+	}
+	return &Engine{cluster: cluster, renderer: renderer, cache: newRenderCache(cacheDir), opts: opts}
 }
 
 // progress writes one line of progress for long syncs.

@@ -37,7 +37,10 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
-	res, err := s.e.renderer.Render(ctx, req)
+	res, cached, err := s.e.renderCached(ctx, req, s.moduleID(r))
+	if cached {
+		s.e.progress("render %s: cached", r.key())
+	}
 	if err != nil {
 		r.failure = stalled(renderReason(err), fmt.Errorf("failed to render %s: %w", r.key(), err))
 		return
@@ -82,4 +85,14 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 			"%s: module.chart is not supported by this version of cairn", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil
+}
+
+// moduleID identifies the module source of r for the render cache: the digest of a
+// local module's files, or the path and version of a registry module (registry
+// versions are immutable).
+func (s *syncRun) moduleID(r *instanceRun) string {
+	if m := r.mi.Spec.Module.CUE; m != nil {
+		return m.Path + "@" + m.Version
+	}
+	return r.sourceDigest
 }

@@ -4,6 +4,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"cairn.dev/cairn/reconciler"
 )
 
 // kubeFlags are the standard kubeconfig flags.
@@ -35,6 +37,7 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 }
 
 func newRootCommand() *cobra.Command {
+	reconciler.Version = version
 	kube := &kubeFlags{}
 	root := &cobra.Command{
 		Use:           "cairn",

@@ -1,0 +1,152 @@
+package reconciler
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cairn.dev/cairn/render"
+)
+
+// Version is cairn's version; it is part of every render cache key, so a new cairn
+// never reuses an older one's renders.
+var Version = "dev"
+
+// renderCacheEntries bounds the renders kept in memory.
+const renderCacheEntries = 256
+
+// renderCache remembers renders by everything that determines them: the instance's
+// identity, the module's digest, the values, the Platform inputs and cairn's version.
+// It lives in memory and, when a directory is given, on disk across restarts.
+type renderCache struct {
+	dir   string
+	mu    sync.Mutex
+	mem   map[string]*render.Result
+	order []string
+}
+
+func newRenderCache(dir string) *renderCache {
+	return &renderCache{dir: dir, mem: map[string]*render.Result{}}
+}
+
+// cacheKey digests the inputs of a render; moduleID is the digest of a local module's
+// files or the path@version of a registry module.
+func cacheKey(req render.Request, moduleID string) string {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode([]any{Version, req.Name, req.Namespace, moduleID, string(req.Values),
+		req.Catalogs, req.SkewPolicy, req.Registry, req.Limits})
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// get returns a copy of a cached render, or nil.
+func (c *renderCache) get(key string) *render.Result {
+	c.mu.Lock()
+	res, ok := c.mem[key]
+	c.mu.Unlock()
+	if !ok {
+		if res = c.load(key); res == nil {
+			return nil
+		}
+		c.remember(key, res)
+	}
+	return copyResult(res)
+}
+
+func (c *renderCache) put(key string, res *render.Result) {
+	res = copyResult(res)
+	c.remember(key, res)
+	c.store(key, res)
+}
+
+func (c *renderCache) remember(key string, res *render.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mem[key]; !ok {
+		c.order = append(c.order, key)
+	}
+	c.mem[key] = res
+	for len(c.order) > renderCacheEntries {
+		delete(c.mem, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+func (c *renderCache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json.gz") }
+
+func (c *renderCache) load(key string) *render.Result {
+	if c.dir == "" {
+		return nil
+	}
+	f, err := os.Open(c.path(key))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil
+	}
+	var res render.Result
+	if json.NewDecoder(io.LimitReader(zr, 512<<20)).Decode(&res) != nil {
+		return nil
+	}
+	return &res
+}
+
+// store writes the render atomically; a failure only costs a future render.
+func (c *renderCache) store(key string, res *render.Result) {
+	if c.dir == "" {
+		return
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if json.NewEncoder(zw).Encode(res) != nil || zw.Close() != nil {
+		return
+	}
+	p := c.path(key)
+	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(buf.Bytes())
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), p) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
+
+func copyResult(res *render.Result) *render.Result {
+	out := *res
+	out.Objects = make([]*unstructured.Unstructured, len(res.Objects))
+	for i, u := range res.Objects {
+		out.Objects[i] = u.DeepCopy()
+	}
+	out.Warnings = append([]string(nil), res.Warnings...)
+	return &out
+}
+
+// renderCached renders req through the cache.
+func (e *Engine) renderCached(ctx context.Context, req render.Request, moduleID string) (*render.Result, bool, error) {
+	key := cacheKey(req, moduleID)
+	if res := e.cache.get(key); res != nil {
+		return res, true, nil
+	}
+	res, err := e.renderer.Render(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	e.cache.put(key, res)
+	return copyResult(res), false, nil
+}
