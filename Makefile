@@ -48,7 +48,8 @@ demo-down: ## Stop the demo cluster
 
 bench: ## Run the benchmarks under test/bench
 	@if [ -d test/bench ]; then \
-		bin=$$(hack/build-kube.sh) && CAIRN_KUBE_BIN=$$bin $(GO) test -run='^$$' -bench=. -timeout=120m ./test/bench/...; \
+		bin=$$(hack/build-kube.sh) && tools=$$(hack/bench-tools.sh) && \
+		CAIRN_KUBE_BIN=$$bin CAIRN_BENCH_TOOLS=$$tools CAIRN_BENCH=1 $(GO) test -count=1 -v -run='^TestB' -bench=. -timeout=120m ./test/bench/...; \
 	else \
 		echo "no benchmarks yet (test/bench does not exist)"; \
 	fi
