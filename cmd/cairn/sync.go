@@ -17,6 +17,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 		repo     repoFlags
 		once     bool
 		interval time.Duration
+		drift    time.Duration
 		quiet    bool
 	)
 	cmd := &cobra.Command{
@@ -34,7 +35,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), driftEvery: drift}
 			if once {
 				return s.once(cmd.Context())
 			}
@@ -44,6 +45,8 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	repo.register(cmd, false)
 	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit (non-zero when an instance failed)")
 	cmd.Flags().DurationVar(&interval, "interval", 0, "poll the branch at this interval until interrupted")
+	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
+		"how often live objects are compared with Git (spec.drift: Correct re-applies, Warn reports); with --once, 0 skips the check")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
@@ -56,6 +59,10 @@ type syncer struct {
 	errOut io.Writer
 	last   string
 	failed bool
+
+	driftEvery time.Duration
+	lastDrift  time.Time
+	rev        reconciler.Revision
 }
 
 func (s *syncer) once(ctx context.Context) error {
@@ -64,8 +71,32 @@ func (s *syncer) once(ctx context.Context) error {
 		return err
 	}
 	printSyncResult(s.out, res)
+	if s.driftEvery > 0 && res.Error == nil {
+		if err := s.checkDrift(ctx); err != nil {
+			return err
+		}
+	}
 	if res.Failed() {
 		return errInstancesFailed
+	}
+	return nil
+}
+
+// checkDrift compares the live objects with the last synced revision.
+func (s *syncer) checkDrift(ctx context.Context) error {
+	s.lastDrift = time.Now()
+	reports, err := s.engine.CheckDrift(ctx, s.rev)
+	if err != nil {
+		return err
+	}
+	for _, r := range reports {
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(s.errOut, "drift check of %s/%s failed: %v\n", r.Namespace, r.Name, r.Err)
+		case len(r.Drifted) > 0:
+			fmt.Fprintf(s.out, "  %-40s drift (%s): %d object(s), %d corrected: %v\n",
+				r.Namespace+"/"+r.Name, r.Policy, len(r.Drifted), r.Corrected, r.Drifted)
+		}
 	}
 	return nil
 }
@@ -82,6 +113,11 @@ func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 			fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
 		case res != nil:
 			printSyncResult(s.out, res)
+		}
+		if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
+			if err := s.checkDrift(ctx); err != nil {
+				fmt.Fprintf(s.errOut, "drift check failed: %v\n", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -124,7 +160,7 @@ func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.last, s.failed = res.Revision, res.Failed()
+	s.last, s.failed, s.rev = res.Revision, res.Failed(), rev
 	return res, nil
 }
 

@@ -100,23 +100,28 @@ func (e *env) sync(repo *gitRepo) *reconciler.SyncResult {
 }
 
 func (e *env) trySync(repo *gitRepo) (*reconciler.SyncResult, error) {
-	src, err := gitsource.New(gitsource.Options{URL: repo.url(), CacheDir: filepath.Join(e.cache, "git")})
-	if err != nil {
-		return nil, err
-	}
-	head, err := src.Head(e.ctx)
-	if err != nil {
-		return nil, err
-	}
-	base, err := e.engine.LastSynced(e.ctx)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := reconciler.ReadRevision(e.ctx, src, head, base)
+	rev, err := e.revision(repo)
 	if err != nil {
 		return nil, err
 	}
 	return e.engine.Sync(e.ctx, rev)
+}
+
+// revision reads the branch head of repo with the diff against the last synced revision.
+func (e *env) revision(repo *gitRepo) (reconciler.Revision, error) {
+	src, err := gitsource.New(gitsource.Options{URL: repo.url(), CacheDir: filepath.Join(e.cache, "git")})
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	head, err := src.Head(e.ctx)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	base, err := e.engine.LastSynced(e.ctx)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return reconciler.ReadRevision(e.ctx, src, head, base)
 }
 
 // result returns the result of one instance.

@@ -1,0 +1,149 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// DriftReport is what a drift check found on one instance.
+type DriftReport struct {
+	Namespace, Name string
+	Policy          cairnv1.DriftPolicy
+	// Drifted names the objects that differ from the render or are missing.
+	Drifted []string
+	// Corrected counts the objects re-applied (policy Correct).
+	Corrected int
+	Err       error
+}
+
+// CheckDrift compares the live objects of every ready instance with its render
+// (server-side dry-run per object: the sync path never does this), then re-applies
+// drifted objects (drift: Correct, the default), or reports them in a Drifted
+// condition (Warn). Instances with drift: Ignore, suspended or not ready are skipped.
+func (e *Engine) CheckDrift(ctx context.Context, rev Revision) ([]DriftReport, error) {
+	root, err := rev.Tree.Sub(e.opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
+	}
+	set, err := declarations.Load(root, declarations.Options{})
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.newSyncRun(ctx, rev, root, set, true)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		reports []DriftReport
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, e.opts.Concurrency)
+	)
+	for _, mi := range set.Instances {
+		live := s.live[mi.Namespace+"/"+mi.Name]
+		if !driftCheckable(mi, live) {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rep := s.checkInstanceDrift(ctx, mi, live)
+			mu.Lock()
+			reports = append(reports, rep)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return reports, nil
+}
+
+func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
+	return live != nil && isReady(live) && !mi.Spec.Suspend && mi.Spec.Drift != cairnv1.DriftIgnore
+}
+
+func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
+	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
+	r := &instanceRun{mi: mi, live: live}
+	if mi.Spec.Module.Local != nil {
+		r.sourceDigest = s.root.DigestDir(cleanLocal(mi.Spec.Module.Local.Path))
+	}
+	s.renderInstance(ctx, r)
+	if r.failure != nil {
+		rep.Err = r.failure
+		return rep
+	}
+	m, err := s.e.cluster.Manager(mi.Namespace, s.serviceAccount(mi))
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	drifted, err := driftedObjects(ctx, m, r.objects, live)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	for _, u := range drifted {
+		rep.Drifted = append(rep.Drifted, describe(u))
+	}
+	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)
+	return rep
+}
+
+func driftPolicy(mi *cairnv1.ModuleInstance) cairnv1.DriftPolicy {
+	if mi.Spec.Drift == "" {
+		return cairnv1.DriftCorrect
+	}
+	return mi.Spec.Drift
+}
+
+// driftedObjects returns the rendered objects whose live state differs from what
+// cairn would apply, or that are missing.
+func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
+	live *cairnv1.ModuleInstance) ([]*unstructured.Unstructured, error) {
+	opts := ssa.DefaultDiffOptions()
+	var out []*unstructured.Unstructured
+	for _, u := range objects {
+		setOwnerLabels(u, live)
+		entry, _, _, err := m.Diff(ctx, u, opts)
+		if err != nil {
+			return nil, classify(cairnv1.ReasonApplyFailed, err)
+		}
+		if entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// actOnDrift corrects or reports the drift and records the Drifted condition.
+func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *cairnv1.ModuleInstance,
+	rep DriftReport, drifted []*unstructured.Unstructured) (int, error) {
+	before := live.DeepCopy()
+	corrected := 0
+	switch {
+	case len(drifted) == 0:
+		conditions.Delete(live, cairnv1.DriftedCondition)
+	case rep.Policy == cairnv1.DriftCorrect:
+		res, err := applyObjects(ctx, m, drifted, inventory{}, s.timeout(live))
+		corrected = len(res.applied)
+		if err != nil {
+			return corrected, err
+		}
+		conditions.MarkFalse(live, cairnv1.DriftedCondition, "DriftCorrected", "re-applied %d drifted object(s): %s",
+			corrected, strings.Join(rep.Drifted, ", "))
+	default:
+		conditions.MarkTrue(live, cairnv1.DriftedCondition, "DriftDetected", "%d object(s) differ from Git: %s",
+			len(drifted), strings.Join(rep.Drifted, ", "))
+	}
+	return corrected, patchStatus(ctx, s.e.cluster.client, live, before)
+}
