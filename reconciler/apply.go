@@ -20,6 +20,9 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
+// healthInterval is how often objects are polled while waiting for health.
+const healthInterval = 500 * time.Millisecond
+
 // applyConcurrency bounds the apply requests of one instance in flight at once.
 const applyConcurrency = 16
 
@@ -188,7 +191,7 @@ func waitHealthy(ctx context.Context, m *ssa.ResourceManager, objects []*unstruc
 		return nil
 	}
 	set := object.UnstructuredSetToObjMetadataSet(objects)
-	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: time.Second, Timeout: timeout, FailFast: true})
+	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: healthInterval, Timeout: timeout, FailFast: true})
 	if err != nil {
 		return transient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %w", err))
 	}

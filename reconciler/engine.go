@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,7 +43,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Path:           ".",
-		Concurrency:    max(2, min(8, runtime.NumCPU()*2)),
+		Concurrency:    defaultConcurrency(),
 		DefaultTimeout: 5 * time.Minute,
 		RenderLimits:   render.DefaultLimits(),
 		Log:            logr.Discard(),
@@ -84,4 +85,16 @@ func (e *Engine) progress(format string, args ...any) {
 	if e.opts.Progress != nil {
 		fmt.Fprintf(e.opts.Progress, format+"\n", args...)
 	}
+}
+
+// defaultConcurrency bounds the instances in flight by memory: syncing an instance is
+// mostly waiting on the API server (CPU-bound CUE evaluation is bounded separately by
+// the renderer), so the limit is what the memory budget allows at about 16 MiB per
+// instance in flight, between 4 and 64. The budget is GOMEMLIMIT when set, else 1 GiB.
+func defaultConcurrency() int {
+	budget := debug.SetMemoryLimit(-1)
+	if budget <= 0 || budget == math.MaxInt64 {
+		budget = 1 << 30
+	}
+	return int(min(64, max(4, budget/(16<<20))))
 }

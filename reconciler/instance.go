@@ -252,8 +252,14 @@ func (s *syncRun) sourceDigest(r *instanceRun) string {
 // a repository can bootstrap its tenants. The namespace is labelled as cairn's but is
 // in no inventory: it is never pruned.
 func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
+	if s.knownNamespace(name) {
+		return nil
+	}
 	ns := &corev1.Namespace{}
 	err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if err == nil {
+		s.rememberNamespace(name)
+	}
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -262,5 +268,18 @@ func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
 	if err := s.e.cluster.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("failed to create namespace %s: %w", name, err)
 	}
+	s.rememberNamespace(name)
 	return nil
+}
+
+func (s *syncRun) knownNamespace(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.namespaces[name]
+}
+
+func (s *syncRun) rememberNamespace(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.namespaces[name] = true
 }

@@ -24,11 +24,14 @@ func mirror(ctx context.Context, c client.Client, obj client.Object, annotations
 	if err != nil {
 		return err
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil {
+	//nolint:staticcheck // the response of a server-side apply patch fills u
+	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
 	}
-	return c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return fmt.Errorf("failed to read %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
 }
 
 // toApplyObject keeps only what Git declares: type, name, namespace, labels,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -115,8 +116,11 @@ type syncRun struct {
 	live     map[string]*cairnv1.ModuleInstance
 	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
 	removeOK bool                      // the revision is complete enough to remove instances
-	pruneErr error                     // a sync-wide prune refusal
-	results  []InstanceResult
+
+	mu         sync.Mutex
+	namespaces map[string]bool // namespaces known to exist
+	pruneErr   error           // a sync-wide prune refusal
+	results    []InstanceResult
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -124,7 +128,7 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 	s := &syncRun{
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
-		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{},
+		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
 		removeOK: len(set.Unparsed) == 0,
 	}
 	s.platform = set.Platform.DeepCopy()
