@@ -12,15 +12,20 @@ import (
 type kubeFlags struct {
 	kubeconfig string
 	context    string
+	qps        float32
+	burst      int
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.PersistentFlags().StringVar(&k.context, "context", "", "the kubeconfig context to use")
+	cmd.PersistentFlags().Float32Var(&k.qps, "kube-api-qps", -1,
+		"client-side rate limit of API requests per second; -1 leaves throttling to the API server's priority and fairness")
+	cmd.PersistentFlags().IntVar(&k.burst, "kube-api-burst", -1, "client-side burst of API requests; -1 with --kube-api-qps -1")
 }
 
-// restConfig loads the kubeconfig the way kubectl does. The client does not throttle
-// itself: the API server's priority and fairness does that.
+// restConfig loads the kubeconfig the way kubectl does. By default the client does not
+// throttle itself: the API server's priority and fairness does that (as Flux does).
 func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if k.kubeconfig != "" {
@@ -31,7 +36,7 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = -1, -1
+	cfg.QPS, cfg.Burst = k.qps, k.burst
 	cfg.UserAgent = "cairn/" + version
 	return cfg, nil
 }
