@@ -37,6 +37,9 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = k.qps, k.burst
+	if cfg.QPS > 0 && cfg.Burst <= 0 {
+		cfg.Burst = int(cfg.QPS * 2)
+	}
 	cfg.UserAgent = "cairn/" + version
 	return cfg, nil
 }
