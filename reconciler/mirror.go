@@ -1,11 +1,14 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -24,9 +27,13 @@ func mirror(ctx context.Context, c client.Client, obj client.Object, annotations
 	if err != nil {
 		return err
 	}
+	desired := u.Object["spec"]
 	//nolint:staticcheck // the response of a server-side apply patch fills u
 	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
+	}
+	if err := replaceEditedSpec(ctx, c, u, desired); err != nil {
+		return err
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return fmt.Errorf("failed to read %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err)
@@ -87,4 +94,23 @@ func kindOf(obj client.Object) string {
 		return "object"
 	}
 	return gvks[0].Kind
+}
+
+// replaceEditedSpec puts back the spec from Git when the live spec differs from it:
+// a server-side apply keeps fields set by another manager (a kubectl edit), and the
+// spec belongs to Git as a whole. u is updated with the response.
+func replaceEditedSpec(ctx context.Context, c client.Client, u *unstructured.Unstructured, desired any) error {
+	live, _ := json.Marshal(u.Object["spec"])
+	want, _ := json.Marshal(desired)
+	if bytes.Equal(live, want) {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec", "value": desired}})
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, u, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("failed to restore the spec of %s %s from Git: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
+	}
+	return nil
 }

@@ -23,8 +23,7 @@ type ModuleInstanceSpec struct {
 	// +optional
 	DependsOn []InstanceReference `json:"dependsOn,omitempty"`
 
-	// Prune deletes objects that leave the render (with the Platform's guards).
-	// +kubebuilder:default=true
+	// Prune deletes objects that leave the render (with the Platform's guards); unset means true.
 	// +optional
 	Prune *bool `json:"prune,omitempty"`
 
@@ -36,8 +35,7 @@ type ModuleInstanceSpec struct {
 	// +optional
 	PruneProtected bool `json:"pruneProtected,omitempty"`
 
-	// Wait makes success wait until every object is healthy.
-	// +kubebuilder:default=true
+	// Wait makes success wait until every object is healthy; unset means true.
 	// +optional
 	Wait *bool `json:"wait,omitempty"`
 

@@ -11,9 +11,8 @@ type PlatformSpec struct {
 	Catalogs []Catalog `json:"catalogs,omitempty"`
 
 	// SkewPolicy decides what happens when an instance's module needs a newer
-	// catalog than the pinned one.
+	// catalog than the pinned one; unset means Warn.
 	// +kubebuilder:validation:Enum=Warn;Refuse
-	// +kubebuilder:default=Warn
 	// +optional
 	SkewPolicy SkewPolicy `json:"skewPolicy,omitempty"`
 

@@ -142,3 +142,18 @@ func TestRenderErrorInOneInstanceLeavesOthersConverging(t *testing.T) {
 	e.g.Expect(isTrue(mi, "Stalled")).To(BeTrue())
 	e.g.Expect(mi.Status.Inventory.Count).To(Equal(int32(2)))
 }
+
+func TestKubectlEditOfTheCRIsReverted(t *testing.T) {
+	e := newEnv(t)
+	repo := newGitRepo(t, appRepo("", inst{name: "a", ns: e.ns, replicas: 1}))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	mi := e.instance(e.ns, "a")
+	mi.Spec.Suspend = true
+	e.g.Expect(e.c.Update(e.ctx, mi)).To(Succeed())
+
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Updated"), "%+v", res)
+	mi = e.instance(e.ns, "a")
+	e.g.Expect(mi.Spec.Suspend).To(BeFalse())
+	e.g.Expect(mi.Status.ObservedGeneration).To(Equal(mi.Generation))
+}
