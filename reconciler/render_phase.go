@@ -42,7 +42,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		s.e.progress("render %s: cached", r.key())
 	}
 	if err != nil {
-		r.failure = stalled(renderReason(err), fmt.Errorf("failed to render %s: %w", r.key(), err))
+		r.failure = renderFailure(r.key(), err)
 		return
 	}
 	if err := prepare(res.Objects, r.mi, s.e.cluster.mapper, s.platform.Spec.Namespaces); err != nil {
@@ -50,6 +50,17 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		return
 	}
 	r.rendered, r.objects = res, res.Objects
+}
+
+// renderFailure types a render error: a registry that could not be reached is
+// transient; everything else about a render is decided by its inputs and stalls.
+func renderFailure(key string, err error) *Failure {
+	reason := renderReason(err)
+	err = fmt.Errorf("failed to render %s: %w", key, err)
+	if reason == render.ReasonFetchFailed {
+		return transient(reason, err)
+	}
+	return stalled(reason, err)
 }
 
 func renderReason(err error) string {

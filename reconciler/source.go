@@ -16,19 +16,19 @@ type GitSource interface {
 }
 
 // ReadRevision fetches sha and returns it as a revision, with the paths changed since
-// base when base is in the fetched history. Otherwise (new cluster, force-push,
+// base when base is in the fetched history. On error the revision carries only sha. Otherwise (new cluster, force-push,
 // another repository) Changed is nil and every instance is a candidate.
 func ReadRevision(ctx context.Context, src GitSource, sha, base string) (Revision, error) {
 	if err := src.Fetch(ctx, sha); err != nil {
-		return Revision{}, err
+		return Revision{SHA: sha}, err
 	}
 	tree, err := src.Tree(ctx, sha, "")
 	if err != nil {
-		return Revision{}, err
+		return Revision{SHA: sha}, err
 	}
 	commit, err := src.Commit(ctx, sha)
 	if err != nil {
-		return Revision{}, err
+		return Revision{SHA: sha}, err
 	}
 	rev := Revision{SHA: sha, Tree: tree, Message: commit.Message}
 	switch {

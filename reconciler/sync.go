@@ -90,7 +90,9 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 	err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p)
 	if err == nil {
 		before := p.DeepCopy()
-		p.Status.LastAttemptedRevision = rev.SHA
+		if rev.SHA != "" {
+			p.Status.LastAttemptedRevision = rev.SHA
+		}
 		conditions.MarkFalse(&p, "Ready", f.Reason, "%s", f.Error())
 		conditions.MarkStalled(&p, f.Reason, "%s", f.Error())
 		if err := patchStatus(ctx, e.cluster.client, &p, before); err != nil {
@@ -98,6 +100,18 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 		}
 	}
 	return &SyncResult{Revision: rev.SHA, Error: f}, nil
+}
+
+// RecordSourceFailure records on the Platform CR that the repository could not be
+// read at sha ("" when the head could not be resolved); nothing else changes.
+func (e *Engine) RecordSourceFailure(ctx context.Context, sha string, err error) {
+	reason := gitsource.Reason(err)
+	f := stalled(cairnv1.ReasonSourceFailed, fmt.Errorf("%s: %w", reason, err))
+	switch reason {
+	case "Timeout", "FetchFailed", "AuthFailed", "RefNotFound":
+		f.Kind = Transient
+	}
+	_, _ = e.failRevision(ctx, Revision{SHA: sha}, f)
 }
 
 // syncRun is the state of one sync.
@@ -159,6 +173,7 @@ func (s *syncRun) listLive(ctx context.Context) error {
 // run plans, renders, applies and prunes.
 func (s *syncRun) run(ctx context.Context) {
 	s.plan()
+	s.markInvalid(ctx)
 	s.renderAll(ctx)
 	s.checkPrunes()
 	s.applyAll(ctx)
@@ -180,6 +195,22 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
 	return res, s.recordPlatform(ctx, res)
+}
+
+// markInvalid records, on the CR of each instance whose declaration is invalid, that
+// this revision could not be used for it; its objects and last good state stay.
+func (s *syncRun) markInvalid(ctx context.Context) {
+	for _, inv := range s.set.Invalid {
+		live := s.live[inv.Object]
+		if live == nil || inv.Kind != cairnv1.ModuleInstanceKind {
+			continue
+		}
+		before := live.DeepCopy()
+		markFailed(live, s.rev.SHA, stalled(inv.Reason, inv), s.now)
+		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
+			s.e.opts.Log.Error(err, "failed to record an invalid declaration", "instance", inv.Object)
+		}
+	}
 }
 
 func invalidResult(inv *declarations.Error) InstanceResult {

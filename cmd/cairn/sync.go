@@ -154,6 +154,7 @@ func (s *syncer) head(ctx context.Context) (string, error) {
 func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
 	rev, err := s.revision(ctx)
 	if err != nil {
+		s.engine.RecordSourceFailure(ctx, rev.SHA, err)
 		return nil, err
 	}
 	res, err := s.engine.Sync(ctx, rev)

@@ -205,6 +205,15 @@ func TestBadDeclarationsKeepLastGoodState(t *testing.T) {
 			e.g.Expect(res.Error).NotTo(HaveOccurred())
 			for _, w := range want {
 				e.expectFailure(res, w)
+				if w.name == "" || (w.ns != "" && w.ns != e.ns) {
+					continue
+				}
+				if mi := e.instance(e.ns, w.name); mi != nil {
+					// an existing instance shows the problem on its CR, keeping its last good revision
+					e.g.Expect(isTrue(mi, "Ready")).To(BeFalse(), w.name)
+					e.g.Expect(isTrue(mi, "Stalled")).To(BeTrue(), w.name)
+					e.g.Expect(mi.Status.LastAttemptedRevision).NotTo(Equal(good), w.name)
+				}
 			}
 			e.expectLastGood("a", good, "x")
 			e.expectLastGood("b", good)
@@ -549,4 +558,34 @@ func TestRenderTimeoutLeavesOtherInstancesConverging(t *testing.T) {
 	e.g.Expect(result(res, e.ns, "good").Ready).To(BeTrue(), "%+v", result(res, e.ns, "good"))
 	e.g.Expect(e.configMap(e.ns, "good-y")).NotTo(BeNil())
 	e.expectModLastGood(rev)
+}
+
+func TestRegistryDownIsTransient(t *testing.T) {
+	e := newEnv(t)
+	files := appRepo("  moduleRegistry: down\n")
+	files["registries.yaml"] = "apiVersion: cairn.dev/v1alpha1\nkind: Registry\nmetadata:\n  name: down\nspec:\n  hostname: 127.0.0.1:1\n  plainHTTP: true\n"
+	files["instances/r.yaml"] = "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: r\n  namespace: " + e.ns +
+		"\nspec:\n  module:\n    cue:\n      path: cairn.dev/examples/redis@v0\n      version: v0.1.0\n"
+	res := e.sync(newGitRepo(t, files))
+	r := result(res, e.ns, "r")
+	e.g.Expect(r.Reason).To(Equal("FetchFailed"), "%+v", r)
+	mi := e.instance(e.ns, "r")
+	e.g.Expect(isTrue(mi, "Stalled")).To(BeFalse())
+	e.g.Expect(isTrue(mi, "Reconciling")).To(BeTrue())
+	e.g.Expect(mi.Status.NextRetryAt.Time).To(BeTemporally("<", time.Now().Add(time.Minute)))
+}
+
+func TestSourceFailureIsRecordedOnThePlatform(t *testing.T) {
+	e := newEnv(t)
+	repo := newGitRepo(t, appRepo("", inst{name: "a", ns: e.ns, replicas: 0}))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	bad := repo.commitSymlink("instances/link.yaml", "/etc/passwd", nil)
+	_, err := e.revision(repo)
+	e.g.Expect(err).To(HaveOccurred())
+	e.engine.RecordSourceFailure(e.ctx, bad, err)
+	p := e.platformCR()
+	e.g.Expect(isTrueCondition(p, "Ready")).To(BeFalse())
+	e.g.Expect(p.Status.LastAttemptedRevision).To(Equal(bad))
+	e.g.Expect(p.Status.LastSyncedRevision).NotTo(Equal(bad))
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "a")).NotTo(BeNil())
 }
