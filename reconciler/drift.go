@@ -73,7 +73,7 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
-	r := &instanceRun{mi: mi, live: live}
+	r := &instanceRun{mi: mi, live: live, why: "drift check"}
 	if mi.Spec.Module.Local != nil {
 		r.sourceDigest = s.root.DigestDir(cleanLocal(mi.Spec.Module.Local.Path))
 	}

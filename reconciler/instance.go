@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -234,7 +235,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			markSucceeded(mi, s.rev.SHA, r.summary(), s.now)
 		}
 	}
-	if err := patchStatus(ctx, s.e.cluster.client, mi, before); err != nil {
+	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
 		s.e.opts.Log.Error(err, "failed to record status", "instance", r.key())
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
@@ -282,4 +283,25 @@ func (s *syncRun) rememberNamespace(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.namespaces[name] = true
+}
+
+// patchStatusRetrying writes a status with a short bounded backoff, so an outcome is
+// not lost to a brief API server outage (up to about 15 s, never past ctx; a fresh
+// context is used when ctx is already done, since the outcome matters most then).
+func (s *syncRun) patchStatusRetrying(ctx context.Context, obj, before client.Object) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+	}
+	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Steps: 7, Cap: 4 * time.Second}
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		last = patchStatus(ctx, s.e.cluster.client, obj, before)
+		return last == nil || !isTransient(last), nil
+	})
+	if last != nil {
+		return last
+	}
+	return err
 }

@@ -79,7 +79,7 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case !isReady(r.live):
 		return true, "retrying a failed sync"
 	case r.live.Generation != r.live.Status.ObservedGeneration:
-		return true, "edited in the cluster"
+		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
 	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
 		return true, "declaration changed"
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&

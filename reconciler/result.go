@@ -33,7 +33,7 @@ func (r *instanceRun) result() InstanceResult {
 	case !r.affected:
 		res.Action, res.Reason, res.Message = "Unchanged", "", r.why
 	case r.failure != nil:
-		res.Action, res.Reason, res.Message = "Failed", r.failure.Reason, r.failure.Error()
+		res.Action, res.Reason, res.Message, res.Retry = "Failed", r.failure.Reason, r.failure.Error(), r.failure.Kind
 	case r.live != nil && len(r.live.Status.History) == 1:
 		res.Action, res.Reason, res.Message = "Created", "Succeeded", r.summary()
 	default:

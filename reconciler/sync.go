@@ -29,7 +29,9 @@ type SyncResult struct {
 type InstanceResult struct {
 	Namespace, Name string
 	// Action is Created, Updated, Unchanged, Deleted, Skipped or Failed.
-	Action  string
+	Action string
+	// Retry says how a failure is retried: Transient, Waiting or Stalled.
+	Retry   FailureKind `json:",omitempty"`
 	Ready   bool
 	Reason  string
 	Message string

@@ -67,10 +67,12 @@ type syncer struct {
 
 func (s *syncer) once(ctx context.Context) error {
 	res, err := s.sync(ctx)
+	if res != nil {
+		printSyncResult(s.out, res)
+	}
 	if err != nil {
 		return err
 	}
-	printSyncResult(s.out, res)
 	if s.driftEvery > 0 && res.Error == nil {
 		if err := s.checkDrift(ctx); err != nil {
 			return err
@@ -108,11 +110,11 @@ func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 	defer t.Stop()
 	for {
 		res, err := s.poll(ctx)
-		switch {
-		case err != nil:
-			fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
-		case res != nil:
+		if res != nil {
 			printSyncResult(s.out, res)
+		}
+		if err != nil {
+			fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
 		}
 		if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
 			if err := s.checkDrift(ctx); err != nil {
@@ -158,11 +160,11 @@ func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
 		return nil, err
 	}
 	res, err := s.engine.Sync(ctx, rev)
-	if err != nil {
+	if res == nil {
 		return nil, err
 	}
-	s.last, s.failed, s.rev = res.Revision, res.Failed(), rev
-	return res, nil
+	s.last, s.failed, s.rev = res.Revision, res.Failed() || err != nil, rev
+	return res, err
 }
 
 func (s *syncer) revision(ctx context.Context) (reconciler.Revision, error) {
