@@ -1,0 +1,192 @@
+package gitea
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/gitsource/forge/internal/httpapi"
+)
+
+// DescriptionLimit is the length cairn cuts a status description to. Gitea
+// stores descriptions as TEXT and documents no limit; 255 bytes keep its
+// status tooltips readable.
+const DescriptionLimit = 255
+
+// CommentLimit is the plan comment size (see forge.GiteaCommentLimit).
+const CommentLimit = forge.GiteaCommentLimit
+
+// Options configure a Client.
+type Options struct {
+	// BaseURL is the Gitea server, e.g. "https://gitea.example.com"; the API
+	// is under /api/v1.
+	BaseURL string
+	// Token is an access token with write access to statuses and issues.
+	Token string
+	// Login is the account the token belongs to, whose plan comment is
+	// edited; asked of Gitea (GET /user) when empty.
+	Login string
+	// HTTPClient sends the requests; nil for a client with a 30 s timeout.
+	HTTPClient *http.Client
+}
+
+// Client is a Gitea forge.Forge.
+type Client struct {
+	api   *httpapi.Client
+	token string
+	login *httpapi.Login
+}
+
+var _ forge.Forge = (*Client)(nil)
+
+// New returns a Client for opts.
+func New(opts Options) (*Client, error) {
+	if opts.Token == "" {
+		return nil, fmt.Errorf("%w: gitea client needs a token", forge.ErrInvalid)
+	}
+	api, err := httpapi.New(httpapi.Config{
+		BaseURL:    trimSlash(opts.BaseURL) + "/api/v1",
+		HTTPClient: opts.HTTPClient,
+		Header:     http.Header{"Authorization": {"token " + opts.Token}, "User-Agent": {"cairn"}},
+		Secrets:    []string{opts.Token},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to configure the gitea client: %w", err)
+	}
+	c := &Client{api: api, token: opts.Token}
+	c.login = httpapi.NewLogin(opts.Login, c.fetchLogin)
+	return c, nil
+}
+
+func trimSlash(s string) string { return strings.TrimRight(s, "/") }
+
+// SetStatus implements forge.Forge (POST /repos/{owner}/{repo}/statuses/{sha}).
+func (c *Client) SetStatus(ctx context.Context, repo forge.RepoRef, sha string, st forge.Status) error {
+	if err := validate(repo, sha, st); err != nil {
+		return err
+	}
+	in := map[string]string{
+		"state":       string(st.State),
+		"context":     st.Context,
+		"description": forge.Description(st.Description, DescriptionLimit, c.token),
+		"target_url":  st.TargetURL,
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{
+		Op:     fmt.Sprintf("set status %s on %s@%s", st.Context, repo, sha),
+		Method: http.MethodPost, Path: repoPath(repo, "statuses", sha), In: in,
+	})
+	return err
+}
+
+func validate(repo forge.RepoRef, sha string, st forge.Status) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if err := forge.ValidateSHA(sha); err != nil {
+		return err
+	}
+	return st.Validate()
+}
+
+func repoPath(repo forge.RepoRef, rest ...string) []string {
+	return append([]string{"repos", repo.Owner, repo.Name}, rest...)
+}
+
+// UpsertPlanComment implements forge.Forge with the issue comments API.
+func (c *Client) UpsertPlanComment(ctx context.Context, repo forge.RepoRef, pr int, body string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	login, err := c.login.Get(ctx)
+	if err != nil {
+		return err
+	}
+	return httpapi.Upsert(ctx, c.comments(repo, pr), login, forge.PlanComment(body, CommentLimit))
+}
+
+type comment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+	User struct {
+		Login string `json:"login"`
+	} `json:"user"`
+}
+
+func (c *Client) comments(repo forge.RepoRef, pr int) httpapi.CommentStore {
+	where := fmt.Sprintf("%s#%d", repo, pr)
+	number := strconv.Itoa(pr)
+	return httpapi.CommentStore{
+		List: func(ctx context.Context) ([]httpapi.Comment, error) {
+			var out []comment
+			_, err := c.api.Do(ctx, httpapi.Request{Op: "list comments on " + where, Method: http.MethodGet,
+				Path: repoPath(repo, "issues", number, "comments"), Out: &out})
+			list := make([]httpapi.Comment, len(out))
+			for i, cm := range out {
+				list[i] = httpapi.Comment{ID: cm.ID, Body: cm.Body, Author: cm.User.Login}
+			}
+			return list, err
+		},
+		Create: func(ctx context.Context, body string) error {
+			_, err := c.api.Do(ctx, httpapi.Request{Op: "create the plan comment on " + where, Method: http.MethodPost,
+				Path: repoPath(repo, "issues", number, "comments"), In: map[string]string{"body": body}})
+			return err
+		},
+		Edit: func(ctx context.Context, id int64, body string) error {
+			_, err := c.api.Do(ctx, httpapi.Request{Op: "edit the plan comment on " + where, Method: http.MethodPatch,
+				Path: repoPath(repo, "issues", "comments", strconv.FormatInt(id, 10)), In: map[string]string{"body": body}})
+			return err
+		},
+	}
+}
+
+func (c *Client) fetchLogin(ctx context.Context) (string, error) {
+	var user struct {
+		Login string `json:"login"`
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{Op: "read the token's user", Method: http.MethodGet, Path: []string{"user"}, Out: &user})
+	return user.Login, err
+}
+
+type branch struct {
+	Ref  string `json:"ref"`
+	SHA  string `json:"sha"`
+	Repo *struct {
+		FullName string `json:"full_name"`
+	} `json:"repo"`
+}
+
+func (b branch) fullName() string {
+	if b.Repo == nil {
+		return ""
+	}
+	return b.Repo.FullName
+}
+
+// PullRequest implements forge.Forge (GET /repos/{owner}/{repo}/pulls/{index}).
+func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (forge.PR, error) {
+	if err := repo.Validate(); err != nil {
+		return forge.PR{}, err
+	}
+	var out struct {
+		Number int    `json:"number"`
+		Base   branch `json:"base"`
+		Head   branch `json:"head"`
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("read pull request %s#%d", repo, pr), Method: http.MethodGet,
+		Path: repoPath(repo, "pulls", strconv.Itoa(pr)), Out: &out})
+	if err != nil {
+		return forge.PR{}, err
+	}
+	base := out.Base.fullName()
+	if base == "" {
+		base = repo.String()
+	}
+	head := out.Head.fullName()
+	return forge.PR{
+		Number: out.Number, BaseSHA: out.Base.SHA, HeadSHA: out.Head.SHA, BaseRef: out.Base.Ref, HeadRef: out.Head.Ref,
+		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base),
+	}, nil
+}

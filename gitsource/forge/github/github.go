@@ -1,0 +1,232 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/gitsource/forge/internal/httpapi"
+)
+
+// Limits of GitHub's API: a status description is at most 140 characters,
+// a comment body at most 65536.
+const (
+	DescriptionLimit = 140
+	CommentLimit     = forge.GitHubCommentLimit
+)
+
+// DefaultBaseURL is github.com's API.
+const DefaultBaseURL = "https://api.github.com"
+
+// APIVersion is the REST API version cairn was written against.
+const APIVersion = "2022-11-28"
+
+// Options configure a Client.
+type Options struct {
+	// BaseURL is the API root: DefaultBaseURL when empty, or
+	// "https://HOST/api/v3" for GitHub Enterprise Server.
+	BaseURL string
+	// Token is a personal access token, or a GitHub App installation token
+	// with statuses and pull requests write permission.
+	Token string
+	// Login is the account the token posts as, whose plan comment is edited;
+	// asked of GitHub (GET /user) when empty. Installation tokens cannot call
+	// GET /user: set it to the app's bot login ("my-app[bot]").
+	Login string
+	// HTTPClient sends the requests; nil for a client with a 30 s timeout.
+	HTTPClient *http.Client
+}
+
+// Client is a GitHub forge.Forge.
+type Client struct {
+	api   *httpapi.Client
+	token string
+	login *httpapi.Login
+}
+
+var _ forge.Forge = (*Client)(nil)
+
+// New returns a Client for opts.
+func New(opts Options) (*Client, error) {
+	if opts.Token == "" {
+		return nil, fmt.Errorf("%w: github client needs a token", forge.ErrInvalid)
+	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = DefaultBaseURL
+	}
+	api, err := httpapi.New(httpapi.Config{
+		BaseURL:    opts.BaseURL,
+		HTTPClient: opts.HTTPClient,
+		Header: http.Header{
+			"Authorization":        {"Bearer " + opts.Token},
+			"Accept":               {"application/vnd.github+json"},
+			"X-Github-Api-Version": {APIVersion},
+			"User-Agent":           {"cairn"},
+		},
+		Secrets: []string{opts.Token},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to configure the github client: %w", err)
+	}
+	c := &Client{api: api, token: opts.Token}
+	c.login = httpapi.NewLogin(opts.Login, c.fetchLogin)
+	return c, nil
+}
+
+// SetStatus implements forge.Forge (POST /repos/{owner}/{repo}/statuses/{sha}).
+func (c *Client) SetStatus(ctx context.Context, repo forge.RepoRef, sha string, st forge.Status) error {
+	if err := validate(repo, sha, st); err != nil {
+		return err
+	}
+	in := map[string]string{
+		"state":       string(st.State),
+		"context":     st.Context,
+		"description": forge.Description(st.Description, DescriptionLimit, c.token),
+	}
+	if st.TargetURL != "" {
+		in["target_url"] = st.TargetURL
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{
+		Op:     fmt.Sprintf("set status %s on %s@%s", st.Context, repo, sha),
+		Method: http.MethodPost, Path: repoPath(repo, "statuses", sha), In: in,
+	})
+	return err
+}
+
+func validate(repo forge.RepoRef, sha string, st forge.Status) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if err := forge.ValidateSHA(sha); err != nil {
+		return err
+	}
+	return st.Validate()
+}
+
+func repoPath(repo forge.RepoRef, rest ...string) []string {
+	return append([]string{"repos", repo.Owner, repo.Name}, rest...)
+}
+
+// UpsertPlanComment implements forge.Forge with the issue comments API.
+func (c *Client) UpsertPlanComment(ctx context.Context, repo forge.RepoRef, pr int, body string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	login, err := c.login.Get(ctx)
+	if err != nil {
+		return err
+	}
+	return httpapi.Upsert(ctx, c.comments(repo, pr), login, forge.PlanComment(body, CommentLimit))
+}
+
+type comment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+	User *struct {
+		Login string `json:"login"`
+	} `json:"user"`
+}
+
+func (c *Client) comments(repo forge.RepoRef, pr int) httpapi.CommentStore {
+	where := fmt.Sprintf("%s#%d", repo, pr)
+	number := strconv.Itoa(pr)
+	return httpapi.CommentStore{
+		List: func(ctx context.Context) ([]httpapi.Comment, error) { return c.listComments(ctx, repo, number, where) },
+		Create: func(ctx context.Context, body string) error {
+			_, err := c.api.Do(ctx, httpapi.Request{Op: "create the plan comment on " + where, Method: http.MethodPost,
+				Path: repoPath(repo, "issues", number, "comments"), In: map[string]string{"body": body}})
+			return err
+		},
+		Edit: func(ctx context.Context, id int64, body string) error {
+			_, err := c.api.Do(ctx, httpapi.Request{Op: "edit the plan comment on " + where, Method: http.MethodPatch,
+				Path: repoPath(repo, "issues", "comments", strconv.FormatInt(id, 10)), In: map[string]string{"body": body}})
+			return err
+		},
+	}
+}
+
+// listComments reads the pull request's comments, 100 a page, following the
+// Link header for up to httpapi.MaxPages pages.
+func (c *Client) listComments(ctx context.Context, repo forge.RepoRef, number, where string) ([]httpapi.Comment, error) {
+	var list []httpapi.Comment
+	for page := 1; page > 0 && page <= httpapi.MaxPages; {
+		var out []comment
+		h, err := c.api.Do(ctx, httpapi.Request{Op: "list comments on " + where, Method: http.MethodGet,
+			Path:  repoPath(repo, "issues", number, "comments"),
+			Query: url.Values{"per_page": {"100"}, "page": {strconv.Itoa(page)}}, Out: &out})
+		if err != nil {
+			return nil, err
+		}
+		for _, cm := range out {
+			list = append(list, httpapi.Comment{ID: cm.ID, Body: cm.Body, Author: author(cm)})
+		}
+		if next := httpapi.NextPage(h); next > page {
+			page = next
+		} else {
+			page = 0
+		}
+	}
+	return list, nil
+}
+
+func author(cm comment) string {
+	if cm.User == nil {
+		return ""
+	}
+	return cm.User.Login
+}
+
+func (c *Client) fetchLogin(ctx context.Context) (string, error) {
+	var user struct {
+		Login string `json:"login"`
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{Op: "read the token's user", Method: http.MethodGet, Path: []string{"user"}, Out: &user})
+	return user.Login, err
+}
+
+type branch struct {
+	Ref  string `json:"ref"`
+	SHA  string `json:"sha"`
+	Repo *struct {
+		FullName string `json:"full_name"`
+	} `json:"repo"`
+}
+
+func (b branch) fullName() string {
+	if b.Repo == nil {
+		return ""
+	}
+	return b.Repo.FullName
+}
+
+// PullRequest implements forge.Forge (GET /repos/{owner}/{repo}/pulls/{n}).
+// Head.repo is null when the fork was deleted: the PR is then a fork PR with
+// no head repository.
+func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (forge.PR, error) {
+	if err := repo.Validate(); err != nil {
+		return forge.PR{}, err
+	}
+	var out struct {
+		Number int    `json:"number"`
+		Base   branch `json:"base"`
+		Head   branch `json:"head"`
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("read pull request %s#%d", repo, pr), Method: http.MethodGet,
+		Path: repoPath(repo, "pulls", strconv.Itoa(pr)), Out: &out})
+	if err != nil {
+		return forge.PR{}, err
+	}
+	base := out.Base.fullName()
+	if base == "" {
+		base = repo.String()
+	}
+	head := out.Head.fullName()
+	return forge.PR{
+		Number: out.Number, BaseSHA: out.Base.SHA, HeadSHA: out.Head.SHA, BaseRef: out.Base.Ref, HeadRef: out.Head.Ref,
+		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base),
+	}, nil
+}

@@ -1,0 +1,242 @@
+package forge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// ReceiverOptions configure a Receiver.
+type ReceiverOptions struct {
+	// GiteaSecret, GitHubSecret and GitLabSecret are the webhook secrets (the
+	// HMAC key for Gitea and GitHub, the token for GitLab). A forge whose
+	// secret is empty is not served (404); at least one is required.
+	GiteaSecret  string
+	GitHubSecret string
+	GitLabSecret string
+	// Branch is the tracked branch: pushes to other branches are ignored.
+	// Empty accepts pushes to any branch.
+	Branch string
+	// Repos lists the accepted repositories ("owner/name", compared without
+	// case); events for others are ignored. Empty accepts any.
+	Repos []string
+	// MaxBodyBytes caps a delivery's body before it is read (413 beyond).
+	MaxBodyBytes int64
+	// RatePerSecond and RateBurst are the token bucket each source address
+	// gets (429 when empty).
+	RatePerSecond float64
+	RateBurst     int
+	// MaxSources bounds the addresses tracked by the rate limiter.
+	MaxSources int
+	// DedupeWindow is how long a delivery id is remembered; a second delivery
+	// with the same id within it is acknowledged and ignored.
+	DedupeWindow time.Duration
+	// Logger receives one line per rejected or failed delivery; never a
+	// secret, a signature or a body.
+	Logger logr.Logger
+}
+
+// DefaultReceiverOptions returns the limits: 1 MiB bodies, 5 deliveries per
+// second per address with bursts of 20, 4096 tracked addresses, delivery ids
+// remembered for 10 minutes.
+func DefaultReceiverOptions() ReceiverOptions {
+	return ReceiverOptions{
+		MaxBodyBytes:  1 << 20,
+		RatePerSecond: 5,
+		RateBurst:     20,
+		MaxSources:    4096,
+		DedupeWindow:  10 * time.Minute,
+		Logger:        logr.Discard(),
+	}
+}
+
+// Receiver is the http.Handler for POST /hooks/gitea, /hooks/github and
+// /hooks/gitlab. For each delivery it checks, in order: the path (404), the
+// method (405), the source's rate (429), the body size (413), the signature
+// (401), a repeated delivery id (202, ignored), the event and its JSON (400
+// when malformed; 202 and ignored for other events, other branches and other
+// repositories); then it calls emit and answers 202. A panic in a handler is
+// recovered and answered 500.
+type Receiver struct {
+	opts    ReceiverOptions
+	emit    func(Event)
+	limiter *limiter
+	seen    *dedupe
+	repos   map[string]bool
+}
+
+// NewReceiver returns a Receiver that passes accepted events to emit. emit
+// runs on the request's goroutine and must not block: fire a Trigger or queue
+// the event.
+func NewReceiver(opts ReceiverOptions, emit func(Event)) (*Receiver, error) {
+	if opts.GiteaSecret == "" && opts.GitHubSecret == "" && opts.GitLabSecret == "" {
+		return nil, fmt.Errorf("%w: a webhook receiver needs at least one secret", ErrInvalid)
+	}
+	if emit == nil {
+		return nil, fmt.Errorf("%w: a webhook receiver needs an event handler", ErrInvalid)
+	}
+	opts = opts.withDefaults()
+	r := &Receiver{
+		opts: opts, emit: emit,
+		limiter: newLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxSources),
+		seen:    newDedupe(opts.DedupeWindow, 1024),
+		repos:   map[string]bool{},
+	}
+	for _, repo := range opts.Repos {
+		r.repos[strings.ToLower(repo)] = true
+	}
+	return r, nil
+}
+
+func (o ReceiverOptions) withDefaults() ReceiverOptions {
+	d := DefaultReceiverOptions()
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if o.RatePerSecond <= 0 {
+		o.RatePerSecond = d.RatePerSecond
+	}
+	if o.RateBurst <= 0 {
+		o.RateBurst = d.RateBurst
+	}
+	if o.MaxSources <= 0 {
+		o.MaxSources = d.MaxSources
+	}
+	if o.DedupeWindow <= 0 {
+		o.DedupeWindow = d.DedupeWindow
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = d.Logger
+	}
+	return o
+}
+
+// hookSource is one forge's way of signing and describing deliveries.
+type hookSource struct {
+	name     string
+	secret   string
+	verify   func(secret string, h http.Header, body []byte) error
+	event    func(h http.Header) string
+	delivery func(h http.Header) string
+	parse    func(event string, body []byte) (Event, error)
+}
+
+func (r *Receiver) source(path string) *hookSource {
+	switch strings.TrimSuffix(path, "/") {
+	case "/hooks/" + SourceGitea:
+		return &hookSource{SourceGitea, r.opts.GiteaSecret, verifyGitea, header("X-Gitea-Event"), header("X-Gitea-Delivery"), parseGitea}
+	case "/hooks/" + SourceGitHub:
+		return &hookSource{SourceGitHub, r.opts.GitHubSecret, verifyGitHub, header("X-GitHub-Event"), header("X-GitHub-Delivery"), parseGitHub}
+	case "/hooks/" + SourceGitLab:
+		return &hookSource{SourceGitLab, r.opts.GitLabSecret, verifyGitLab, header("X-Gitlab-Event"), gitlabDelivery, parseGitLab}
+	}
+	return nil
+}
+
+func header(name string) func(http.Header) string {
+	return func(h http.Header) string { return h.Get(name) }
+}
+
+// ServeHTTP implements http.Handler.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.opts.Logger.Error(fmt.Errorf("panic: %v", p), "webhook handler panicked", "path", req.URL.Path)
+			reply(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	status, msg := r.serve(w, req)
+	if status >= 400 {
+		r.opts.Logger.V(1).Info("rejected a webhook delivery", "path", req.URL.Path, "remote", remoteHost(req), "status", status, "reason", msg)
+	}
+	reply(w, status, msg)
+}
+
+// serve runs the checks in order and returns the answer.
+func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (int, string) {
+	src := r.source(req.URL.Path)
+	switch {
+	case src == nil || src.secret == "":
+		return http.StatusNotFound, "no such hook"
+	case req.Method != http.MethodPost:
+		w.Header().Set("Allow", http.MethodPost)
+		return http.StatusMethodNotAllowed, "POST only"
+	case !r.limiter.allow(remoteHost(req), time.Now()):
+		w.Header().Set("Retry-After", "1")
+		return http.StatusTooManyRequests, "rate limited"
+	case req.ContentLength > r.opts.MaxBodyBytes:
+		return http.StatusRequestEntityTooLarge, "body too large"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, "body too large"
+	case err != nil:
+		return http.StatusBadRequest, "failed to read the body"
+	}
+	if err := src.verify(src.secret, req.Header, body); err != nil {
+		return http.StatusUnauthorized, err.Error()
+	}
+	return r.handle(src, req, body)
+}
+
+// handle parses an authenticated delivery and emits its event.
+func (r *Receiver) handle(src *hookSource, req *http.Request, body []byte) (int, string) {
+	id := src.delivery(req.Header)
+	if id != "" && !r.seen.first(src.name+"\x00"+id, time.Now()) {
+		return http.StatusAccepted, "ignored: delivery already received"
+	}
+	payload, err := formPayload(req.Header, body)
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
+	ev, err := src.parse(src.event(req.Header), payload)
+	var ignored *ignoredError
+	switch {
+	case errors.As(err, &ignored):
+		return http.StatusAccepted, "ignored: " + ignored.why
+	case err != nil:
+		return http.StatusBadRequest, "malformed payload: " + err.Error()
+	}
+	if why := r.filter(ev); why != "" {
+		return http.StatusAccepted, "ignored: " + why
+	}
+	r.emit(withDelivery(ev, id))
+	return http.StatusAccepted, "accepted"
+}
+
+// filter says why an event is not for this cairn, or "".
+func (r *Receiver) filter(ev Event) string {
+	if len(r.repos) > 0 && !r.repos[strings.ToLower(ev.Repository().String())] {
+		return "repository not tracked"
+	}
+	if p, ok := ev.(Push); ok && r.opts.Branch != "" && p.Branch != r.opts.Branch {
+		return "branch not tracked"
+	}
+	return ""
+}
+
+func withDelivery(ev Event, id string) Event {
+	switch e := ev.(type) {
+	case Push:
+		e.Delivery = id
+		return e
+	case PullRequest:
+		e.Delivery = id
+		return e
+	}
+	return ev
+}
+
+func reply(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}
