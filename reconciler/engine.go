@@ -37,6 +37,8 @@ type Options struct {
 	Progress io.Writer
 	// Log receives structured logs.
 	Log logr.Logger
+	// Reporter is told about each sync as it happens (nil: nobody).
+	Reporter Reporter
 }
 
 // DefaultOptions returns options that suit a small cluster.
@@ -72,6 +74,9 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.Reporter == nil {
+		opts.Reporter = nopReporter{}
 	}
 	cacheDir := ""
 	if opts.RenderCacheDir != "" {

@@ -77,6 +77,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	defer cancel()
 	if err := s.mirrorInstance(ctx, r); err != nil {
 		r.setFailure(classify(cairnv1.ReasonApplyFailed, err))
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 		return
 	}
 	before := r.live.DeepCopy()
@@ -240,6 +241,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
 	s.e.progress("%s %s", r.key(), r.outcome())
+	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 }
 
 func (s *syncRun) sourceDigest(r *instanceRun) string {

@@ -24,6 +24,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			s.recordRemovalFailure(ctx, live, f)
 		}
 		s.results = append(s.results, res)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)
 	}
 }
 

@@ -175,6 +175,7 @@ func (s *syncRun) listLive(ctx context.Context) error {
 // run plans, renders, applies and prunes.
 func (s *syncRun) run(ctx context.Context) {
 	s.plan()
+	s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
 	s.markInvalid(ctx)
 	s.renderAll(ctx)
 	s.checkPrunes()
@@ -196,7 +197,14 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 		a, b := res.Instances[i], res.Instances[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
-	return res, s.recordPlatform(ctx, res)
+	for _, inv := range s.set.Invalid {
+		if ns, name := splitKey(inv.Object); inv.Kind == cairnv1.ModuleInstanceKind && name != "" {
+			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{ns, name}, invalidResult(inv))
+		}
+	}
+	err := s.recordPlatform(ctx, res)
+	s.e.opts.Reporter.SyncFinished(s.rev.SHA, res)
+	return res, err
 }
 
 // markInvalid records, on the CR of each instance whose declaration is invalid, that
