@@ -86,8 +86,14 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 	return s.finish(ctx)
 }
 
-// failRevision records an unusable revision on the Platform CR and changes nothing else.
+// failRevision records an unusable revision on the Platform CR and the forge, and
+// changes nothing else.
 func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*SyncResult, error) {
+	res := &SyncResult{Revision: rev.SHA, Error: f}
+	if rev.SHA != "" {
+		e.opts.Reporter.SyncStarted(rev.SHA, nil)
+		defer e.opts.Reporter.SyncFinished(rev.SHA, res)
+	}
 	var p cairnv1.Platform
 	err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p)
 	if err == nil {
@@ -101,7 +107,7 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 			e.opts.Log.Error(err, "failed to record the failed revision")
 		}
 	}
-	return &SyncResult{Revision: rev.SHA, Error: f}, nil
+	return res, nil
 }
 
 // RecordSourceFailure records on the Platform CR that the repository could not be
