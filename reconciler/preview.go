@@ -38,6 +38,8 @@ type InstancePlan struct {
 	PruneVerdict string `json:"pruneVerdict,omitempty"`
 	Error        string `json:"error,omitempty"`
 	Reason       string `json:"reason,omitempty"`
+	// Diff is the rendered diff from the base revision (PlanChange only).
+	Diff string `json:"diff,omitempty"`
 }
 
 // Failed reports whether the plan holds errors.

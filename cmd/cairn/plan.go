@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +13,9 @@ import (
 
 func newPlanCommand(kube *kubeFlags) *cobra.Command {
 	var (
-		repo   repoFlags
-		output string
+		repo       repoFlags
+		output     string
+		base, head string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -31,15 +32,7 @@ func newPlanCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			base, err := e.LastSynced(cmd.Context())
-			if err != nil {
-				return err
-			}
-			rev, err := repo.readRevision(cmd.Context(), base)
-			if err != nil {
-				return err
-			}
-			plan, err := e.Plan(cmd.Context(), rev)
+			plan, err := runPlan(cmd.Context(), e, &repo, base, head)
 			if err != nil {
 				return err
 			}
@@ -54,7 +47,36 @@ func newPlanCommand(kube *kubeFlags) *cobra.Command {
 	}
 	repo.register(cmd, true)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
+	cmd.Flags().StringVar(&base, "base", "", "plan a change: the base branch or SHA (with --head), e.g. a pull request's target")
+	cmd.Flags().StringVar(&head, "head", "", "plan a change: the head branch or SHA (with --base); adds the rendered diff base → head")
 	return cmd
+}
+
+// runPlan plans the repository against the live cluster, or the change base → head.
+func runPlan(ctx context.Context, e *reconciler.Engine, repo *repoFlags, base, head string) (*reconciler.Plan, error) {
+	if (base == "") != (head == "") {
+		return nil, fmt.Errorf("--base and --head go together")
+	}
+	if head == "" {
+		last, err := e.LastSynced(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := repo.readRevision(ctx, last)
+		if err != nil {
+			return nil, err
+		}
+		return e.Plan(ctx, rev)
+	}
+	baseRev, err := repo.revisionOfRef(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read --base %s: %w", base, err)
+	}
+	headRev, err := repo.revisionOfRef(ctx, head)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read --head %s: %w", head, err)
+	}
+	return e.PlanChange(ctx, baseRev, headRev)
 }
 
 func printPlan(w io.Writer, p *reconciler.Plan, format string) error {
@@ -93,6 +115,9 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		if i.Error != "" {
 			fmt.Fprintf(w, "  error (%s): %s\n", i.Reason, i.Error)
 		}
+		if i.Diff != "" {
+			fmt.Fprintf(w, "%s", i.Diff)
+		}
 	}
 	return nil
 }
@@ -104,39 +129,6 @@ func printList(w io.Writer, prefix string, items []string) {
 }
 
 func printPlanMarkdown(w io.Writer, p *reconciler.Plan) error {
-	fmt.Fprintf(w, "### cairn plan for `%s`\n\n", p.Revision)
-	if p.Error != "" {
-		fmt.Fprintf(w, "**Error:** `%s`\n", p.Error)
-		return nil
-	}
-	fmt.Fprintln(w, "| instance | action | create | configure | prune | unchanged |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
-	for _, i := range p.Instances {
-		fmt.Fprintf(w, "| `%s/%s` | %s | %d | %d | %d | %d |\n", i.Namespace, i.Name, i.Action,
-			len(i.Create), len(i.Configure), len(i.Prune), i.Unchanged)
-	}
-	for _, i := range p.Instances {
-		if len(i.Create)+len(i.Configure)+len(i.Prune) == 0 && i.Error == "" {
-			continue
-		}
-		fmt.Fprintf(w, "\n<details><summary><code>%s/%s</code>: %s</summary>\n\n```diff\n", i.Namespace, i.Name, i.Action)
-		printDiffList(w, "+", i.Create)
-		printDiffList(w, "!", i.Configure)
-		printDiffList(w, "-", i.Prune)
-		fmt.Fprintln(w, "```")
-		if i.Error != "" {
-			fmt.Fprintf(w, "\n**Error (%s):** `%s`\n", i.Reason, strings.ReplaceAll(i.Error, "`", "'"))
-		}
-		if i.PruneVerdict != "" && i.PruneVerdict != "allowed" {
-			fmt.Fprintf(w, "\n**Prune:** %s\n", i.PruneVerdict)
-		}
-		fmt.Fprintln(w, "\n</details>")
-	}
-	return nil
-}
-
-func printDiffList(w io.Writer, prefix string, items []string) {
-	for _, it := range items {
-		fmt.Fprintf(w, "%s %s\n", prefix, it)
-	}
+	_, err := io.WriteString(w, p.Markdown())
+	return err
 }

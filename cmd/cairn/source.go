@@ -151,3 +151,18 @@ func (f *repoFlags) readRevision(ctx context.Context, base string) (reconciler.R
 	}
 	return reconciler.ReadRevision(ctx, src, sha, base)
 }
+
+// revisionOfRef reads one branch or SHA of the Git repository.
+func (f *repoFlags) revisionOfRef(ctx context.Context, ref string) (reconciler.Revision, error) {
+	g := *f
+	g.ref = ref
+	src, err := g.source()
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	sha, err := g.resolve(ctx, src)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return reconciler.ReadRevision(ctx, src, sha, "")
+}

@@ -1,0 +1,78 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Markdown renders the plan for a pull request: a summary table (instances ×
+// create/configure/prune counts), then one collapsible section per instance that
+// changes or fails, with its objects, the prune guards' verdict, errors and the
+// rendered diff.
+func (p *Plan) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## cairn plan for `%s`", shortSHA(p.Revision))
+	if p.Base != "" {
+		fmt.Fprintf(&b, " (base `%s`)", shortSHA(p.Base))
+	}
+	b.WriteString("\n\n")
+	if p.Error != "" {
+		fmt.Fprintf(&b, "**The revision cannot be used:**\n\n```\n%s\n```\n", p.Error)
+		return b.String()
+	}
+	b.WriteString("| instance | action | create | configure | prune | unchanged |\n|---|---|---:|---:|---:|---:|\n")
+	for _, i := range p.Instances {
+		fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d |\n", i.Namespace, i.Name, actionCell(i),
+			len(i.Create), len(i.Configure), len(i.Prune), i.Unchanged)
+	}
+	for _, i := range p.Instances {
+		if i.changes() {
+			b.WriteString(i.markdownSection())
+		}
+	}
+	return b.String()
+}
+
+func actionCell(i InstancePlan) string {
+	if i.Error != "" {
+		return "**" + i.Action + "** (" + i.Reason + ")"
+	}
+	return i.Action
+}
+
+func (i InstancePlan) changes() bool {
+	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != ""
+}
+
+func (i InstancePlan) markdownSection() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### `%s/%s`\n\n<details><summary>%s", i.Namespace, i.Name, i.Action)
+	if i.Why != "" {
+		fmt.Fprintf(&b, " (%s)", i.Why)
+	}
+	b.WriteString("</summary>\n\n")
+	if i.Error != "" {
+		fmt.Fprintf(&b, "**Error (%s):**\n\n```\n%s\n```\n\n", i.Reason, i.Error)
+	}
+	if len(i.Create)+len(i.Configure)+len(i.Prune) > 0 {
+		b.WriteString("```diff\n")
+		writeLines(&b, "+ ", i.Create)
+		writeLines(&b, "! ", i.Configure)
+		writeLines(&b, "- ", i.Prune)
+		b.WriteString("```\n\n")
+	}
+	if i.PruneVerdict != "" && i.PruneVerdict != "allowed" {
+		fmt.Fprintf(&b, "**Prune:** %s\n\n", i.PruneVerdict)
+	}
+	if i.Diff != "" {
+		fmt.Fprintf(&b, "Rendered diff:\n\n```diff\n%s```\n\n", i.Diff)
+	}
+	b.WriteString("</details>\n")
+	return b.String()
+}
+
+func writeLines(b *strings.Builder, prefix string, items []string) {
+	for _, it := range items {
+		b.WriteString(prefix + it + "\n")
+	}
+}
