@@ -5,7 +5,8 @@ import (
 )
 
 // engine connects to the cluster and returns an engine for the repository flags.
-func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ Write([]byte) (int, error) }) (*reconciler.Engine, func(), error) {
+func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ Write([]byte) (int, error) },
+	reporter reconciler.Reporter) (*reconciler.Engine, func(), error) {
 	cfg, err := kube.restConfig()
 	if err != nil {
 		return nil, nil, err
@@ -18,6 +19,7 @@ func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ W
 	if progress {
 		opts.Progress = errOut
 	}
+	opts.Reporter = reporter
 	if u, err := repo.url(); err == nil && !repo.isDir() {
 		opts.Repository = redactURL(u)
 	}

@@ -27,7 +27,7 @@ func newPlanCommand(kube *kubeFlags) *cobra.Command {
 			if output != "text" && output != "json" && output != "markdown" {
 				return fmt.Errorf("--output must be text, json or markdown, not %q", output)
 			}
-			e, closeFn, err := engine(kube, &repo, false, cmd.ErrOrStderr())
+			e, closeFn, err := engine(kube, &repo, false, cmd.ErrOrStderr(), nil)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,7 +91,23 @@ func (f *repoFlags) source() (*gitsource.Source, error) {
 	}
 	return gitsource.New(gitsource.Options{
 		URL: url, Branch: branch, CacheDir: filepath.Join(f.cacheDir, "git"), Auth: auth, Timeout: f.timeout,
+		AllowHTTP: isLoopbackHTTP(url),
 	})
+}
+
+// isLoopbackHTTP allows plain http:// only to this machine (a local forge or mirror).
+func isLoopbackHTTP(raw string) bool {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "localhost":
+		return true
+	default:
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
 }
 
 func (f *repoFlags) auth() (*gitsource.Auth, error) {

@@ -15,6 +15,7 @@ import (
 func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	var (
 		repo     repoFlags
+		forgeF   forgeFlags
 		once     bool
 		interval time.Duration
 		drift    time.Duration
@@ -24,25 +25,40 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 		Use:   "sync",
 		Short: "Reconcile the cluster to the repository: once, or every --interval",
 		Example: `  cairn sync --repo ./platform --once
-  cairn sync --repo https://git.example.com/platform.git --branch main --interval 1m`,
+  cairn sync --repo https://git.example.com/platform.git --branch main --interval 1m
+  cairn sync --repo https://gitea.example.com/ops/platform.git --interval 10m \
+    --forge gitea --forge-url https://gitea.example.com --forge-token-file /var/run/cairn/token \
+    --listen :8080 --webhook-secret-file /var/run/cairn/webhook-secret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once && interval <= 0 {
 				return fmt.Errorf("give --once or a positive --interval")
 			}
-			e, closeFn, err := engine(kube, &repo, !quiet, cmd.ErrOrStderr())
+			if once && forgeF.listen != "" {
+				return fmt.Errorf("--listen needs --interval: a webhook wakes a running sync loop")
+			}
+			fw, err := newForgeWiring(&forgeF, &repo, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer fw.close()
+			e, closeFn, err := engine(kube, &repo, !quiet, cmd.ErrOrStderr(), fw.reporter())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), driftEvery: drift}
+			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), driftEvery: drift, forge: fw}
 			if once {
 				return s.once(cmd.Context())
+			}
+			if err := fw.listen(cmd.Context()); err != nil {
+				return err
 			}
 			return s.loop(cmd.Context(), interval)
 		},
 	}
 	repo.register(cmd, false)
+	forgeF.register(cmd)
 	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit (non-zero when an instance failed)")
 	cmd.Flags().DurationVar(&interval, "interval", 0, "poll the branch at this interval until interrupted")
 	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
@@ -55,6 +71,7 @@ type syncer struct {
 	engine *reconciler.Engine
 	repo   *repoFlags
 	src    *gitsource.Source
+	forge  *forgeWiring
 	out    io.Writer
 	errOut io.Writer
 	last   string
@@ -103,28 +120,59 @@ func (s *syncer) checkDrift(ctx context.Context) error {
 	return nil
 }
 
-// loop polls until ctx ends. An unchanged branch with nothing to retry costs one
-// ls-remote and nothing else.
+// loop polls until ctx ends, and at once when a webhook says the branch moved or a
+// pull request changed. An unchanged branch with nothing to retry costs one ls-remote
+// and nothing else.
 func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	s.step(ctx)
 	for {
-		res, err := s.poll(ctx)
-		if res != nil {
-			printSyncResult(s.out, res)
-		}
-		if err != nil {
-			fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
-		}
-		if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
-			if err := s.checkDrift(ctx); err != nil {
-				fmt.Fprintf(s.errOut, "drift check failed: %v\n", err)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			s.step(ctx)
+		case <-s.forge.pushes():
+			s.afterPush(ctx)
+		case pr := <-s.forge.pullRequests():
+			s.forge.plan(ctx, s.engine, s.repo, pr)
+		}
+	}
+}
+
+// step polls once, then checks drift when it is due.
+func (s *syncer) step(ctx context.Context) *reconciler.SyncResult {
+	res, err := s.poll(ctx)
+	if res != nil {
+		printSyncResult(s.out, res)
+	}
+	if err != nil {
+		fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
+	}
+	if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
+		if err := s.checkDrift(ctx); err != nil {
+			fmt.Fprintf(s.errOut, "drift check failed: %v\n", err)
+		}
+	}
+	return res
+}
+
+// afterPush polls at once. The payload's SHA is never trusted: cairn reads the head
+// itself; when the pushed commit is not visible yet (a mirror that lags), it retries
+// briefly and then leaves it to the next poll.
+func (s *syncer) afterPush(ctx context.Context) {
+	hint := s.forge.pushHint()
+	for attempt := 0; ; attempt++ {
+		before := s.last
+		s.step(ctx)
+		if hint == "" || s.last == hint || s.last != before || attempt == 4 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
 }
