@@ -76,6 +76,24 @@
 // result, not the memory the CUE evaluator itself uses while evaluating
 // `objects`: a memory budget needs process isolation (render Jobs).
 //
+// # Prepared modules
+//
+// A Renderer keeps the modules it has prepared: pinned, with their
+// dependencies fetched, and loaded (parsed and resolved) from the in-memory
+// file system, without instance and values. A later render of the same module
+// copies the loaded instances, adds its own instance and values and
+// evaluates, and gives the same objects, digest, errors and warnings as a
+// first render. A local module is still read on every render and is known by
+// the digest of its files (and its directory, which names its files in
+// errors); a registry module by path@version, which CUE's cache never fetches
+// twice; both also by the pinned catalogs, the skew policy, the registry and
+// the cache directory. Only modules that loaded are kept, most recently used
+// first, within RendererOptions.MaxPreparedModules and MaxPreparedBytes.
+// A prepared module is never modified after it is made, so renders share it
+// from any goroutine. CUE contexts are not shared: each serves one render at
+// a time, and a few quick renders in turn so that the builtin packages they
+// import are compiled once for them (see contextPool).
+//
 // Errors are *Error values carrying a Reason (ReasonRenderFailed and the
 // others) and, where CUE gives one, the file and line, relative to the
 // repository for local modules and as "<module>@<version>/<file>" for

@@ -8,7 +8,6 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
-	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/load"
 	cuejson "cuelang.org/go/encoding/json"
 )
@@ -29,16 +28,17 @@ var (
 	objectsPath  = cue.ParsePath("objects")
 )
 
-// evalInput is everything evaluation needs; it holds no reference to the
-// network or the host file system.
-type evalInput struct {
-	fsys      *memFS
-	registry  *loadRegistry
-	display   func(string) string
+// renderInput is what one render adds to a prepared module; it holds no
+// reference to the network or the host file system.
+type renderInput struct {
 	name      string
 	namespace string
 	values    []byte
 	limits    Limits
+}
+
+func newRenderInput(req Request, limits Limits) renderInput {
+	return renderInput{name: req.Name, namespace: req.Namespace, values: req.Values, limits: limits}
 }
 
 // rawObject is one exported object with the position of its definition.
@@ -53,7 +53,9 @@ type position struct {
 	line, col int
 }
 
-func newEvalInput(req Request, limits Limits, src *moduleSource, deps *depSet) evalInput {
+// moduleFS is the loader's file system: the module's files under
+// moduleRoot and those of its dependencies under depsRoot.
+func moduleFS(src *moduleSource, deps *depSet) *memFS {
 	files := make(map[string][]byte, len(src.files)+len(deps.files))
 	for name, data := range src.files {
 		files[strings.TrimPrefix(moduleRoot, "/")+"/"+name] = data
@@ -61,16 +63,7 @@ func newEvalInput(req Request, limits Limits, src *moduleSource, deps *depSet) e
 	for name, data := range deps.files {
 		files[name] = data
 	}
-	fsys := newMemFS(files)
-	return evalInput{
-		fsys:      fsys,
-		registry:  &loadRegistry{deps: deps, fsys: fsys},
-		display:   displayFunc(src.display),
-		name:      req.Name,
-		namespace: req.Namespace,
-		values:    req.Values,
-		limits:    limits,
-	}
+	return newMemFS(files)
 }
 
 // displayFunc maps loader paths to the names used in errors: files of the
@@ -90,9 +83,10 @@ func displayFunc(prefix string) func(string) string {
 	}
 }
 
-// evaluate loads the module with instance and values, and exports objects.
-func evaluate(in evalInput) ([]rawObject, error) {
-	v, err := in.build()
+// evaluate adds instance and values to the prepared module, builds it in ctx
+// and exports objects.
+func evaluate(p *preparedModule, ctx *cue.Context, in renderInput) ([]rawObject, error) {
+	v, err := p.build(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -107,33 +101,28 @@ func evaluate(in evalInput) ([]rawObject, error) {
 	return export(v, in.limits)
 }
 
-// build loads the module's package from the in-memory file system only (tool
-// and test files are not loaded) and adds `instance` and `values` to it as a
-// syntax tree built from data: the values are parsed as JSON and the names
-// are string literals, never CUE source text. Adding them before the first
-// evaluation (rather than with FillPath afterwards) spares an evaluation of
-// the whole package with its default values.
-func (in evalInput) build() (cue.Value, error) {
+// prepare loads the module's package from the in-memory file system only
+// (tool and test files are not loaded). `instance` and `values` are added
+// later, by preparedModule.build, as a syntax tree built from data: the
+// values are parsed as JSON and the names are string literals, never CUE
+// source text. Adding them before the first evaluation (rather than with
+// FillPath afterwards) spares an evaluation of the whole package with its
+// default values.
+func prepare(src *moduleSource, deps *depSet, pins *pinner) (*preparedModule, error) {
+	fsys := moduleFS(src, deps)
 	cfg := &load.Config{
-		FS:         in.fsys,
+		FS:         fsys,
 		Dir:        moduleRoot,
 		ModuleRoot: moduleRoot,
-		FromFSPath: in.display,
-		Registry:   in.registry,
+		FromFSPath: displayFunc(src.display),
+		Registry:   &loadRegistry{deps: deps, fsys: fsys},
 		Env:        []string{},
 	}
 	inst := load.Instances([]string{"."}, cfg)[0]
 	if inst.Err != nil {
-		return cue.Value{}, loadError(inst.Err)
+		return nil, loadError(inst.Err)
 	}
-	input, err := in.inputFile(inst.PkgName)
-	if err != nil {
-		return cue.Value{}, err
-	}
-	if err := inst.AddSyntax(input); err != nil {
-		return cue.Value{}, fromCUE(ReasonRenderFailed, err)
-	}
-	return cuecontext.New().BuildInstance(inst), nil
+	return newPreparedModule(inst, src.digest, pins.warnings(), fsys.files), nil
 }
 
 // loadError classifies a loader error: imports that resolve nowhere are
@@ -152,7 +141,7 @@ func loadError(err error) *Error {
 //
 //	instance: {name: "<name>", namespace: "<namespace>"}
 //	values: <the values JSON>
-func (in evalInput) inputFile(pkg string) (*ast.File, error) {
+func (in renderInput) inputFile(pkg string) (*ast.File, error) {
 	decls := []ast.Decl{
 		&ast.Package{Name: ast.NewIdent(pkg)},
 		&ast.Field{Label: ast.NewIdent("instance"), Value: ast.NewStruct(

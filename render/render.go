@@ -125,19 +125,33 @@ type Result struct {
 // that it no longer delays other renders; when the abandoned pool is full it
 // keeps its running slot. Renders wait for a running slot within their own
 // deadline. At most MaxEvaluations + MaxAbandoned evaluations exist at once.
+//
+// A Renderer keeps the modules it prepared (pinned, fetched and parsed,
+// without instance and values), most recently used first, so that the next
+// render of the same module only adds its instance and values and evaluates.
+// A local module is known by the digest of its files, so that any change to
+// them prepares it again; a registry module by path@version. Both also by
+// the pinned catalogs, the skew policy, the registry and the cache directory.
 type RendererOptions struct {
 	// MaxEvaluations bounds the evaluations running within their deadline.
 	MaxEvaluations int
 	// MaxAbandoned bounds the evaluations still running past their deadline
 	// that no longer hold a running slot.
 	MaxAbandoned int
+	// MaxPreparedModules bounds the prepared modules kept; negative keeps
+	// none.
+	MaxPreparedModules int
+	// MaxPreparedBytes bounds their estimated size in memory (source and
+	// syntax trees); a larger module is not kept.
+	MaxPreparedBytes int64
 }
 
-// DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS) and
-// MaxAbandoned = MaxEvaluations.
+// DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS),
+// MaxAbandoned = MaxEvaluations, MaxPreparedModules = 64 and
+// MaxPreparedBytes = 256 MiB.
 func DefaultRendererOptions() RendererOptions {
 	n := max(4, runtime.GOMAXPROCS(0))
-	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n}
+	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n, MaxPreparedModules: 64, MaxPreparedBytes: 256 << 20}
 }
 
 // Renderer renders CUE modules. It is safe for concurrent use and keeps the
@@ -145,6 +159,9 @@ func DefaultRendererOptions() RendererOptions {
 type Renderer struct {
 	slots     chan struct{} // evaluations running within their deadline
 	abandoned chan struct{} // evaluations running past their deadline
+
+	prepared *preparedCache // modules ready for evaluation
+	contexts *contextPool   // CUE contexts for reuse
 
 	mu      sync.Mutex
 	caches  map[cacheKey]*moduleCache
@@ -166,9 +183,17 @@ func NewRendererWithOptions(o RendererOptions) *Renderer {
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = o.MaxEvaluations
 	}
+	if o.MaxPreparedModules == 0 {
+		o.MaxPreparedModules = d.MaxPreparedModules
+	}
+	if o.MaxPreparedBytes <= 0 {
+		o.MaxPreparedBytes = d.MaxPreparedBytes
+	}
 	return &Renderer{
 		slots:     make(chan struct{}, o.MaxEvaluations),
 		abandoned: make(chan struct{}, o.MaxAbandoned),
+		prepared:  newPreparedCache(o.MaxPreparedModules, o.MaxPreparedBytes),
+		contexts:  newContextPool(o.MaxEvaluations),
 		caches:    map[cacheKey]*moduleCache{},
 	}
 }
@@ -188,19 +213,68 @@ func (r *Renderer) Close() error {
 
 // Render renders one instance: it loads the module (from Source or the
 // registry), pins the catalogs, unifies instance and values, evaluates and
-// exports the objects within the limits, and orders them.
+// exports the objects within the limits, and orders them. The module's
+// pinned, fetched and loaded form is kept (see RendererOptions) and used
+// again by renders of the same module version with the same catalogs.
 func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	limits := req.Limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
 
+	// Module: read a local one (its files are its identity) or name a
+	// registry one, and look for it among the prepared modules.
+	pins := newPinner(req.Catalogs, req.SkewPolicy)
+	key, local, err := locate(req, pins)
+	if err != nil {
+		return nil, deadlineOr(ctx, limits, err)
+	}
+	prepared := r.prepared.get(key)
+	var load func() (*preparedModule, error)
+	if prepared == nil {
+		if load, err = r.loader(ctx, req, limits, local, pins); err != nil {
+			return nil, err
+		}
+	}
+	// Evaluate and export, under the deadline (loading too, when needed).
+	out, err := r.bounded(ctx, limits, func() (evaluated, error) {
+		return r.evaluatePrepared(key, prepared, load, newRenderInput(req, limits))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return assemble(out.objects, req.Namespace, out.module.digest, out.module.warnings)
+}
+
+// evaluatePrepared loads and keeps the module when it is not prepared yet,
+// and evaluates it with the render's instance and values in a CUE context
+// of the pool.
+func (r *Renderer) evaluatePrepared(key preparedKey, p *preparedModule, load func() (*preparedModule, error), in renderInput) (evaluated, error) {
+	if p == nil {
+		var err error
+		if p, err = load(); err != nil {
+			return evaluated{}, err
+		}
+		r.prepared.add(key, p)
+	}
+	c := r.contexts.get()
+	start := time.Now()
+	objs, err := evaluate(p, c.ctx, in)
+	if err == nil {
+		r.contexts.put(c, time.Since(start))
+	}
+	return evaluated{objs, p}, err
+}
+
+// loader does what comes before loading a module that is not prepared yet:
+// it completes the source, pins the catalogs and fetches the dependencies
+// (evaluation has no network). The returned function loads the package.
+func (r *Renderer) loader(ctx context.Context, req Request, limits Limits, local *moduleSource, pins *pinner) (func() (*preparedModule, error), error) {
 	// Source: the module's files, from the repository or the registry.
-	src, err := r.moduleSource(ctx, req)
+	src, err := r.source(ctx, req, local)
 	if err != nil {
 		return nil, deadlineOr(ctx, limits, err)
 	}
 	// Catalogs: pin the module's catalog dependencies.
-	pins := newPinner(req.Catalogs, req.SkewPolicy)
 	if err := src.pin(pins); err != nil {
 		return nil, err
 	}
@@ -209,28 +283,28 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, deadlineOr(ctx, limits, err)
 	}
-	// Evaluate and export, under the deadline.
-	raw, err := r.bounded(ctx, limits, func() ([]rawObject, error) {
-		return evaluate(newEvalInput(req, limits, src, deps))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return assemble(raw, req.Namespace, src.digest, pins.warnings())
+	return func() (*preparedModule, error) { return prepare(src, deps, pins) }, nil
+}
+
+// evaluated is the outcome of an evaluation: the exported objects and the
+// module they came from.
+type evaluated struct {
+	objects []rawObject
+	module  *preparedModule
 }
 
 // bounded runs fn in its own goroutine under a running slot, and returns
 // RenderTimeout when ctx ends first; the evaluation is then abandoned (see
 // RendererOptions).
-func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawObject, error)) ([]rawObject, error) {
+func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() (evaluated, error)) (evaluated, error) {
 	select {
 	case r.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, timeoutError(ctx, limits, "while waiting for an evaluation slot (earlier evaluations are still running past their deadline)")
+		return evaluated{}, timeoutError(ctx, limits, "while waiting for an evaluation slot (earlier evaluations are still running past their deadline)")
 	}
 	type outcome struct {
-		objs []rawObject
-		err  error
+		out evaluated
+		err error
 	}
 	done := make(chan outcome, 1)
 	ev := &evaluation{r: r}
@@ -241,15 +315,15 @@ func (r *Renderer) bounded(ctx context.Context, limits Limits, fn func() ([]rawO
 				done <- outcome{err: newError(ReasonRenderFailed, "CUE evaluation panicked: %v", p)}
 			}
 		}()
-		objs, err := fn()
-		done <- outcome{objs, err}
+		out, err := fn()
+		done <- outcome{out, err}
 	}()
 	select {
 	case o := <-done:
-		return o.objs, o.err
+		return o.out, o.err
 	case <-ctx.Done():
 		ev.abandon()
-		return nil, timeoutError(ctx, limits, "during CUE evaluation")
+		return evaluated{}, timeoutError(ctx, limits, "during CUE evaluation")
 	}
 }
 

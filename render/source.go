@@ -44,23 +44,47 @@ type moduleSource struct {
 	digest  string
 }
 
-// moduleSource returns the source of the module the request names.
-func (r *Renderer) moduleSource(ctx context.Context, req Request) (*moduleSource, error) {
+// locate identifies the module the request names, for the prepared module
+// cache: a local module is read (its files decide the key), a registry module
+// is only named (path@version decides it) and fetched by source on a miss.
+func locate(req Request, pins *pinner) (preparedKey, *moduleSource, error) {
 	switch {
 	case req.LocalPath != "" && req.CUEModule != nil:
-		return nil, newError(ReasonRenderFailed, "request names both a local module and a registry module")
+		return preparedKey{}, nil, newError(ReasonRenderFailed, "request names both a local module and a registry module")
 	case req.CUEModule != nil:
-		return r.registrySource(ctx, req)
+		mv, err := moduleVersion(req.CUEModule.Path, req.CUEModule.Version)
+		if err != nil {
+			return preparedKey{}, nil, err
+		}
+		return newPreparedKey("registry:"+mv.String(), "", req, pins), nil, nil
 	case req.LocalPath != "":
-		return localSource(req)
+		src, err := readLocal(req)
+		if err != nil {
+			return preparedKey{}, nil, err
+		}
+		return newPreparedKey("local:"+src.name, src.digest, req, pins), src, nil
 	}
-	return nil, newError(ReasonModuleNotFound, "request names no module")
+	return preparedKey{}, nil, newError(ReasonModuleNotFound, "request names no module")
 }
 
-// localSource reads a local module from the repository tree. The module
-// directory is the module root: its own cue.mod/module.cue is used, or a
-// synthetic one when it has none; directories above it are never read.
-func localSource(req Request) (*moduleSource, error) {
+// source completes the source that locate found: the module file and the
+// checks of a local module, or the fetch of a registry module.
+func (r *Renderer) source(ctx context.Context, req Request, local *moduleSource) (*moduleSource, error) {
+	if local == nil {
+		return r.registrySource(ctx, req)
+	}
+	var err error
+	if local.modFile, err = localModFileFor(local.files, local.display, local.name); err != nil {
+		return nil, err
+	}
+	return local, local.check()
+}
+
+// readLocal reads a local module from the repository tree. The module
+// directory is the module root: its own cue.mod/module.cue is used (or a
+// synthetic one when it has none, see localModFileFor); directories above it
+// are never read.
+func readLocal(req Request) (*moduleSource, error) {
 	dir, err := cleanLocalPath(req.LocalPath)
 	if err != nil {
 		return nil, err
@@ -76,11 +100,7 @@ func localSource(req Request) (*moduleSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &moduleSource{name: dir, display: display, files: files, digest: filesDigest(files)}
-	if src.modFile, err = localModFileFor(files, display, dir); err != nil {
-		return nil, err
-	}
-	return src, src.check()
+	return &moduleSource{name: dir, display: display, files: files, digest: filesDigest(files)}, nil
 }
 
 // cleanLocalPath turns "./modules/x" into "modules/x" and refuses paths that
