@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -156,17 +155,20 @@ func compareObjects(a, b *unstructured.Unstructured) int {
 	)
 }
 
-// objectsDigest is "sha256:<hex>" over the JSON array of the objects; Go's
-// encoder sorts map keys, which makes the JSON canonical.
+// objectsDigest is "sha256:<hex>" over the JSON array of the objects as
+// encoding/json writes it: map keys sorted, which makes the JSON canonical.
 func objectsDigest(objs []*unstructured.Unstructured) (string, error) {
-	list := make([]map[string]any, len(objs))
+	w := canonicalJSON{buf: make([]byte, 0, 4096)}
+	w.buf = append(w.buf, '[')
 	for i, u := range objs {
-		list[i] = u.Object
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		if err := w.value(u.Object); err != nil {
+			return "", newError(ReasonInvalidObject, "failed to encode the objects: %w", err)
+		}
 	}
-	data, err := json.Marshal(list)
-	if err != nil {
-		return "", newError(ReasonInvalidObject, "failed to encode the objects: %w", err)
-	}
-	sum := sha256.Sum256(data)
+	w.buf = append(w.buf, ']')
+	sum := sha256.Sum256(w.buf)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
