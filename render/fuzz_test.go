@@ -79,4 +79,3 @@ func FuzzCanonicalJSON(f *testing.F) {
 		}
 	})
 }
-
