@@ -196,7 +196,7 @@ func readCapped(fsys fs.FS, p, display string) ([]byte, error) {
 		return nil, newError(ReasonModuleNotFound, "failed to open %s: %w", display, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	data, err := readAll(f, maxFileBytes+1)
 	if err != nil {
 		return nil, newError(ReasonModuleNotFound, "failed to read %s: %w", display, err)
 	}
@@ -204,6 +204,30 @@ func readCapped(fsys fs.FS, p, display string) ([]byte, error) {
 		return nil, &Error{Reason: ReasonLimitExceeded, File: display, Err: fmt.Errorf("file is larger than %d bytes", maxFileBytes)}
 	}
 	return data, nil
+}
+
+// readAll reads at most limit bytes of f into a buffer sized by the size f
+// reports (a hint only: the file may be shorter or longer).
+func readAll(f fs.File, limit int64) ([]byte, error) {
+	size := int64(512)
+	if info, err := f.Stat(); err == nil && info.Size() >= 0 {
+		size = min(info.Size()+1, limit) // one byte more to read EOF
+	}
+	data := make([]byte, 0, size)
+	r := io.LimitReader(f, limit)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // localModFileFor parses the module's cue.mod/module.cue, or makes one:
