@@ -20,9 +20,6 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
-// healthInterval is how often objects are polled while waiting for health.
-const healthInterval = 500 * time.Millisecond
-
 // applyConcurrency bounds the apply requests of one instance in flight at once.
 const applyConcurrency = 16
 
@@ -31,6 +28,8 @@ type applyReport struct {
 	changes *ssa.ChangeSet
 	// applied holds the ids that the API server accepted in this apply.
 	applied map[string]bool
+	// live holds the API server's responses to the applies, for the health check.
+	live []*unstructured.Unstructured
 }
 
 // applyObjects server-side applies the objects whose hash differs from the last
@@ -57,8 +56,8 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 	if err := applyStage(ctx, m.Client(), first, last, rep); err != nil {
 		return rep, err
 	}
-	if err := waitDefinitions(ctx, m, first, timeout); err != nil {
-		return rep, err
+	if err := waitHealthy(ctx, m.Client(), rep.live, timeout); err != nil {
+		return rep, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	}
 	return rep, applyStage(ctx, m.Client(), rest, last, rep)
 }
@@ -85,7 +84,7 @@ func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Un
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := applyOne(ctx, c, u)
+			live, err := applyOne(ctx, c, u)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -93,6 +92,7 @@ func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Un
 				return
 			}
 			rep.applied[objectID(u)] = true
+			rep.live = append(rep.live, live)
 			rep.add(u, actionFor(u, last))
 		}()
 	}
@@ -124,27 +124,29 @@ func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
 	return ssa.CreatedAction
 }
 
-// applyOne sends one server-side apply request, forcing ownership of cairn's fields.
-func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
-	err := patchApply(ctx, c, u)
+// applyOne sends one server-side apply request, forcing ownership of cairn's fields,
+// and returns the API server's response.
+func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := patchApply(ctx, c, u)
 	if err == nil {
-		return nil
+		return live, nil
 	}
 	if isImmutable(err) {
 		if u.GetAnnotations()[cairnv1.ForceAnnotation] == "true" {
 			return recreate(ctx, c, u)
 		}
-		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
+		return nil, stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
 			describe(u), err, cairnv1.ForceAnnotation))
 	}
-	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
+	return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
 }
 
-func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj := u.DeepCopy()
 	//nolint:staticcheck // a server-side apply patch of an unstructured object
-	return c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager))
+	err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager))
+	return obj, err
 }
 
 var immutablePattern = regexp.MustCompile(`field is immutable|is immutable|immutable field`)
@@ -154,46 +156,22 @@ func isImmutable(err error) bool {
 }
 
 // recreate deletes the object, waits until it is gone, and applies it again.
-func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live := u.DeepCopy()
 	err := c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
+		return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
 	}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy())
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
+		return nil, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
 	}
-	if err := patchApply(ctx, c, u); err != nil {
-		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
-	}
-	return nil
-}
-
-// waitDefinitions waits until the CRDs and Namespaces just applied are established.
-func waitDefinitions(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured, timeout time.Duration) error {
-	if len(objects) == 0 {
-		return nil
-	}
-	set := object.UnstructuredSetToObjMetadataSet(objects)
-	if err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: timeout}); err != nil {
-		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
-	}
-	return nil
-}
-
-// waitHealthy waits until the given objects are Current (kstatus).
-func waitHealthy(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured, timeout time.Duration) error {
-	if len(objects) == 0 {
-		return nil
-	}
-	set := object.UnstructuredSetToObjMetadataSet(objects)
-	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: healthInterval, Timeout: timeout, FailFast: true})
+	live, err = patchApply(ctx, c, u)
 	if err != nil {
-		return transient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %w", err))
+		return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
 	}
-	return nil
+	return live, nil
 }

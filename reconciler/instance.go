@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,7 +121,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.timeout(r.mi))
-	r.applied, r.appliedIDs = rep.changes, rep.applied
+	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
 	}
@@ -131,7 +130,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	if waitEnabled(r.mi) {
 		s.e.progress("wait %s", r.key())
-		if err := waitHealthy(ctx, m, r.changedObjects(), s.timeout(r.mi)); err != nil {
+		if err := waitHealthy(ctx, m.Client(), r.appliedLive, s.timeout(r.mi)); err != nil {
 			return classify(cairnv1.ReasonHealthCheckFailed, err)
 		}
 	}
@@ -157,17 +156,6 @@ func (r *instanceRun) failedInventory() inventory {
 	out := r.pendingInventory()
 	for id := range r.appliedIDs {
 		out[id] = r.newInv[id]
-	}
-	return out
-}
-
-// changedObjects are the objects this sync sent to the API server.
-func (r *instanceRun) changedObjects() []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, u := range r.objects {
-		if r.appliedIDs[objectID(u)] {
-			out = append(out, u)
-		}
 	}
 	return out
 }

@@ -33,8 +33,10 @@ type instanceRun struct {
 	applied  *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
-	pruned     *ssa.ChangeSet
-	done       chan struct{}
+	// appliedLive are the API server's responses to this sync's applies.
+	appliedLive []*unstructured.Unstructured
+	pruned      *ssa.ChangeSet
+	done        chan struct{}
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
