@@ -9,7 +9,7 @@ import (
 
 // Reuse bounds of a CUE context (see contextPool).
 const (
-	maxContextUses = 8
+	maxContextUses = 16
 	maxContextBusy = 10 * time.Millisecond
 )
 
