@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -242,7 +243,7 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return assemble(out.objects, req.Namespace, out.module.digest, out.module.warnings)
+	return assemble(out.objects, req.Namespace, out.module.digest, slices.Clone(out.module.warnings))
 }
 
 // evaluatePrepared loads and keeps the module when it is not prepared yet,
