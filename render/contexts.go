@@ -15,13 +15,13 @@ const (
 
 // contextPool keeps CUE contexts between renders. A package built in a new
 // context compiles again every builtin package it imports (list, strings,
-// ...), which costs about as much as evaluating a small module; a context
-// used before has them.
+// ...): a seventh of the CPU and a third of the allocations of a render of
+// the webapp example. A context used before has them.
 //
 // A context serves one render at a time (CUE contexts are not safe for
 // concurrent mutation): get hands it out exclusively, and put takes it back
 // once the render has finished with its values (the objects are exported to
-// JSON and the errors converted to text). A render's packages are built from
+// JSON). A render's packages are built from
 // its own copies of the instances (preparedModule.build), so renders sharing
 // a context share only the builtin packages, which CUE finalizes when it
 // loads them.
