@@ -83,8 +83,10 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 	p.opts = reconciler.DefaultOptions()
 	p.opts.RenderCacheDir = filepath.Join(t.TempDir(), "cache")
 	p.opts.Progress = p.progress
+	suffix := ""
 	if concurrency > 0 {
 		p.opts.Concurrency = concurrency
+		suffix = fmt.Sprintf("-concurrency%d", concurrency)
 	}
 	r := render.NewRenderer()
 	t.Cleanup(func() { _ = r.Close() })
@@ -94,8 +96,8 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 		dir = "results"
 		p.g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	}
-	p.pprof = filepath.Join(dir, fmt.Sprintf("B2-cpu-M%d.pprof", m))
-	p.pprofOne = filepath.Join(dir, fmt.Sprintf("B2-cpu-M%d-one-change.pprof", m))
+	p.pprof = filepath.Join(dir, fmt.Sprintf("B2-cpu-M%d%s.pprof", m, suffix))
+	p.pprofOne = filepath.Join(dir, fmt.Sprintf("B2-cpu-M%d%s-one-change.pprof", m, suffix))
 	return p
 }
 
@@ -232,7 +234,7 @@ func pprofTop(t *testing.T, path string, cum bool, n int) string {
 			continue
 		}
 		name := strings.Join(f[5:], " ")
-		if cum && !strings.HasPrefix(name, "cairn.dev/") {
+		if cum && (!strings.HasPrefix(name, "cairn.dev/") || strings.HasPrefix(name, "cairn.dev/cairn/test/")) {
 			continue
 		}
 		pct := f[1]

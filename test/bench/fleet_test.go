@@ -122,7 +122,7 @@ func TestB2Fleet(t *testing.T) {
 	}
 	tb.note("each instance in its own namespace (fleet-0001 …), which cairn creates: M namespaces, M ModuleInstances, 4·M objects; Deployments at 0 replicas must be Available (kube-controller-manager) for Ready")
 	tb.note("one fresh cluster per M (etcd, kube-apiserver with --max-requests-inflight=3000 --max-mutating-requests-inflight=1000 --service-cluster-ip-range=10.96.0.0/16, kube-controller-manager, kube-scheduler, kwok), on the same 2 cores as cairn")
-	tb.note("`cairn sync --repo file://… --branch main --once -q --drift-interval=0 --kubeconfig … --cache-dir <fresh>`: wall time of the process (start, clone, render, apply, health, status) and its peak RSS (getrusage ru_maxrss); all M ModuleInstances checked Ready by a LIST afterwards; the CLI has no concurrency flag: the engine's default (reconciler.DefaultOptions) applies")
+	tb.note("`cairn sync --repo file://… --branch main --once -q --drift-interval=0 --kubeconfig … --cache-dir <fresh>`: wall time of the process (start, clone, render, apply, health, status) and its peak RSS (VmHWM of /proc/<pid>/status, polled every 10 ms: ru_maxrss would report the test binary's peak, inherited across exec); all M ModuleInstances checked Ready by a LIST afterwards; the CLI has no concurrency flag: the engine's default (reconciler.DefaultOptions) applies")
 	tb.note("one instance changed = a commit changing that instance's image; the CLI reads the last synced SHA from the Platform CR and diffs: only that instance is affected (checked: every other instance keeps its lastAppliedRevision)")
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
 	tb.note("Flux here: M=100 7.7 s, M=1000 852 s, peak RSS %d MiB (111 kustomize-controller + 91 source-controller); published (16-core runner): 28 s / 2m02s / 4m16s, 32 / 122 / 175 MiB", fluxRSSHere)
@@ -243,12 +243,16 @@ func (f *fleetRun) syncCLI() cliRun {
 		cmd := exec.CommandContext(f.ctx, f.bin, "sync", "--repo", "file://"+f.repo, "--branch", "main", "--once", "-q",
 			"--drift-interval=0", "--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		if cmd.ProcessState != nil {
-			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-				run.rss = ru.Maxrss << 10
-				run.cairnCPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-			}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		peak := watchPeakRSS(cmd.Process.Pid, done)
+		err := cmd.Wait()
+		close(done)
+		run.rss = <-peak
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			run.cairnCPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 		}
 		if err != nil {
 			return fmt.Errorf("cairn sync: %w\n%s\n%s", err, tail(stdout.String(), 20), tail(stderr.String(), 20))
@@ -256,6 +260,46 @@ func (f *fleetRun) syncCLI() cliRun {
 		return nil
 	})
 	return run
+}
+
+// watchPeakRSS polls the VmHWM (peak resident set) of pid every 10 ms until
+// done is closed, then sends the largest value seen, in bytes. getrusage's
+// ru_maxrss cannot be used: os/exec starts the child with CLONE_VM, and Linux
+// carries the parent's high-water mark (the test binary's) across execve
+// into the child's ru_maxrss.
+func watchPeakRSS(pid int, done <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var peak int64
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, vmHWM(pid))
+			select {
+			case <-done:
+				out <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
+
+// vmHWM reads the peak resident set of a live process from /proc, in bytes.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func tail(s string, lines int) string {
