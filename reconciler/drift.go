@@ -75,7 +75,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
 	r := &instanceRun{mi: mi, live: live, why: "drift check"}
 	if mi.Spec.Module.Local != nil {
-		r.sourceDigest = s.root.DigestDir(cleanLocal(mi.Spec.Module.Local.Path))
+		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)
 	}
 	s.renderInstance(ctx, r)
 	if r.failure != nil {

@@ -65,7 +65,7 @@ func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name], done: make(chan struct{})}
 	r.specDigest = s.specDigest(mi)
 	if mi.Spec.Module.Local != nil {
-		r.sourceDigest = s.root.DigestDir(cleanLocal(mi.Spec.Module.Local.Path))
+		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)
 	}
 	r.affected, r.why = s.isAffected(r)
 	return r
@@ -156,4 +156,18 @@ func splitKey(key string) (string, string) {
 		return "", key
 	}
 	return ns, name
+}
+
+// moduleDigest is the digest of a local module's files, computed once per directory
+// and sync (many instances share a module).
+func (s *syncRun) moduleDigest(path string) string {
+	dir := cleanLocal(path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.moduleDigests[dir]; ok {
+		return d
+	}
+	d := s.root.DigestDir(dir)
+	s.moduleDigests[dir] = d
+	return d
 }

@@ -139,10 +139,11 @@ type syncRun struct {
 	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
 	removeOK bool                      // the revision is complete enough to remove instances
 
-	mu         sync.Mutex
-	namespaces map[string]bool // namespaces known to exist
-	pruneErr   error           // a sync-wide prune refusal
-	results    []InstanceResult
+	mu            sync.Mutex
+	namespaces    map[string]bool   // namespaces known to exist
+	moduleDigests map[string]string // local module directory -> digest of its files
+	pruneErr      error             // a sync-wide prune refusal
+	results       []InstanceResult
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -151,7 +152,8 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
-		removeOK: len(set.Unparsed) == 0,
+		moduleDigests: map[string]string{},
+		removeOK:      len(set.Unparsed) == 0,
 	}
 	s.platform = set.Platform.DeepCopy()
 	if !readOnly {
