@@ -108,7 +108,7 @@ func (c *renderCache) store(key string, res *render.Result) {
 		return
 	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the cache is written on the sync path
 	if json.NewEncoder(zw).Encode(res) != nil || zw.Close() != nil {
 		return
 	}
