@@ -61,3 +61,54 @@ Registry: $CAIRN_REGISTRY (plain HTTP)
 Run the tests against it: set -a; . $DEMO_DIR/env; set +a; go test ./...
 Stop it: make demo-down
 EOT
+
+# DEMO_GITEA=1: also a local Gitea holding examples/ as a repository, whose
+# push and pull_request webhook reaches a `cairn sync --forge gitea` running
+# in the background (pid in $DEMO_DIR/cairn-sync.pid; make demo-down stops both).
+[ "${DEMO_GITEA:-}" = 1 ] || exit 0
+DEMO_WEBHOOK_PORT=${DEMO_WEBHOOK_PORT:-9292}
+secret_file=$DEMO_DIR/webhook-secret
+sync_pid_file=$DEMO_DIR/cairn-sync.pid
+sync_log=$DEMO_DIR/logs/cairn-sync.log
+
+step "gitea with the example repository in $DEMO_DIR/gitea"
+if [ ! -s "$secret_file" ]; then
+  (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file")
+fi
+go run ./test/localforge up --dir "$DEMO_DIR/gitea" \
+  --webhook-url "http://127.0.0.1:$DEMO_WEBHOOK_PORT/hooks/gitea" --webhook-secret-file "$secret_file"
+set -a
+# shellcheck disable=SC1091
+. "$DEMO_DIR/gitea/env"
+set +a
+
+step "cairn sync --forge gitea --listen 127.0.0.1:$DEMO_WEBHOOK_PORT (background)"
+if [ -s "$sync_pid_file" ] && kill -0 "$(cat "$sync_pid_file")" 2>/dev/null; then
+  kill "$(cat "$sync_pid_file")"
+  while kill -0 "$(cat "$sync_pid_file")" 2>/dev/null; do sleep 0.2; done
+fi
+mkdir -p "$DEMO_DIR/logs"
+# CLI: follow the Gitea repository; every sync after the first comes from a webhook.
+nohup "$CAIRN" sync --repo "$GITEA_REPO_URL" --interval 10m \
+  --forge gitea --forge-url "$GITEA_URL" --forge-token-file "$GITEA_TOKEN_FILE" \
+  --listen "127.0.0.1:$DEMO_WEBHOOK_PORT" --webhook-secret-file "$secret_file" \
+  --kubeconfig "$kubeconfig" >"$sync_log" 2>&1 </dev/null &
+echo $! >"$sync_pid_file"
+for _ in $(seq 50); do
+  curl -s -o /dev/null "http://127.0.0.1:$DEMO_WEBHOOK_PORT/" && break
+  kill -0 "$(cat "$sync_pid_file")" 2>/dev/null || { echo "demo: cairn sync exited:" >&2; tail -20 "$sync_log" >&2; exit 1; }
+  sleep 0.2
+done
+
+cat <<EOT
+
+Gitea: $GITEA_URL (user $GITEA_USER, password $GITEA_PASSWORD)
+Repository: $GITEA_URL/$GITEA_REPO (clone: $GITEA_REPO_URL)
+cairn sync follows it in the background (pid $(cat "$sync_pid_file")), log: $sync_log
+Push a change and watch the commit status:
+  git clone http://$GITEA_USER:$GITEA_PASSWORD@${GITEA_URL#http://}/$GITEA_REPO.git /tmp/platform && cd /tmp/platform
+  sed -i 's/pods: 20/pods: 25/' instances/team-a.yaml && git commit -qam 'team-a: 25 pods' && git push
+  tail -f $sync_log     # the sync the webhook triggered
+  $GITEA_URL/$GITEA_REPO/commits/branch/main shows its cairn/sync status
+Stop it all: make demo-down
+EOT
