@@ -31,7 +31,7 @@ func gitHTTPBackend(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skip("git CLI not available:", err)
+		t.Fatal("git CLI not available (the CI installs it):", err)
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 }

@@ -28,7 +28,7 @@ type sshGitServer struct {
 func newSSHGitServer(t *testing.T, root string, authorized ssh.PublicKey) *sshGitServer {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git CLI not available")
+		t.Fatal("git CLI not available (the CI installs it)")
 	}
 	_, hostSigner := testSSHKey(t)
 	config := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {

@@ -80,9 +80,6 @@ func TestRenderAbandonedEvaluationsAreBounded(t *testing.T) {
 // TestRenderByteCap renders a module that produces 100 MB of JSON: it fails
 // with LimitExceeded at the byte cap, in bounded time, and keeps nothing.
 func TestRenderByteCap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("evaluates 100 MB of CUE strings")
-	}
 	g := NewWithT(t)
 	req := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/big",
 		Limits: Limits{Timeout: time.Minute, MaxObjects: 20000, MaxBytes: 8 << 20}}
