@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -125,7 +124,5 @@ func TestNoPruneAfterFailedApply(t *testing.T) {
 	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	e.g.Expect(r.Message).To(ContainSubstring("Service/" + e.ns + "/a-bad"))
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "no prune after a failed apply")
-	var svc client.Object = nil
-	_ = svc
 	e.g.Expect(e.get("v1", "Service", e.ns, "a-bad")).To(BeNil())
 }

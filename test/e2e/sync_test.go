@@ -121,9 +121,8 @@ func TestRenderErrorInOneInstanceLeavesOthersConverging(t *testing.T) {
 	// a gets a value its module rejects and loses a config; b changes too.
 	a.configs = map[string]string{}
 	a.extra = "  drift: Correct\n"
-	broken := a.yaml() + ""
-	broken = broken[:len(broken)] // keep the declaration valid; break the values:
-	broken = replaceOnce(broken, "replicas: 1", "replicas: -4")
+	// the declaration stays valid; the values break the module's constraint
+	broken := replaceOnce(a.yaml(), "replicas: 1", "replicas: -4")
 	b.replicas = 2
 	repo.commit("break a", map[string]string{"instances/a.yaml": broken, "instances/b.yaml": b.yaml()})
 	res := e.sync(repo)
