@@ -49,6 +49,9 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 			defer closeFn()
 			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), driftEvery: drift, forge: fw}
 			if once {
+				if !cmd.Flags().Changed("drift-interval") {
+					s.driftEvery = 0 // a one-off sync checks drift only when asked
+				}
 				return s.once(cmd.Context())
 			}
 			if err := fw.listen(cmd.Context()); err != nil {
@@ -62,7 +65,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit (non-zero when an instance failed)")
 	cmd.Flags().DurationVar(&interval, "interval", 0, "poll the branch at this interval until interrupted")
 	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
-		"how often live objects are compared with Git (spec.drift: Correct re-applies, Warn reports); with --once, 0 skips the check")
+		"how often live objects are compared with Git (spec.drift: Correct re-applies, Warn reports); with --once, any positive value checks once after the sync")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
