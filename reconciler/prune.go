@@ -129,26 +129,23 @@ func (g pruneGuard) refuse(format string, args ...any) *Failure {
 	return failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...)
 }
 
-// deleteStale deletes the stale objects of one instance, in reverse apply order, each
-// stage waited on before the next. The live object is read first and skipped unless it
-// carries cairn's managed-by label and this instance's label.
+// deleteStale deletes the stale objects of one instance, in reverse apply order
+// (workloads and the rest, then RBAC, then namespaces and definitions), each stage
+// gone before the next; only objects that still carry the instance's labels are
+// deleted (see deleteStage).
 func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
 	objects, err := s.stale.objects()
 	if err != nil {
 		return nil, stalled(cairnv1.ReasonPruneFailed, err)
 	}
-	opts := ssa.DefaultDeleteOptions()
-	opts.Inclusions = map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue, cairnv1.InstanceLabel: s.key}
 	all := ssa.NewChangeSet()
 	for _, stage := range deleteStages(objects) {
-		cs, err := m.DeleteAll(ctx, stage, opts)
-		if cs != nil {
-			all.Append(cs.Entries)
-		}
+		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s.key)
+		all.Append(entries)
 		if err != nil {
 			return all, classify(cairnv1.ReasonPruneFailed, err)
 		}
-		if err := m.WaitForTermination(deleted(stage, cs), ssa.WaitOptions{Interval: time.Second, Timeout: timeout}); err != nil {
+		if err := waitGone(ctx, m.Client(), terminating, timeout); err != nil {
 			return all, transient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
 		}
 	}
@@ -173,23 +170,6 @@ func deleteStages(objects []*unstructured.Unstructured) [][]*unstructured.Unstru
 	for _, s := range stages {
 		if len(s) > 0 {
 			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// deleted returns the objects of stage that the change set says were deleted.
-func deleted(stage []*unstructured.Unstructured, cs *ssa.ChangeSet) []*unstructured.Unstructured {
-	done := map[string]bool{}
-	for _, e := range cs.Entries {
-		if e.Action == ssa.DeletedAction {
-			done[e.ObjMetadata.String()] = true
-		}
-	}
-	var out []*unstructured.Unstructured
-	for _, u := range stage {
-		if done[objectID(u)] {
-			out = append(out, u)
 		}
 	}
 	return out
