@@ -75,12 +75,12 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	}
 	s.plan()
 	s.renderAll(ctx)
-	s.checkPrunes()
+	s.checkPrunes(ctx)
 	for _, r := range s.runs {
 		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
 	}
 	for _, live := range s.removed {
-		plan.Instances = append(plan.Instances, s.previewRemoval(ctx, live))
+		plan.Instances = append(plan.Instances, s.previewRemoval(live))
 	}
 	for _, inv := range set.Invalid {
 		ns, name := splitKey(inv.Object)
@@ -164,14 +164,14 @@ func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
 	}
 }
 
-func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
+func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
 	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: "Delete", Why: "removed from Git", PruneVerdict: "allowed"}
-	old, err := loadInventory(ctx, s.e.cluster.client, live)
-	if err != nil {
-		ip.Error = err.Error()
+	rs := s.removedSets[live.Namespace+"/"+live.Name]
+	if rs.err != nil {
+		ip.Error = rs.err.Error()
 		return ip
 	}
-	ip.Prune = describeIDs(s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected).stale)
+	ip.Prune = describeIDs(rs.stale)
 	switch {
 	case !s.removeOK:
 		ip.PruneVerdict = fmt.Sprintf("refused: files could not be parsed: %v", s.set.Unparsed)

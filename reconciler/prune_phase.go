@@ -11,7 +11,7 @@ import (
 // delete, and applies the guards before anything is deleted: an empty render, the
 // share an instance may lose, the total per sync and the share of instances removed.
 // An object that moves to another instance in this revision is transferred, not deleted.
-func (s *syncRun) checkPrunes() {
+func (s *syncRun) checkPrunes(ctx context.Context) {
 	desired := inventory{}
 	for _, r := range s.runs {
 		if r.rendered != nil {
@@ -20,21 +20,24 @@ func (s *syncRun) checkPrunes() {
 	}
 	var sets []*pruneSet
 	for _, r := range s.runs {
-		if ps := s.instancePrune(r, desired); ps != nil {
+		if ps := s.instancePrune(ctx, r, desired); ps != nil {
 			sets = append(sets, ps)
 		}
 	}
+	s.removedSets = map[string]removedSet{}
 	for _, live := range s.removed {
-		sets = append(sets, s.removedPrune(live))
+		ps, err := s.removedPrune(ctx, live)
+		s.removedSets[live.Namespace+"/"+live.Name] = removedSet{ps, err}
+		sets = append(sets, ps)
 	}
 	s.pruneErr = s.guard.checkSync(sets, len(s.live))
 }
 
-func (s *syncRun) instancePrune(r *instanceRun, desired inventory) *pruneSet {
+func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inventory) *pruneSet {
 	if r.rendered == nil || r.live == nil {
 		return nil
 	}
-	old, err := loadInventory(context.Background(), s.e.cluster.client, r.live)
+	old, err := loadInventory(ctx, s.e.cluster.client, r.live)
 	if err != nil {
 		r.failure = transient(cairnv1.ReasonPruneFailed, err)
 		return nil
@@ -57,14 +60,21 @@ func (s *syncRun) instancePrune(r *instanceRun, desired inventory) *pruneSet {
 	return ps
 }
 
-func (s *syncRun) removedPrune(live *cairnv1.ModuleInstance) *pruneSet {
-	old, err := loadInventory(context.Background(), s.e.cluster.client, live)
+// removedSet is what a removed instance would delete, read once per sync; err is set
+// when its inventory could not be read (the instance is then not removed).
+type removedSet struct {
+	*pruneSet
+	err error
+}
+
+func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance) (*pruneSet, error) {
+	old, err := loadInventory(ctx, s.e.cluster.client, live)
 	if err != nil {
 		old = inventory{}
 	}
 	ps := s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
 	ps.before, ps.removed = len(old), true
-	return ps
+	return ps, err
 }
 
 func (s *syncRun) instanceLabel(mi *cairnv1.ModuleInstance) string {

@@ -36,15 +36,15 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if s.pruneErr != nil {
 		return classify(cairnv1.ReasonPruneGuard, s.pruneErr)
 	}
-	old, err := loadInventory(ctx, s.e.cluster.client, live)
-	if err != nil {
-		return transient(cairnv1.ReasonPruneFailed, err)
+	rs := s.removedSets[live.Namespace+"/"+live.Name]
+	if rs.err != nil {
+		return transient(cairnv1.ReasonPruneFailed, rs.err)
 	}
 	m, err := s.e.cluster.Manager(live.Namespace, live.Spec.ServiceAccountName)
 	if err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
-	ps := s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+	ps := rs.pruneSet
 	s.e.progress("remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
 	cs, err := deleteStale(ctx, m, ps, s.e.opts.DefaultTimeout)
 	res.Pruned = countDeleted(cs)

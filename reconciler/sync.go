@@ -140,9 +140,10 @@ type syncRun struct {
 	removeOK bool                      // the revision is complete enough to remove instances
 
 	mu            sync.Mutex
-	namespaces    map[string]bool   // namespaces known to exist
-	moduleDigests map[string]string // local module directory -> digest of its files
-	pruneErr      error             // a sync-wide prune refusal
+	namespaces    map[string]bool       // namespaces known to exist
+	moduleDigests map[string]string     // local module directory -> digest of its files
+	pruneErr      error                 // a sync-wide prune refusal
+	removedSets   map[string]removedSet // what each removed instance would delete, by namespace/name
 	results       []InstanceResult
 }
 
@@ -186,7 +187,7 @@ func (s *syncRun) run(ctx context.Context) {
 	s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
 	s.markInvalid(ctx)
 	s.renderAll(ctx)
-	s.checkPrunes()
+	s.checkPrunes(ctx)
 	s.applyAll(ctx)
 	s.removeInstances(ctx)
 }
