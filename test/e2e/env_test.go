@@ -35,6 +35,8 @@ type env struct {
 	engine  *reconciler.Engine
 	cache   string
 	ns      string // unique per test, e.g. "team-x7k2"
+	// progress collects the engine's progress lines, in the order the work happened.
+	progress *lockedBuffer
 }
 
 func newEnv(t *testing.T) *env {
@@ -53,6 +55,8 @@ func newEnv(t *testing.T) *env {
 	opts := reconciler.DefaultOptions()
 	opts.RenderCacheDir = filepath.Join(e.cache, "modules")
 	opts.DefaultTimeout = time.Minute
+	e.progress = &lockedBuffer{}
+	opts.Progress = e.progress
 	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
 	return e
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -36,10 +37,14 @@ func TestFirstSyncCreatesEverythingInOrder(t *testing.T) {
 	e.g.Expect(d.Labels).To(HaveKeyWithValue(cairnv1.InstanceLabel, e.ns+".a"))
 	e.g.Expect(e.configMap(e.ns, "a-x").Data).To(HaveKeyWithValue("value", "v-x"))
 	// dependsOn order: a was ready before b was applied, b before c.
-	a, b, c := e.instance(e.ns, "a"), e.instance(e.ns, "b"), e.instance(e.ns, "c")
-	e.g.Expect(readyTime(a)).To(BeTemporally("<=", createdTime(t, e, "b")))
-	e.g.Expect(readyTime(b)).To(BeTemporally("<=", createdTime(t, e, "c")))
-	e.g.Expect(c).NotTo(BeNil())
+	log := e.progress.String()
+	at := func(line string) int {
+		i := strings.Index(log, line)
+		e.g.Expect(i).To(BeNumerically(">=", 0), "progress line %q in:\n%s", line, log)
+		return i
+	}
+	e.g.Expect(at(e.ns + "/a ready")).To(BeNumerically("<", at("apply "+e.ns+"/b:")))
+	e.g.Expect(at(e.ns + "/b ready")).To(BeNumerically("<", at("apply "+e.ns+"/c:")))
 	var p cairnv1.Platform
 	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Name: "cluster"}, &p)).To(Succeed())
 	e.g.Expect(p.Status.LastSyncedRevision).To(Equal(res.Revision))
