@@ -38,6 +38,9 @@ const (
 	// or absolute path, symlinks, dependency replacements) or its path escapes
 	// the repository.
 	ReasonUnsafeModule = "UnsafeModule"
+	// ReasonVerifyFailed: the verifier refused a module (unsigned, wrongly
+	// signed, or its signature could not be checked).
+	ReasonVerifyFailed = "VerifyFailed"
 )
 
 // Error is the error type returned by Render and PushModule. File is relative

@@ -3,6 +3,8 @@ package render
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"cuelabs.dev/go/oci/ociregistry"
+	"cuelabs.dev/go/oci/ociregistry/ociauth"
 	"cuelabs.dev/go/oci/ociregistry/ociclient"
 	"cuelang.org/go/mod/modcache"
 	"cuelang.org/go/mod/modfile"
@@ -51,6 +54,11 @@ func (r *Renderer) cacheFor(req Request, needed string) (*moduleCache, error) {
 	if err != nil {
 		return nil, err
 	}
+	if id := req.Registry.VerifyID; id != "" {
+		// Modules fetched under a verification policy are kept apart, so
+		// that nothing cached without that check is used under it.
+		dir = filepath.Join(dir, "verified-"+shortHash(id))
+	}
 	key := cacheKey{reg: *req.Registry, dir: dir}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,8 +90,10 @@ func (r *Renderer) cacheDir(dir string) (string, error) {
 	return r.tempDir, nil
 }
 
-// newRegistryClient returns a CUE module registry client for reg: anonymous,
-// plain HTTP only when asked, responses capped in size.
+// newRegistryClient returns a CUE module registry client for reg: credentials
+// for reg.Host only and in memory, plain HTTP only when asked, reg's CAs,
+// responses capped in size, and every tag resolved and verified through
+// reg.Verifier when it is set.
 func newRegistryClient(reg ModuleRegistry) *modregistry.Client {
 	return modregistry.NewClientWithResolver(&resolver{reg: reg})
 }
@@ -101,26 +111,90 @@ type resolver struct {
 // ResolveToRegistry implements modregistry.Resolver.
 func (r *resolver) ResolveToRegistry(mpath, version string) (modregistry.RegistryLocation, error) {
 	r.once.Do(func() {
+		var base http.RoundTripper
+		if base, r.err = registryTransport(r.reg); r.err != nil {
+			return
+		}
 		r.oci, r.err = ociclient.New(r.reg.Host, &ociclient.Options{
-			Insecure:  r.reg.PlainHTTP,
-			Transport: cappedTransport{base: registryTransport()},
+			Insecure: r.reg.PlainHTTP,
+			Transport: ociauth.NewStdTransport(ociauth.StdTransportParams{
+				Config:    hostCredentials{reg: r.reg},
+				Transport: cappedTransport{base: base},
+			}),
 		})
+		if r.err == nil && r.reg.Verifier != nil {
+			r.oci = &verifiedRegistry{Interface: r.oci, host: r.reg.Host, verifier: r.reg.Verifier}
+		}
 	})
 	if r.err != nil {
 		return modregistry.RegistryLocation{}, r.err
 	}
-	repo := mpath
-	if prefix := strings.Trim(r.reg.Prefix, "/"); prefix != "" {
-		repo = prefix + "/" + mpath
-	}
-	return modregistry.RegistryLocation{Registry: r.oci, Repository: repo, Tag: version}, nil
+	return modregistry.RegistryLocation{Registry: r.oci, Repository: ModuleRepository(r.reg, mpath), Tag: version}, nil
 }
 
-func registryTransport() http.RoundTripper {
+func registryTransport(reg ModuleRegistry) (http.RoundTripper, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
 	t.ResponseHeaderTimeout = 30 * time.Second
-	return t
+	if reg.Timeout > 0 {
+		t.ResponseHeaderTimeout = reg.Timeout
+	}
+	if reg.CAPEM != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM([]byte(reg.CAPEM)) {
+			return nil, newError(ReasonFetchFailed, "the CA bundle of registry %s holds no PEM certificate", reg.Host)
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return t, nil
 }
+
+// hostCredentials gives reg's credentials to reg.Host and to no other host.
+type hostCredentials struct{ reg ModuleRegistry }
+
+// EntryForRegistry implements ociauth.Config.
+func (h hostCredentials) EntryForRegistry(host string) (ociauth.ConfigEntry, error) {
+	if host != h.reg.Host || h.reg.Username == "" {
+		return ociauth.ConfigEntry{}, nil
+	}
+	return ociauth.ConfigEntry{Username: h.reg.Username, Password: h.reg.Password}, nil
+}
+
+// verifiedRegistry resolves every tag through the verifier and reads the
+// manifest by the digest it returns, so that what is used is what was
+// verified even if the tag moves meanwhile.
+type verifiedRegistry struct {
+	ociregistry.Interface
+	host     string
+	verifier ModuleVerifier
+}
+
+// GetTag implements ociregistry.Interface.
+func (v *verifiedRegistry) GetTag(ctx context.Context, repo, tag string) (ociregistry.BlobReader, error) {
+	dgst, err := v.verifier.ResolveVerified(ctx, v.host, repo, tag)
+	if err != nil {
+		return nil, &verifyError{err: err}
+	}
+	return v.Interface.GetManifest(ctx, repo, ociregistry.Digest(dgst))
+}
+
+// ResolveTag implements ociregistry.Interface.
+func (v *verifiedRegistry) ResolveTag(ctx context.Context, repo, tag string) (ociregistry.Descriptor, error) {
+	dgst, err := v.verifier.ResolveVerified(ctx, v.host, repo, tag)
+	if err != nil {
+		return ociregistry.Descriptor{}, &verifyError{err: err}
+	}
+	return v.Interface.ResolveManifest(ctx, repo, ociregistry.Digest(dgst))
+}
+
+// verifyError marks a module refused by its verifier.
+type verifyError struct{ err error }
+
+func (e *verifyError) Error() string { return e.err.Error() }
+func (e *verifyError) Unwrap() error { return e.err }
 
 // cappedTransport fails responses whose body exceeds maxResponseBytes.
 type cappedTransport struct{ base http.RoundTripper }
@@ -243,8 +317,17 @@ func (mc *moduleCache) zipDigest(mv module.Version) (string, error) {
 // fetchError classifies a registry error and keeps cache paths out of it.
 func (mc *moduleCache) fetchError(mv module.Version, err error) *Error {
 	msg := strings.ReplaceAll(err.Error(), mc.dir, "<cache>")
+	if ve := (*verifyError)(nil); errors.As(err, &ve) {
+		return newError(ReasonVerifyFailed, "module %s: %w", mv, ve.err)
+	}
 	if errors.Is(err, modregistry.ErrNotFound) || errors.Is(err, ociregistry.ErrNameUnknown) || errors.Is(err, ociregistry.ErrManifestUnknown) {
 		return newError(ReasonModuleNotFound, "module %s not found in the registry: %s", mv, msg)
 	}
 	return newError(ReasonFetchFailed, "failed to fetch module %s: %s", mv, msg)
+}
+
+// shortHash returns 16 hex digits of the SHA-256 of s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }

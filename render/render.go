@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,11 +53,57 @@ type Catalog struct {
 
 // ModuleRegistry locates a CUE module registry (an OCI registry speaking the
 // CUE module layout). Host "127.0.0.1:5000" with Prefix "cairn-modules" is
-// what CUE_REGISTRY calls "127.0.0.1:5000/cairn-modules". Access is anonymous.
+// what CUE_REGISTRY calls "127.0.0.1:5000/cairn-modules". Access is anonymous
+// unless Username and Password are set; they are given to Host only, in
+// memory (never CUE's login file or a docker config).
 type ModuleRegistry struct {
 	Host      string
 	PlainHTTP bool
 	Prefix    string
+	// Username and Password authenticate to Host (basic auth, or the token
+	// exchange of the docker registry protocol).
+	Username, Password string
+	// CAPEM is a PEM bundle of CAs trusted for Host besides the system roots.
+	CAPEM string
+	// Timeout bounds each request to Host (0: 30s).
+	Timeout time.Duration
+	// Verifier, when set, resolves every module tag to a digest and checks
+	// its signature before anything of the module is read; the module is
+	// then pulled by that digest.
+	Verifier ModuleVerifier
+	// VerifyID identifies the verification policy (mode and trusted keys):
+	// modules cached on disk are kept apart per VerifyID, so that a module
+	// fetched under one policy is never used under another unchecked.
+	VerifyID string
+}
+
+// ModuleVerifier resolves and verifies registry artifacts for the renderer.
+type ModuleVerifier interface {
+	// ResolveVerified resolves repo:tag on host to the manifest digest to
+	// pull, having checked its signature; an error refuses the module.
+	ResolveVerified(ctx context.Context, host, repo, tag string) (string, error)
+}
+
+// String describes the registry without its credentials.
+func (m ModuleRegistry) String() string {
+	s := m.Host
+	if m.Prefix != "" {
+		s += "/" + strings.Trim(m.Prefix, "/")
+	}
+	return s
+}
+
+// GoString describes the registry without its credentials.
+func (m ModuleRegistry) GoString() string { return "render.ModuleRegistry{" + m.String() + "}" }
+
+// ModuleRepository returns the OCI repository that holds module path mpath
+// (with or without its major version suffix) in reg.
+func ModuleRepository(reg ModuleRegistry, mpath string) string {
+	base, _, _ := strings.Cut(mpath, "@")
+	if prefix := strings.Trim(reg.Prefix, "/"); prefix != "" {
+		return prefix + "/" + base
+	}
+	return base
 }
 
 // CUEModuleRef names a module version in the registry, e.g.
