@@ -23,6 +23,14 @@ const (
 	ReasonNamespaceDenied    = "NamespaceDenied"
 	ReasonSuspended          = "Suspended"
 	ReasonSourceFailed       = "SourceFailed"
+	ReasonSignatureMissing   = "SignatureMissing"
+	ReasonSignatureInvalid   = "SignatureInvalid"
+	ReasonVerified           = "Verified"
+	ReasonNotVerified        = "NotVerified"
+	ReasonUnsupportedSecret  = "UnsupportedSecret"
+	ReasonRegistryNotReady   = "RegistryNotReady"
+	ReasonArtifactFailed     = "ArtifactFailed"
+	ReasonPublishFailed      = "PublishFailed"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

@@ -201,6 +201,50 @@ type ModuleInstanceStatus struct {
 	// History holds the last ten attempts, newest first.
 	// +optional
 	History []HistoryEntry `json:"history,omitempty"`
+	// Artifacts are the OCI artifacts (CUE modules, charts) the last render
+	// used, each with its digest and how its signature was checked.
+	// +optional
+	Artifacts []ArtifactStatus `json:"artifacts,omitempty"`
+	// Published is the signed OCI artifact holding the rendered objects last
+	// applied (Platform spec.render.publish).
+	// +optional
+	Published *PublishedArtifact `json:"published,omitempty"`
+}
+
+// Verification results of ArtifactStatus.
+const (
+	VerificationVerified   = "Verified"
+	VerificationFailed     = "Failed"
+	VerificationUnverified = "Unverified"
+	VerificationSkipped    = "Skipped"
+)
+
+// ArtifactStatus is one OCI artifact used by a render.
+type ArtifactStatus struct {
+	// Ref is host/repository:tag as declared.
+	Ref string `json:"ref"`
+	// Digest is the manifest digest the tag was resolved to, pulled and verified by.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Verification is Verified, Failed, Unverified (Warn mode, or no keys) or Skipped (Off).
+	Verification string `json:"verification"`
+	// KeyID names the public key that verified the signature.
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
+	// Message explains a result other than Verified.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PublishedArtifact is a rendered-objects artifact in the publish registry.
+type PublishedArtifact struct {
+	// Ref is host/repository:tag (the tag is the render digest).
+	Ref string `json:"ref"`
+	// Digest is the artifact's manifest digest.
+	Digest string `json:"digest"`
+	// Revision is the source SHA the artifact was first published for.
+	// +optional
+	Revision string `json:"revision,omitempty"`
 }
 
 // Inventory lists applied objects; large ones live compressed in a Secret.

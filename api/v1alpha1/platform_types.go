@@ -83,7 +83,11 @@ const (
 
 // PlatformVerify sets the signature verification mode.
 type PlatformVerify struct {
-	// Mode is Enforce, Warn or Off.
+	// Mode is Enforce, Warn or Off. Enforce fails an instance whose module or
+	// chart is unsigned, wrongly signed, or from a Registry without keys; Warn
+	// uses it and reports; Off checks nothing. Unset enforces for Registries
+	// that declare cosign keys and leaves artifacts of the others unverified
+	// (reported as such).
 	// +kubebuilder:validation:Enum=Enforce;Warn;Off
 	// +optional
 	Mode VerifyMode `json:"mode,omitempty"`
