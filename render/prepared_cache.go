@@ -26,6 +26,7 @@ func newPreparedKey(module, digest string, req Request, pins *pinner) preparedKe
 	key := preparedKey{module: module, digest: digest, refuse: pins.refuse, cacheDir: req.CacheDir}
 	if req.Registry != nil {
 		key.registry = *req.Registry
+		key.registry.Verifier = nil
 	}
 	var catalogs []string
 	for _, mpath := range slices.Sorted(maps.Keys(pins.pins)) {

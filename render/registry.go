@@ -59,13 +59,15 @@ func (r *Renderer) cacheFor(req Request, needed string) (*moduleCache, error) {
 		// that nothing cached without that check is used under it.
 		dir = filepath.Join(dir, "verified-"+shortHash(id))
 	}
-	key := cacheKey{reg: *req.Registry, dir: dir}
+	reg := *req.Registry
+	reg.Verifier = nil // taken from each render's context
+	key := cacheKey{reg: reg, dir: dir}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if mc, ok := r.caches[key]; ok {
 		return mc, nil
 	}
-	cache, err := modcache.New(newRegistryClient(*req.Registry), dir)
+	cache, err := modcache.New(newRegistryClient(reg), dir)
 	if err != nil {
 		return nil, newError(ReasonFetchFailed, "failed to open the module cache: %w", err)
 	}
@@ -122,8 +124,8 @@ func (r *resolver) ResolveToRegistry(mpath, version string) (modregistry.Registr
 				Transport: cappedTransport{base: base},
 			}),
 		})
-		if r.err == nil && r.reg.Verifier != nil {
-			r.oci = &verifiedRegistry{Interface: r.oci, host: r.reg.Host, verifier: r.reg.Verifier}
+		if r.err == nil && (r.reg.Verifier != nil || r.reg.VerifyID != "") {
+			r.oci = &verifiedRegistry{Interface: r.oci, host: r.reg.Host, verifier: r.reg.Verifier, policy: r.reg.VerifyID}
 		}
 	})
 	if r.err != nil {
@@ -165,29 +167,49 @@ func (h hostCredentials) EntryForRegistry(host string) (ociauth.ConfigEntry, err
 
 // verifiedRegistry resolves every tag through the verifier and reads the
 // manifest by the digest it returns, so that what is used is what was
-// verified even if the tag moves meanwhile.
+// verified even if the tag moves meanwhile. The verifier is the one in the
+// render's context (else the one it was built with); with neither, every
+// module is refused: a policy that asks for verification fails closed.
 type verifiedRegistry struct {
 	ociregistry.Interface
 	host     string
 	verifier ModuleVerifier
+	policy   string
+}
+
+type verifierKey struct{}
+
+func (v *verifiedRegistry) resolve(ctx context.Context, repo, tag string) (ociregistry.Digest, error) {
+	verifier, _ := ctx.Value(verifierKey{}).(ModuleVerifier)
+	if verifier == nil {
+		verifier = v.verifier
+	}
+	if verifier == nil {
+		return "", &verifyError{err: fmt.Errorf("%s/%s:%s must be verified (policy %s), and no verifier was given", v.host, repo, tag, v.policy)}
+	}
+	dgst, err := verifier.ResolveVerified(ctx, v.host, repo, tag)
+	if err != nil {
+		return "", &verifyError{err: err}
+	}
+	return ociregistry.Digest(dgst), nil
 }
 
 // GetTag implements ociregistry.Interface.
 func (v *verifiedRegistry) GetTag(ctx context.Context, repo, tag string) (ociregistry.BlobReader, error) {
-	dgst, err := v.verifier.ResolveVerified(ctx, v.host, repo, tag)
+	dgst, err := v.resolve(ctx, repo, tag)
 	if err != nil {
-		return nil, &verifyError{err: err}
+		return nil, err
 	}
-	return v.Interface.GetManifest(ctx, repo, ociregistry.Digest(dgst))
+	return v.Interface.GetManifest(ctx, repo, dgst)
 }
 
 // ResolveTag implements ociregistry.Interface.
 func (v *verifiedRegistry) ResolveTag(ctx context.Context, repo, tag string) (ociregistry.Descriptor, error) {
-	dgst, err := v.verifier.ResolveVerified(ctx, v.host, repo, tag)
+	dgst, err := v.resolve(ctx, repo, tag)
 	if err != nil {
-		return ociregistry.Descriptor{}, &verifyError{err: err}
+		return ociregistry.Descriptor{}, err
 	}
-	return v.Interface.ResolveManifest(ctx, repo, ociregistry.Digest(dgst))
+	return v.Interface.ResolveManifest(ctx, repo, dgst)
 }
 
 // verifyError marks a module refused by its verifier.

@@ -268,6 +268,11 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	limits := req.Limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
+	if req.Registry != nil && req.Registry.Verifier != nil {
+		// The verifier travels with the render, not with the cached registry
+		// clients and prepared modules, which outlive it.
+		ctx = context.WithValue(ctx, verifierKey{}, req.Registry.Verifier)
+	}
 
 	// Module: read a local one (its files are its identity) or name a
 	// registry one, and look for it among the prepared modules.

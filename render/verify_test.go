@@ -189,3 +189,16 @@ func TestRegistryCredentialsStayOnTheirHost(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	g.Expect(hostCredentials{reg: withCreds}.EntryForRegistry(u.Host)).NotTo(BeZero())
 }
+
+// TestVerifyPolicyWithoutVerifierFailsClosed asks for verification and gives
+// no verifier: every module is refused.
+func TestVerifyPolicyWithoutVerifierFailsClosed(t *testing.T) {
+	g := NewWithT(t)
+	reg := newTestRegistry(t)
+	push(t, reg, "../examples/registry/catalog", "v0.1.0")
+	reg.VerifyID = "Enforce/some-key"
+	req := registryRequest(reg, "cairn.dev/examples/catalog@v0", t.TempDir())
+	_, err := NewRenderer().Render(context.Background(), req)
+	g.Expect(Reason(err)).To(Equal(ReasonVerifyFailed))
+	g.Expect(err.Error()).To(ContainSubstring("no verifier"))
+}
