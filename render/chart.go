@@ -1,0 +1,310 @@
+package render
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	k8sversion "k8s.io/apimachinery/pkg/util/version"
+)
+
+// Reasons of chart renders, besides those in errors.go that charts share with
+// CUE modules (RenderFailed, InvalidObject, LimitExceeded, RenderTimeout).
+const (
+	// ReasonChartInvalid: the chart archive or the chart is malformed or
+	// unsafe: an archive entry that is not a regular file, has an absolute
+	// name, a backslash or a ".." element, or lies outside the chart's
+	// directory; a chart name with a path in it; a library chart; a
+	// dependency missing from charts/; a kubeVersion the render's Kubernetes
+	// version does not satisfy; a values.schema.json that is not JSON or
+	// reaches outside the chart ($ref, $dynamicRef, $recursiveRef or $schema).
+	ReasonChartInvalid = "ChartInvalid"
+	// ReasonValuesInvalid: the values of a chart instance are not a JSON
+	// object, or violate a values.schema.json of the chart or its subcharts.
+	ReasonValuesInvalid = "ValuesInvalid"
+)
+
+// chartKubeVersion is the Kubernetes version charts see in
+// .Capabilities.KubeVersion and that their kubeVersion must allow: the one of
+// k8s.io/client-go in go.mod, whose API versions .Capabilities.APIVersions
+// lists (helm's SDK default, v1.20, is far older than those).
+// TestChartKubeVersionMatchesClientGo keeps the two together.
+const chartKubeVersion = "v1.37.0"
+
+// chartSlots bounds the chart renders whose goroutine is still running,
+// including those abandoned at their deadline (templates cannot be
+// interrupted).
+var chartSlots = make(chan struct{}, max(4, runtime.GOMAXPROCS(0)))
+
+// ChartRequest is one chart instance to render. The caller has already
+// resolved the chart's tag to a digest, verified its signature and pulled
+// the archive by that digest.
+type ChartRequest struct {
+	// Name and Namespace identify the instance: they are the release name
+	// and namespace, and Namespace is given to namespaced objects that have
+	// none.
+	Name, Namespace string
+	// Chart names the chart in errors, e.g.
+	// "oci://registry.example.com/charts/podinfo@sha256:...".
+	Chart string
+	// Archive is the chart archive (.tgz) as pulled.
+	Archive []byte
+	// Digest is the chart's manifest digest; it becomes Result.ModuleDigest.
+	Digest string
+	// Values is a JSON object of Helm values; nil means none.
+	Values []byte
+	// Limits bound the render; zero fields mean DefaultLimits.
+	Limits Limits
+}
+
+// RenderChart renders a Helm chart archive with the Helm SDK (v3) as
+// `helm install` would, without a cluster, and returns its objects ordered
+// and digested like those of a CUE module.
+//
+// Archive: the archive may be at most 10 MiB; it is unpacked in memory,
+// subchart archives (charts/*.tgz) included, within one budget: at most
+// 5 MiB per file, 100 MiB and 5000 entries in all, subcharts nested at most
+// 10 deep (LimitExceeded). Entries must be regular files or directories
+// inside the chart's directory, with relative names free of ".." and
+// backslashes (ChartInvalid, naming the entry). Chart names (Chart.yaml
+// `name`, subcharts' too) must not contain "/", "\" or "..". Library charts,
+// dependencies of Chart.yaml missing from charts/ and a kubeVersion that
+// excludes Kubernetes v1.37.0 are ChartInvalid.
+//
+// Values: Values is a JSON object (at most 4 MiB) coalesced with the chart's
+// values.yaml; dependencies are enabled by their condition and tags and
+// import-values apply, as in Helm. The values must satisfy the
+// values.schema.json of the chart and of its subcharts (ValuesInvalid, with
+// Helm's message naming the field). Before Helm compiles a schema, every
+// values.schema.json is checked: at most 1 MiB and 100 levels deep
+// (LimitExceeded), and every $ref, $dynamicRef and $recursiveRef must be a
+// reference inside the schema ("#...") and $schema one of the JSON Schema
+// drafts (ChartInvalid, naming the file and the reference): schemas never
+// reach files, URLs or other charts.
+//
+// Templates: rendered by helm.sh/helm/v3/pkg/engine with release options
+// {Name, Namespace, Revision 1, IsInstall} and Helm's default capabilities
+// with KubeVersion v1.37.0; there is no cluster: `lookup` returns an empty
+// object and `getHostByName` an empty string. A template error is
+// RenderFailed and keeps Helm's message, which names the template file and
+// line ("template: podinfo/templates/x.yaml:12:3: executing ..."), prefixed
+// with the chart. The output is deterministic when the templates are: charts
+// that use random or time functions (randAlphaNum, genCA, now) render a new
+// digest each time.
+//
+// Objects: NOTES.txt files and partials (_*.tpl) are dropped; each rendered
+// file is split into YAML documents, empty documents are skipped, and any
+// other document must be a Kubernetes object (InvalidObject, naming the
+// template file and the document). Hooks are not run: every document with a
+// helm.sh/hook annotation (install, upgrade, delete, rollback and test hooks
+// alike) is dropped. The files in crds/ directories of the chart and its
+// subcharts are rendered as objects too (CRDs sort first). The objects are
+// then namespaced, checked for duplicates, ordered and digested like those
+// of a CUE module (see the package documentation), within Limits.MaxObjects
+// and Limits.MaxBytes (of their JSON). Result.ModuleDigest is req.Digest;
+// Result.Warnings notes a deprecated chart.
+//
+// Bounds: the whole render has the deadline Limits.Timeout (RenderTimeout).
+// Templates cannot be interrupted, so each render runs in its own goroutine,
+// which runs on past the deadline until it ends; at most max(4, GOMAXPROCS)
+// such goroutines exist at once, and a render waits for one within its
+// deadline. As for CUE, the limits bound the result, not the memory that
+// templates use while they run.
+//
+// Errors are *Error values whose message starts with "chart <req.Chart>: ".
+func RenderChart(ctx context.Context, req ChartRequest) (*Result, error) {
+	return renderChart(ctx, req, defaultArchiveLimits)
+}
+
+// renderChart is RenderChart with the archive caps as a parameter, which
+// tests lower.
+func renderChart(ctx context.Context, req ChartRequest, caps archiveLimits) (*Result, error) {
+	limits := req.Limits.withDefaults()
+	if n := int64(len(req.Archive)); n > caps.archiveBytes {
+		return nil, chartError(req.Chart, newError(ReasonLimitExceeded, "archive is %d bytes, more than the %d-byte cap", n, caps.archiveBytes))
+	}
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		return nil, timeoutError(ctx, limits, "before rendering chart "+req.Chart)
+	}
+	select {
+	case chartSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, timeoutError(ctx, limits, "while waiting for a chart render slot (earlier chart renders are still running past their deadline)")
+	}
+	done := make(chan chartOutcome, 1)
+	go func() {
+		defer func() { <-chartSlots }()
+		defer func() {
+			if p := recover(); p != nil {
+				done <- chartOutcome{err: chartError(req.Chart, newError(ReasonRenderFailed, "rendering panicked: %v", p))}
+			}
+		}()
+		res, err := renderChartNow(req, limits, caps)
+		done <- chartOutcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return nil, timeoutError(ctx, limits, "while rendering chart "+req.Chart)
+	}
+}
+
+type chartOutcome struct {
+	res *Result
+	err error
+}
+
+// renderChartNow does the work of a chart render, without its deadline.
+func renderChartNow(req ChartRequest, limits Limits, caps archiveLimits) (*Result, error) {
+	res, err := renderChartSteps(req, limits, caps)
+	return res, chartError(req.Chart, err)
+}
+
+func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Result, error) {
+	// Chart: unpack within the caps, load, and refuse what Helm would not
+	// install.
+	chrt, err := loadChart(req.Archive, caps)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInstallable(chrt); err != nil {
+		return nil, err
+	}
+	// Schemas: no reach outside the chart before Helm compiles them.
+	if err := checkSchemas(chrt); err != nil {
+		return nil, err
+	}
+	// Values and templates.
+	vals, err := chartValues(req.Values)
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := renderTemplates(chrt, req, vals)
+	if err != nil {
+		return nil, err
+	}
+	// Objects: CRDs and rendered documents, without hooks, in render order.
+	raw, err := chartObjects(chrt, rendered, limits)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(raw, req.Namespace, req.Digest, chartWarnings(chrt))
+}
+
+// checkInstallable refuses what `helm install` refuses: library charts,
+// dependencies missing from charts/ and a kubeVersion that excludes ours.
+func checkInstallable(c *chart.Chart) error {
+	if c.Metadata.Type != "" && c.Metadata.Type != "application" {
+		return newError(ReasonChartInvalid, "%s is a %s chart, which cannot be rendered", c.Name(), c.Metadata.Type)
+	}
+	var missing []string
+	for _, dep := range c.Metadata.Dependencies {
+		if !hasSubchart(c, dep.Name) {
+			missing = append(missing, dep.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return newError(ReasonChartInvalid, "dependencies %q of Chart.yaml are missing from charts/", missing)
+	}
+	if kv := c.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, chartKubeVersion) {
+		return newError(ReasonChartInvalid, "chart requires kubeVersion %s, which excludes Kubernetes %s", kv, chartKubeVersion)
+	}
+	return nil
+}
+
+func hasSubchart(c *chart.Chart, name string) bool {
+	for _, d := range c.Dependencies() {
+		if d.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// chartValues parses the instance's values, a JSON object.
+func chartValues(data []byte) (map[string]any, error) {
+	if len(data) > maxValuesBytes {
+		return nil, newError(ReasonLimitExceeded, "values are larger than %d bytes", maxValuesBytes)
+	}
+	vals := map[string]any{}
+	if len(data) == 0 {
+		return vals, nil
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, newError(ReasonValuesInvalid, "values are not valid JSON: %w", err)
+	}
+	switch v := v.(type) {
+	case nil:
+		return vals, nil
+	case map[string]any:
+		return v, nil
+	}
+	return nil, newError(ReasonValuesInvalid, "values must be a JSON object")
+}
+
+// renderTemplates processes the dependencies, coalesces and validates the
+// values and renders the templates, as `helm install` does before it talks
+// to the cluster.
+func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any) (map[string]string, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(c, vals); err != nil {
+		return nil, newError(ReasonChartInvalid, "failed to process the dependencies: %w", err)
+	}
+	opts := chartutil.ReleaseOptions{Name: req.Name, Namespace: req.Namespace, Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValues(c, vals, opts, chartCapabilities())
+	if err != nil {
+		return nil, &Error{Reason: ReasonValuesInvalid, Err: trimmedError(err)}
+	}
+	// engine.Render has no cluster: lookup returns an empty object and DNS
+	// lookups are off.
+	rendered, err := engine.Render(c, top)
+	if err != nil {
+		return nil, &Error{Reason: ReasonRenderFailed, Err: trimmedError(err)}
+	}
+	return rendered, nil
+}
+
+// chartCapabilities are Helm's defaults with our Kubernetes version.
+func chartCapabilities() *chartutil.Capabilities {
+	caps := chartutil.DefaultCapabilities.Copy()
+	v := k8sversion.MustParseSemantic(chartKubeVersion)
+	caps.KubeVersion = chartutil.KubeVersion{
+		Version: chartKubeVersion,
+		Major:   strconv.FormatUint(uint64(v.Major()), 10),
+		Minor:   strconv.FormatUint(uint64(v.Minor()), 10),
+	}
+	return caps
+}
+
+func chartWarnings(c *chart.Chart) []string {
+	if c.Metadata.Deprecated {
+		return []string{fmt.Sprintf("chart %s %s is deprecated", c.Name(), c.Metadata.Version)}
+	}
+	return nil
+}
+
+// chartError prefixes the message of a render error with the chart.
+func chartError(ref string, err error) error {
+	var e *Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	out := *e
+	out.Err = fmt.Errorf("chart %s: %w", ref, e.Err)
+	return &out
+}
+
+// trimmedError drops the trailing newline of Helm's multi-line messages.
+func trimmedError(err error) error {
+	return errors.New(strings.TrimRight(err.Error(), "\n"))
+}
