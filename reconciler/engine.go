@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/sign"
 )
 
 // Renderer renders one instance; render.Renderer is the implementation.
@@ -39,6 +40,14 @@ type Options struct {
 	Log logr.Logger
 	// Reporter is told about each sync as it happens (nil: nobody).
 	Reporter Reporter
+	// Namespace is cairn's own namespace, where the Secrets and ConfigMaps that
+	// Registries name live ("" means DefaultNamespace).
+	Namespace string
+	// Secrets, when set, is read instead of cairn's namespace (offline renders).
+	Secrets SecretSource
+	// RegistryConfig is a docker config the user passed explicitly; it gives
+	// credentials to Registries that name no Secret. Never read implicitly.
+	RegistryConfig []byte
 }
 
 // DefaultOptions returns options that suit a small cluster.
@@ -58,6 +67,7 @@ type Engine struct {
 	cluster  *Cluster
 	renderer Renderer
 	cache    *renderCache
+	verifier *sign.Verifier // signature checks, cached by digest across syncs
 	opts     Options
 }
 
@@ -82,7 +92,7 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	if opts.RenderCacheDir != "" {
 		cacheDir = filepath.Join(opts.RenderCacheDir, "renders")
 	}
-	return &Engine{cluster: cluster, renderer: renderer, cache: newRenderCache(cacheDir), opts: opts}
+	return &Engine{cluster: cluster, renderer: renderer, cache: newRenderCache(cacheDir), verifier: &sign.Verifier{}, opts: opts}
 }
 
 // progress writes one line of progress for long syncs.

@@ -206,6 +206,10 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 // and digests; on failure only the attempt (the last good state stays).
 func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.ModuleInstance) {
 	mi := r.live
+	if r.affected {
+		mi.Status.Artifacts = r.artifacts
+		markVerified(mi, r.artifacts)
+	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {
 			if err := storeInventory(ctx, s.e.cluster.client, mi, r.failedInventory()); err != nil {
@@ -221,6 +225,9 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			mi.Status.SourceDigest = s.sourceDigest(r)
 			mi.Status.ValuesDigest = digestJSON(mi.Spec.Values)
 			mi.Status.RenderDigest = r.rendered.Digest
+			if r.published != nil {
+				mi.Status.Published = r.published
+			}
 			markSucceeded(mi, s.rev.SHA, r.summary(), s.now)
 		}
 	}

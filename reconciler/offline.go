@@ -8,7 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
+	"cairn.dev/cairn/sign"
 )
 
 // Rendered is the render of one instance without a cluster.
@@ -17,7 +19,9 @@ type Rendered struct {
 	Objects         []*unstructured.Unstructured
 	Digest          string
 	Warnings        []string
-	Err             error
+	// Artifacts are the OCI artifacts used, with their verification.
+	Artifacts []cairnv1.ArtifactStatus
+	Err       error
 }
 
 // RenderOffline loads the declarations of rev and renders the instances that match
@@ -32,6 +36,7 @@ func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 	if err != nil {
 		return nil, err
 	}
+	sc := newSupplyChain(ctx, opts.Secrets, opts, &sign.Verifier{}, set.Platform, set.Registries)
 	var out []Rendered
 	for _, inv := range set.Invalid {
 		if filter == "" || filter == inv.Object {
@@ -43,7 +48,7 @@ func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 		if filter != "" && filter != mi.Namespace+"/"+mi.Name {
 			continue
 		}
-		out = append(out, renderOne(ctx, renderer, set, mi, root, opts))
+		out = append(out, renderOne(ctx, renderer, set, mi, root, opts, sc))
 	}
 	if filter != "" && len(out) == 0 {
 		return nil, fmt.Errorf("instance %s is not declared", filter)
@@ -52,14 +57,26 @@ func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 }
 
 func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi *cairnv1.ModuleInstance,
-	root fs.FS, opts Options) Rendered {
+	root fs.FS, opts Options, sc *supplyChain) Rendered {
 	out := Rendered{Namespace: mi.Namespace, Name: mi.Name}
-	req, f := renderRequest(set, mi, root, opts)
+	artifacts, chart, f := sc.verifyArtifacts(ctx, set.Platform, mi)
+	out.Artifacts = artifacts
 	if f != nil {
 		out.Err = f
 		return out
 	}
-	res, err := renderer.Render(ctx, req)
+	req, f := renderRequest(set, mi, root, opts, sc)
+	if f != nil {
+		out.Err = f
+		return out
+	}
+	var res *render.Result
+	var err error
+	if chart != nil {
+		res, _, err = renderChart(ctx, nil, chart, req)
+	} else {
+		res, err = renderer.Render(ctx, req)
+	}
 	if err != nil {
 		out.Err = err
 		return out

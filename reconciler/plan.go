@@ -37,6 +37,12 @@ type instanceRun struct {
 	appliedLive []*unstructured.Unstructured
 	pruned      *ssa.ChangeSet
 	done        chan struct{}
+	// artifacts are the OCI artifacts the render used, with their verification.
+	artifacts []cairnv1.ArtifactStatus
+	// chart is the verified chart of a chart instance.
+	chart *chartInput
+	// published is the signed artifact of this render.
+	published *cairnv1.PublishedArtifact
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"fmt"
 	"strings"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 // Markdown renders the plan for a pull request: a summary table (instances ×
@@ -41,7 +43,15 @@ func actionCell(i InstancePlan) string {
 }
 
 func (i InstancePlan) changes() bool {
-	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != ""
+	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0
+}
+
+func markdownArtifact(a cairnv1.ArtifactStatus) string {
+	icon := map[string]string{
+		cairnv1.VerificationVerified: "✅", cairnv1.VerificationFailed: "❌",
+		cairnv1.VerificationUnverified: "⚠️", cairnv1.VerificationSkipped: "➖",
+	}[a.Verification]
+	return icon + " **" + a.Verification + "** `" + strings.TrimPrefix(ArtifactLine(a), a.Verification+" ") + "`"
 }
 
 func (i InstancePlan) markdownSection() string {
@@ -60,6 +70,15 @@ func (i InstancePlan) markdownSection() string {
 		writeLines(&b, "! ", i.Configure)
 		writeLines(&b, "- ", i.Prune)
 		b.WriteString("```\n\n")
+	}
+	for _, a := range i.Artifacts {
+		fmt.Fprintf(&b, "- Artifact: %s\n", markdownArtifact(a))
+	}
+	if i.Publish != "" {
+		fmt.Fprintf(&b, "- Publishes: `%s` (signed)\n", i.Publish)
+	}
+	if len(i.Artifacts) > 0 || i.Publish != "" {
+		b.WriteString("\n")
 	}
 	if i.PruneVerdict != "" && i.PruneVerdict != "allowed" {
 		fmt.Fprintf(&b, "**Prune:** %s\n\n", i.PruneVerdict)

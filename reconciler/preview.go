@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,25 @@ type InstancePlan struct {
 	Reason       string `json:"reason,omitempty"`
 	// Diff is the rendered diff from the base revision (PlanChange only).
 	Diff string `json:"diff,omitempty"`
+	// Artifacts are the OCI artifacts the render uses and how each verified.
+	Artifacts []cairnv1.ArtifactStatus `json:"artifacts,omitempty"`
+	// Publish is where the render would be published, when the Platform publishes.
+	Publish string `json:"publish,omitempty"`
+}
+
+// ArtifactLine describes one artifact's verification in one line.
+func ArtifactLine(a cairnv1.ArtifactStatus) string {
+	line := a.Verification + " " + a.Ref
+	if a.Digest != "" && !strings.Contains(a.Ref, "@") {
+		line += "@" + a.Digest
+	}
+	switch {
+	case a.KeyID != "":
+		line += " (key " + a.KeyID + ")"
+	case a.Message != "":
+		line += " (" + a.Message + ")"
+	}
+	return line
 }
 
 // Failed reports whether the plan holds errors.
@@ -94,7 +114,11 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 }
 
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
-	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why}
+	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.artifacts}
+	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
+		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),
+			r.mi.Namespace, r.mi.Name, strings.ReplaceAll(r.rendered.Digest, ":", "-"))
+	}
 	switch {
 	case r.mi.Spec.Suspend:
 		ip.Action = "Skip"

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sync"
@@ -32,12 +33,25 @@ func (s *syncRun) renderAll(ctx context.Context) {
 
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	s.e.progress("render %s (%s)", r.key(), r.why)
-	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts)
+	artifacts, chart, f := s.supply.verifyArtifacts(ctx, s.platform, r.mi)
+	r.artifacts, r.chart = artifacts, chart
 	if f != nil {
 		r.failure = f
 		return
 	}
-	res, cached, err := s.e.renderCached(ctx, req, s.moduleID(r))
+	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts, s.supply)
+	if f != nil {
+		r.failure = f
+		return
+	}
+	var res *render.Result
+	var cached bool
+	var err error
+	if r.chart != nil {
+		res, cached, err = renderChart(ctx, s.e.cache, r.chart, req)
+	} else {
+		res, cached, err = s.e.renderCached(ctx, req, s.moduleID(r))
+	}
 	if cached {
 		s.e.progress("render %s: cached", r.key())
 	}
@@ -50,11 +64,18 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		return
 	}
 	r.rendered, r.objects = res, res.Objects
+	if f := s.publish(ctx, r); f != nil {
+		r.failure = f
+	}
 }
 
 // renderFailure types a render error: a registry that could not be reached is
 // transient; everything else about a render is decided by its inputs and stalls.
 func renderFailure(key string, err error) *Failure {
+	if f := (*Failure)(nil); errors.As(err, &f) {
+		// A refusal of the supply chain (a module's signature) keeps its type.
+		return &Failure{Kind: f.Kind, Reason: f.Reason, Err: fmt.Errorf("failed to render %s: %w", key, err)}
+	}
 	reason := renderReason(err)
 	err = fmt.Errorf("failed to render %s: %w", key, err)
 	if reason == render.ReasonFetchFailed {
@@ -71,7 +92,7 @@ func renderReason(err error) string {
 }
 
 // renderRequest builds the render input of mi from the declarations.
-func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS, opts Options) (render.Request, *Failure) {
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
 	p := set.Platform
 	req := render.Request{
 		Name: mi.Name, Namespace: mi.Namespace, Source: root,
@@ -83,17 +104,22 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	for _, c := range p.Spec.Catalogs {
 		req.Catalogs = append(req.Catalogs, render.Catalog{Module: c.Module, Version: c.Version})
 	}
-	if reg := set.Registry(p.Spec.ModuleRegistry); reg != nil {
-		req.Registry = &render.ModuleRegistry{Host: reg.Spec.Hostname, PlainHTTP: reg.Spec.PlainHTTP}
+	if m := mi.Spec.Module; m.Chart != nil {
+		return req, nil
 	}
+	reg, f := sc.moduleRegistry(p.Spec.ModuleRegistry)
+	if f != nil && (mi.Spec.Module.CUE != nil || len(p.Spec.Catalogs) > 0) {
+		return req, f
+	}
+	req.Registry = reg
 	switch m := mi.Spec.Module; {
 	case m.Local != nil:
 		req.LocalPath = cleanLocal(m.Local.Path)
 	case m.CUE != nil:
 		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
 	default:
-		return req, failuref(Stalled, "UnsupportedModule",
-			"%s: module.chart is not supported by this version of cairn", mi.Namespace+"/"+mi.Name)
+		return req, failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+			"%s: module needs one of cue, chart or local", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil
 }
@@ -103,7 +129,11 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 // versions are immutable).
 func (s *syncRun) moduleID(r *instanceRun) string {
 	if m := r.mi.Spec.Module.CUE; m != nil {
-		return m.Path + "@" + m.Version
+		id := m.Path + "@" + m.Version
+		for _, a := range r.artifacts {
+			id += "@" + a.Digest // the module and catalogs as resolved in this sync
+		}
+		return id
 	}
 	return r.sourceDigest
 }

@@ -138,6 +138,8 @@ type syncRun struct {
 	live     map[string]*cairnv1.ModuleInstance
 	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
 	removeOK bool                      // the revision is complete enough to remove instances
+	readOnly bool                      // a plan: nothing is written
+	supply   *supplyChain
 
 	mu            sync.Mutex
 	namespaces    map[string]bool       // namespaces known to exist
@@ -154,9 +156,10 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
 		moduleDigests: map[string]string{},
-		removeOK:      len(set.Unparsed) == 0,
+		removeOK:      len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
+	s.supply = newSupplyChain(ctx, e.secrets(), e.opts, e.verifier, set.Platform, set.Registries)
 	if !readOnly {
 		if err := s.mirrorPlatform(ctx); err != nil {
 			return nil, classify(cairnv1.ReasonApplyFailed, err)

@@ -228,6 +228,9 @@ type ArtifactStatus struct {
 	Digest string `json:"digest,omitempty"`
 	// Verification is Verified, Failed, Unverified (Warn mode, or no keys) or Skipped (Off).
 	Verification string `json:"verification"`
+	// Reason is the reason of a Failed result, e.g. SignatureMissing.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// KeyID names the public key that verified the signature.
 	// +optional
 	KeyID string `json:"keyID,omitempty"`

@@ -15,7 +15,10 @@ func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ W
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := repo.engineOptions()
+	opts, err := repo.engineOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	if progress {
 		opts.Progress = errOut
 	}

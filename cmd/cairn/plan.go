@@ -109,6 +109,12 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		if i.Unchanged > 0 {
 			fmt.Fprintf(w, "  = %d unchanged\n", i.Unchanged)
 		}
+		for _, a := range i.Artifacts {
+			fmt.Fprintf(w, "  artifact: %s\n", reconciler.ArtifactLine(a))
+		}
+		if i.Publish != "" {
+			fmt.Fprintf(w, "  publish: %s (signed)\n", i.Publish)
+		}
 		if len(i.Prune) > 0 || (i.PruneVerdict != "" && i.PruneVerdict != "allowed") {
 			fmt.Fprintf(w, "  prune: %s\n", i.PruneVerdict)
 		}

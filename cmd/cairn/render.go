@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -34,9 +35,13 @@ func newRenderCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts, err := repo.engineOptions()
+			if err != nil {
+				return err
+			}
 			renderer := newRenderer()
 			defer renderer.Close()
-			out, err := reconciler.RenderOffline(cmd.Context(), renderer, rev, repo.engineOptions(), instance)
+			out, err := reconciler.RenderOffline(cmd.Context(), renderer, rev, opts, instance)
 			if err != nil {
 				return err
 			}
@@ -52,11 +57,19 @@ func newRenderCommand() *cobra.Command {
 func newRenderer() *render.Renderer { return render.NewRenderer() }
 
 // engineOptions are the engine options the repository flags imply.
-func (f *repoFlags) engineOptions() reconciler.Options {
+func (f *repoFlags) engineOptions() (reconciler.Options, error) {
 	opts := reconciler.DefaultOptions()
 	opts.Path = f.path
 	opts.RenderCacheDir = filepath.Join(f.cacheDir, "modules")
-	return opts
+	opts.Namespace = f.namespace
+	if f.registryConfig != "" {
+		data, err := os.ReadFile(f.registryConfig)
+		if err != nil {
+			return opts, fmt.Errorf("failed to read --registry-config: %w", err)
+		}
+		opts.RegistryConfig = data
+	}
+	return opts, nil
 }
 
 func printRendered(stdout, stderr io.Writer, out []reconciler.Rendered, format string) error {
@@ -65,6 +78,9 @@ func printRendered(stdout, stderr io.Writer, out []reconciler.Rendered, format s
 	for _, r := range out {
 		for _, w := range r.Warnings {
 			fmt.Fprintf(stderr, "warning: %s/%s: %s\n", r.Namespace, r.Name, w)
+		}
+		for _, a := range r.Artifacts {
+			fmt.Fprintf(stderr, "artifact: %s/%s: %s\n", r.Namespace, r.Name, reconciler.ArtifactLine(a))
 		}
 		if r.Err != nil {
 			failed = true

@@ -24,6 +24,8 @@ type repoFlags struct {
 	timeout                 time.Duration
 	username, passwordFile  string
 	sshKey, knownHosts      string
+	namespace               string
+	registryConfig          string
 }
 
 func (f *repoFlags) register(cmd *cobra.Command, withRef bool) {
@@ -40,6 +42,10 @@ func (f *repoFlags) register(cmd *cobra.Command, withRef bool) {
 	fl.StringVar(&f.passwordFile, "git-password-file", "", "file holding the HTTPS password or token")
 	fl.StringVar(&f.sshKey, "ssh-key", "", "SSH private key file for ssh:// Git URLs")
 	fl.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file the SSH host key is checked against")
+	fl.StringVar(&f.namespace, "namespace", reconciler.DefaultNamespace,
+		"cairn's namespace, where the Secrets and ConfigMaps that Registries name live")
+	fl.StringVar(&f.registryConfig, "registry-config", "",
+		"a docker config.json giving credentials to Registries that name no Secret (never read unless given)")
 }
 
 func defaultCacheDir() string {

@@ -1,0 +1,161 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/opencontainers/go-digest"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+// chartRef is a parsed module.chart.
+type chartRef struct {
+	host, repo string
+	tag        string // version (Helm's "+" is "_" in OCI tags)
+	digest     string
+}
+
+func parseChart(c *cairnv1.ChartSource) (chartRef, error) {
+	rest, ok := strings.CutPrefix(c.URL, "oci://")
+	if !ok {
+		return chartRef{}, fmt.Errorf("chart url %q is not oci://host/repository", c.URL)
+	}
+	host, repo, ok := strings.Cut(rest, "/")
+	if !ok || host == "" || repo == "" || strings.Contains(repo, "@") || strings.Contains(repo, ":") {
+		return chartRef{}, fmt.Errorf("chart url %q is not oci://host/repository (put the version in version: and the digest in digest:)", c.URL)
+	}
+	ref := chartRef{host: host, repo: strings.TrimSuffix(repo, "/"), tag: strings.ReplaceAll(c.Version, "+", "_"), digest: c.Digest}
+	if ref.digest != "" {
+		if _, err := digest.Parse(ref.digest); err != nil {
+			return chartRef{}, fmt.Errorf("chart digest %q: %w", ref.digest, err)
+		}
+	}
+	if ref.tag == "" && ref.digest == "" {
+		return chartRef{}, fmt.Errorf("chart %s needs a version or a digest", c.URL)
+	}
+	return ref, nil
+}
+
+// verifyArtifacts resolves and checks the OCI artifacts mi's render reads
+// first-hand (its registry module and the catalogs, or its chart). Dependencies of
+// registry modules are checked by the renderer as it fetches them, through the same
+// per-sync resolutions.
+func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform, mi *cairnv1.ModuleInstance) (
+	[]cairnv1.ArtifactStatus, *chartInput, *Failure) {
+	var out []cairnv1.ArtifactStatus
+	m := mi.Spec.Module
+	switch {
+	case m.Chart != nil:
+		ref, err := parseChart(m.Chart)
+		if err != nil {
+			return nil, nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("%s/%s: %w", mi.Namespace, mi.Name, err))
+		}
+		st, f := sc.registryForHost(ref.host)
+		if f != nil {
+			return nil, nil, f
+		}
+		res := sc.resolveChart(ctx, st, ref)
+		out = append(out, res.status)
+		if res.fail != nil {
+			return out, nil, res.fail
+		}
+		return out, &chartInput{ref: ref, st: st, digest: res.digest}, nil
+	case m.CUE != nil:
+		st := sc.regs[p.Spec.ModuleRegistry]
+		if st == nil {
+			return nil, nil, nil // the renderer reports the missing registry
+		}
+		mods := []render.Catalog{{Module: m.CUE.Path, Version: m.CUE.Version}}
+		for _, c := range p.Spec.Catalogs {
+			mods = append(mods, render.Catalog{Module: c.Module, Version: c.Version})
+		}
+		for _, mod := range mods {
+			res := sc.resolve(ctx, st, render.ModuleRepository(render.ModuleRegistry{}, mod.Module), mod.Version)
+			out = append(out, res.status)
+			if res.fail != nil {
+				return out, nil, res.fail
+			}
+		}
+	}
+	return out, nil, nil
+}
+
+// resolveChart resolves the chart's version once per sync; a declared digest must be
+// what the version resolves to.
+func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref chartRef) *resolution {
+	if ref.tag == "" {
+		return sc.resolve(ctx, st, ref.repo, ref.digest)
+	}
+	res := sc.resolve(ctx, st, ref.repo, ref.tag)
+	if res.fail == nil && ref.digest != "" && res.digest != ref.digest {
+		out := &resolution{digest: res.digest, status: res.status}
+		out.fail = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("chart %s:%s resolves to %s, not the declared digest %s",
+			ref.host+"/"+ref.repo, ref.tag, res.digest, ref.digest))
+		out.status.Verification, out.status.Reason, out.status.Message = cairnv1.VerificationFailed, out.fail.Reason, out.fail.Error()
+		return out
+	}
+	return res
+}
+
+// chartInput is a verified chart to pull by digest.
+type chartInput struct {
+	ref    chartRef
+	st     *registryState
+	digest string
+}
+
+func (c *chartInput) display() string {
+	return "oci://" + c.ref.host + "/" + c.ref.repo + "@" + c.digest
+}
+
+// renderChart pulls the verified chart by digest and renders it, through the render
+// cache (keyed by the chart digest) when one is given.
+func renderChart(ctx context.Context, cache *renderCache, chart *chartInput, req render.Request) (*render.Result, bool, error) {
+	key := cacheKey(req, "chart:"+chart.display())
+	if cache != nil {
+		if res := cache.get(key); res != nil {
+			return res, true, nil
+		}
+	}
+	archive, err := chart.st.client.PullChart(ctx, chart.ref.repo, digest.Digest(chart.digest))
+	if err != nil {
+		return nil, false, artifactFailure(err)
+	}
+	res, err := render.RenderChart(ctx, render.ChartRequest{
+		Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
+		Digest: chart.digest, Values: req.Values, Limits: req.Limits,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if cache != nil {
+		cache.put(key, res)
+	}
+	return res, false, nil
+}
+
+// markVerified sets the Verified condition from the artifacts of the attempt:
+// True when all verified, False naming the first that did not; none for an
+// instance without OCI artifacts.
+func markVerified(mi *cairnv1.ModuleInstance, artifacts []cairnv1.ArtifactStatus) {
+	if len(artifacts) == 0 {
+		conditions.Delete(mi, cairnv1.VerifiedCondition)
+		return
+	}
+	for _, a := range artifacts {
+		switch a.Verification {
+		case cairnv1.VerificationVerified:
+			continue
+		case cairnv1.VerificationFailed:
+			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, a.Reason, "%s: %s", a.Ref, a.Message)
+		default:
+			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, cairnv1.ReasonNotVerified, "%s: %s", a.Ref, a.Message)
+		}
+		return
+	}
+	conditions.MarkTrue(mi, cairnv1.VerifiedCondition, cairnv1.ReasonVerified, "%d artifacts verified by digest", len(artifacts))
+}
