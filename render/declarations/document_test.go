@@ -116,6 +116,10 @@ func TestIgnoredDocuments(t *testing.T) {
 		"kustomize.yaml":  "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n",
 		"notes.txt":       "apiVersion: cairn.dev/v1alpha1\nkind: Bogus\n",
 		"sub/.git/x.yaml": "apiVersion: cairn.dev/v1alpha1\nkind: Bogus\n",
+		// A Helm chart kept in the repository: templates are not declarations.
+		"charts/hello/Chart.yaml":        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+		"charts/hello/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+		"charts/hello/templates/mi.yaml": "apiVersion: cairn.dev/v1alpha1\nkind: Bogus\n",
 	}))
 
 	g.Expect(set.Invalid).To(BeEmpty())

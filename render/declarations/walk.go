@@ -33,6 +33,9 @@ func (l *loader) visit(root, p string, d fs.DirEntry, err error) error {
 		return nil
 	case d.IsDir() && d.Name() == ".git" && p != root:
 		return fs.SkipDir
+	case d.IsDir() && p != root && isChart(l.fsys, p):
+		// A Helm chart kept in the repository: its YAML is templates, not declarations.
+		return fs.SkipDir
 	case d.IsDir() || !isYAML(p):
 		return nil
 	case !d.Type().IsRegular():
@@ -45,6 +48,12 @@ func (l *loader) visit(root, p string, d fs.DirEntry, err error) error {
 		return nil
 	}
 	return l.parseFile(p, data)
+}
+
+// isChart reports whether directory p is a Helm chart (holds a Chart.yaml).
+func isChart(fsys fs.FS, p string) bool {
+	info, err := fs.Stat(fsys, path.Join(p, "Chart.yaml"))
+	return err == nil && info.Mode().IsRegular()
 }
 
 func isYAML(p string) bool {

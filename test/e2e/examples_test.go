@@ -5,8 +5,11 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/sign"
 )
 
 // TestExamplesRepository syncs examples/ (local and registry modules, a catalog, a
@@ -15,20 +18,39 @@ func TestExamplesRepository(t *testing.T) {
 	e := newEnv(t)
 	host := e.cluster.RegistryHost
 	e.g.Expect(host).NotTo(BeEmpty())
-	for _, dir := range []string{"../../examples/registry/catalog", "../../examples/registry/redis"} {
-		_, err := render.PushModule(e.ctx, dir, render.ModuleRegistry{Host: host, PlainHTTP: true}, "v0.1.0")
-		e.g.Expect(err).NotTo(HaveOccurred(), dir)
+	// As `make demo` does: a key pair, the modules and the chart pushed and signed,
+	// the public key in cairn's namespace; the examples verify under Enforce.
+	keys := newKeyPair(t)
+	rc, err := sign.NewClient(sign.Endpoint{Host: host, PlainHTTP: true})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	mr := render.ModuleRegistry{Host: host, PlainHTTP: true}
+	for _, m := range []struct{ dir, path string }{
+		{"../../examples/registry/catalog", "cairn.dev/examples/catalog"},
+		{"../../examples/registry/redis", "cairn.dev/examples/redis"},
+	} {
+		d, err := render.PushModule(e.ctx, m.dir, mr, "v0.1.0")
+		e.g.Expect(err).NotTo(HaveOccurred(), m.dir)
+		e.g.Expect(rc.Sign(e.ctx, render.ModuleRepository(mr, m.path), digestOf(d), keys.key)).To(Succeed())
 	}
+	pushChart(t, e.ctx, rc, "charts/hello", chartArchive(t, "hello", "0.1.0", ""), keys.key)
+	e.putCairnSecret("cosign-pub", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": keys.public})
+
 	files := copyDir(t, "../../examples", "")
-	files["registries.yaml"] = strings.ReplaceAll(files["registries.yaml"], "127.0.0.1:5001", host)
+	for name := range files {
+		files[name] = strings.ReplaceAll(files[name], "127.0.0.1:5001", host)
+	}
 	repo := newGitRepo(t, files)
 
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
-	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}} {
+	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
+	for _, key := range [][2]string{{"team-a", "redis"}, {"team-b", "greeter"}} {
+		e.g.Expect(isTrue(e.instance(key[0], key[1]), cairnv1.VerifiedCondition)).To(BeTrue(), "%v", key)
+	}
+	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "greeter-greeting").Object["data"]).To(HaveKeyWithValue("greeting", "hello from team b"))
 	e.g.Expect(e.get("apps/v1", "Deployment", "team-a", "redis")).NotTo(BeNil())
 	e.g.Expect(e.get("networking.k8s.io/v1", "Ingress", "team-b", "web")).NotTo(BeNil())
 	ns := e.get("v1", "Namespace", "", "team-a")
@@ -44,4 +66,5 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(result(res, "team-a", "web").Action).To(Equal("Updated"), "web depends on redis")
 	e.g.Expect(result(res, "team-a", "base").Action).To(Equal("Unchanged"))
 	e.g.Expect(result(res, "team-b", "web").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(res, "team-b", "greeter").Action).To(Equal("Unchanged"))
 }

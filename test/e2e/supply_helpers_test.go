@@ -131,7 +131,7 @@ func newKeyPair(t *testing.T) keyPair {
 // values.yaml greeting replaced when greeting is set.
 func chartArchive(t *testing.T, name, version, greeting string) []byte {
 	t.Helper()
-	ch, err := loader.LoadDir(filepath.Join("testdata", "charts", name))
+	ch, err := loader.LoadDir(filepath.Join("..", "..", "examples", "charts", name))
 	if err != nil {
 		t.Fatal(err)
 	}
