@@ -56,7 +56,9 @@ type statusRow struct {
 	Reason    string `json:"reason"`
 	Revision  string `json:"revision"`
 	Objects   int32  `json:"objects"`
-	Message   string `json:"message"`
+	// Verified is True, False or "-" (no OCI artifacts); the reason follows False.
+	Verified string `json:"verified"`
+	Message  string `json:"message"`
 }
 
 func statusRows(items []cairnv1.ModuleInstance) []statusRow {
@@ -70,6 +72,13 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 		if mi.Status.Inventory != nil {
 			row.Objects = mi.Status.Inventory.Count
 		}
+		row.Verified = "-"
+		if c := conditions.Get(mi, cairnv1.VerifiedCondition); c != nil {
+			row.Verified = string(c.Status)
+			if c.Status != "True" {
+				row.Verified += " (" + c.Reason + ")"
+			}
+		}
 		rows = append(rows, row)
 	}
 	return rows
@@ -77,7 +86,7 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 
 func printStatusTable(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tMESSAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tMESSAGE")
 	for _, r := range rows {
 		rev := r.Revision
 		if len(rev) > 12 {
@@ -87,7 +96,7 @@ func printStatusTable(w io.Writer, rows []statusRow) error {
 		if len(msg) > 100 {
 			msg = msg[:97] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects, msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects, r.Verified, msg)
 	}
 	return tw.Flush()
 }
