@@ -32,14 +32,48 @@ step "cairn install"
 # Install cairn's CRDs into the cluster.
 "$CAIRN" install --kubeconfig "$kubeconfig"
 
+step "cairn keygen (demo key pair in $DEMO_DIR)"
+# A cosign-compatible key pair; the private key is encrypted with a password
+# kept beside it (a demo: use a secret store for real keys).
+if [ ! -s "$DEMO_DIR/cosign.key" ]; then
+  (umask 077; head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DEMO_DIR/cosign.password")
+  # CLI: write cosign.key and cosign.pub.
+  CAIRN_PASSWORD=$(cat "$DEMO_DIR/cosign.password") "$CAIRN" keygen --output-key-prefix "$DEMO_DIR/cosign"
+fi
+export CAIRN_PASSWORD
+CAIRN_PASSWORD=$(cat "$DEMO_DIR/cosign.password")
+
+step "trusted public key in cairn-system (the Secret examples/registries.yaml names)"
+kubectl=$CAIRN_KUBE_BIN/kubectl
+"$kubectl" --kubeconfig "$kubeconfig" create namespace cairn-system --dry-run=client -o yaml |
+  "$kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
+"$kubectl" --kubeconfig "$kubeconfig" -n cairn-system create secret generic cosign-pub \
+  --from-file=cosign.pub="$DEMO_DIR/cosign.pub" --dry-run=client -o yaml |
+  "$kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
+
 shopt -s nullglob
 modules=(examples/registry/*/)
 for module in "${modules[@]}"; do
   module=${module%/}
-  step "cairn push module $module"
+  step "cairn push module $module (signed)"
   # CLI: push one CUE module directory to the demo registry (plain HTTP).
   "$CAIRN" push module "$module" --registry "$CAIRN_REGISTRY" --version "$DEMO_MODULE_VERSION" --plain-http
+  # The module's repository is its path without the major version.
+  path=$(sed -n 's/^module: *"\([^"@]*\).*/\1/p' "$module/cue.mod/module.cue")
+  # CLI: sign the module's manifest (the tag is resolved to a digest once).
+  "$CAIRN" sign "$CAIRN_REGISTRY/$path:$DEMO_MODULE_VERSION" --key "$DEMO_DIR/cosign.key" --plain-http
 done
+
+charts=(examples/charts/*/)
+for chart in "${charts[@]}"; do
+  chart=${chart%/}
+  step "cairn push chart $chart (signed)"
+  # CLI: package the chart with the Helm SDK, push it in Helm's OCI format and sign it.
+  "$CAIRN" push chart "$chart" --to "oci://$CAIRN_REGISTRY/charts/$(basename "$chart")" --plain-http \
+    --sign-key "$DEMO_DIR/cosign.key"
+done
+step "cairn verify (what the sync checks, by digest)"
+"$CAIRN" verify "$CAIRN_REGISTRY/charts/hello:0.1.0" --key "$DEMO_DIR/cosign.pub" --plain-http
 
 step "cairn sync --once"
 # One reconcile of the declarations under examples/ (read from disk). The
@@ -57,7 +91,10 @@ Use it:
   export KUBECONFIG=$kubeconfig
   $CAIRN_KUBE_BIN/kubectl get moduleinstances,deployments -A
   $CAIRN status --kubeconfig \$KUBECONFIG
-Registry: $CAIRN_REGISTRY (plain HTTP)
+Registry: $CAIRN_REGISTRY (plain HTTP); modules and the chart are signed with
+$DEMO_DIR/cosign.key (password in $DEMO_DIR/cosign.password), verified under Enforce:
+  $CAIRN verify $CAIRN_REGISTRY/charts/hello:0.1.0 --key $DEMO_DIR/cosign.pub --plain-http
+  $CAIRN_KUBE_BIN/kubectl get mi -A -o wide     # the VERIFIED column
 Run the tests against it: set -a; . $DEMO_DIR/env; set +a; go test ./...
 Stop it: make demo-down
 EOT
