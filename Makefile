@@ -24,7 +24,7 @@ kube: ## Build the Kubernetes binaries and kwok into ~/.cache/cairn (cached)
 	hack/build-kube.sh
 
 test: ## Run all tests against real Kubernetes binaries, then short fuzz runs
-	bin=$$(hack/build-kube.sh) && CAIRN_KUBE_BIN=$$bin $(GO) test -timeout=$(TEST_TIMEOUT) ./...
+	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 	hack/fuzz.sh $(FUZZ_TIME)
 
 fuzz: ## Run every fuzz target for FUZZ_TIME_LONG seconds (default 300)
