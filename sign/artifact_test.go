@@ -31,7 +31,7 @@ func TestPushPullArtifact(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(existed).To(BeTrue())
 	g.Expect(again.Digest).To(Equal(desc.Digest))
-	g.Expect(reg.requests.Load() - before).To(BeNumerically("==", 1), "only the tag is resolved")
+	g.Expect(reg.requests.Load()-before).To(BeNumerically("==", 1), "only the tag is resolved")
 
 	got, gotAnn, err := c.PullArtifact(ctx, "rendered/cluster", desc.Digest)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -260,5 +260,4 @@ func TestPullArtifactRejectsUnsafeNames(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("not a clean relative path"))
 }
 
-
 var specsV2 = specs.Versioned{SchemaVersion: 2}

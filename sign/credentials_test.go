@@ -60,7 +60,7 @@ func TestCredentialsFromSecret(t *testing.T) {
 				host: {"identitytoken": secretPassword}})},
 			wantReason: ReasonUnsupportedSecret, wantInMsg: "identity token"},
 		{name: "dockerconfigjson credential helper", secretType: SecretTypeDockerConfigJSON,
-			data: map[string][]byte{".dockerconfigjson": []byte(`{"credHelpers":{"` + host + `":"ecr-login"}}`)},
+			data:       map[string][]byte{".dockerconfigjson": []byte(`{"credHelpers":{"` + host + `":"ecr-login"}}`)},
 			wantReason: ReasonUnsupportedSecret, wantInMsg: "credential helper"},
 		{name: "dockerconfigjson auth without colon", secretType: SecretTypeDockerConfigJSON,
 			data: map[string][]byte{".dockerconfigjson": dockerConfigJSON(map[string]map[string]string{

@@ -145,4 +145,3 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 	}
 	return p
 }
-
