@@ -43,6 +43,13 @@ const chartKubeVersion = "v1.37.0"
 // interrupted).
 var chartSlots = make(chan struct{}, max(4, runtime.GOMAXPROCS(0)))
 
+// chartEnv is what chart renders share: the archive caps and the render
+// slots. Tests use their own.
+type chartEnv struct {
+	caps  archiveLimits
+	slots chan struct{}
+}
+
 // ChartRequest is one chart instance to render. The caller has already
 // resolved the chart's tag to a digest, verified its signature and pulled
 // the archive by that digest.
@@ -120,42 +127,48 @@ type ChartRequest struct {
 //
 // Errors are *Error values whose message starts with "chart <req.Chart>: ".
 func RenderChart(ctx context.Context, req ChartRequest) (*Result, error) {
-	return renderChart(ctx, req, defaultArchiveLimits)
+	return renderChart(ctx, req, chartEnv{caps: defaultArchiveLimits, slots: chartSlots})
 }
 
-// renderChart is RenderChart with the archive caps as a parameter, which
-// tests lower.
-func renderChart(ctx context.Context, req ChartRequest, caps archiveLimits) (*Result, error) {
+// renderChart is RenderChart in an environment.
+func renderChart(ctx context.Context, req ChartRequest, env chartEnv) (*Result, error) {
+	res, err := renderChartBounded(ctx, req, env)
+	return res, chartError(req.Chart, err)
+}
+
+// renderChartBounded checks the archive's size, then renders in its own
+// goroutine under a slot, and returns RenderTimeout when ctx ends first.
+func renderChartBounded(ctx context.Context, req ChartRequest, env chartEnv) (*Result, error) {
 	limits := req.Limits.withDefaults()
-	if n := int64(len(req.Archive)); n > caps.archiveBytes {
-		return nil, chartError(req.Chart, newError(ReasonLimitExceeded, "archive is %d bytes, more than the %d-byte cap", n, caps.archiveBytes))
+	if n := int64(len(req.Archive)); n > env.caps.archiveBytes {
+		return nil, newError(ReasonLimitExceeded, "archive is %d bytes, more than the %d-byte cap", n, env.caps.archiveBytes)
 	}
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
 	if ctx.Err() != nil {
-		return nil, timeoutError(ctx, limits, "before rendering chart "+req.Chart)
+		return nil, timeoutError(ctx, limits, "before the render started")
 	}
 	select {
-	case chartSlots <- struct{}{}:
+	case env.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, timeoutError(ctx, limits, "while waiting for a chart render slot (earlier chart renders are still running past their deadline)")
 	}
 	done := make(chan chartOutcome, 1)
 	go func() {
-		defer func() { <-chartSlots }()
+		defer func() { <-env.slots }()
 		defer func() {
 			if p := recover(); p != nil {
-				done <- chartOutcome{err: chartError(req.Chart, newError(ReasonRenderFailed, "rendering panicked: %v", p))}
+				done <- chartOutcome{err: newError(ReasonRenderFailed, "rendering panicked: %v", p)}
 			}
 		}()
-		res, err := renderChartNow(req, limits, caps)
+		res, err := renderChartSteps(req, limits, env.caps)
 		done <- chartOutcome{res, err}
 	}()
 	select {
 	case o := <-done:
 		return o.res, o.err
 	case <-ctx.Done():
-		return nil, timeoutError(ctx, limits, "while rendering chart "+req.Chart)
+		return nil, timeoutError(ctx, limits, "while rendering the chart")
 	}
 }
 
@@ -164,12 +177,7 @@ type chartOutcome struct {
 	err error
 }
 
-// renderChartNow does the work of a chart render, without its deadline.
-func renderChartNow(req ChartRequest, limits Limits, caps archiveLimits) (*Result, error) {
-	res, err := renderChartSteps(req, limits, caps)
-	return res, chartError(req.Chart, err)
-}
-
+// renderChartSteps does the work of a chart render, without its deadline.
 func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Result, error) {
 	// Chart: unpack within the caps, load, and refuse what Helm would not
 	// install.

@@ -137,14 +137,14 @@ func TestRenderChartArchiveCaps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			start := time.Now()
-			_, err := renderChart(context.Background(), chartRequest(tc.archive, ""), tc.limits)
+			_, err := renderChart(context.Background(), chartRequest(tc.archive, ""), chartEnv{caps: tc.limits, slots: chartSlots})
 			g.Expect(Reason(err)).To(Equal(tc.reason), "error: %v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tc.want))
 			g.Expect(time.Since(start)).To(BeNumerically("<", time.Second))
 		})
 	}
 	// The small caps let the chart itself through.
-	_, err := renderChart(context.Background(), chartRequest(chartArchive(t, "podinfo", files), ""), small)
+	_, err := renderChart(context.Background(), chartRequest(chartArchive(t, "podinfo", files), ""), chartEnv{caps: small, slots: chartSlots})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 }
 

@@ -233,6 +233,34 @@ func TestRenderChartTimeout(t *testing.T) {
 	g.Expect(err).To(MatchError(context.Canceled))
 }
 
+// TestRenderChartAbandonedRendersAreBounded: a render abandoned at its
+// deadline keeps its slot until its templates end, and a render that finds
+// no free slot within its deadline times out; it waits for one otherwise.
+func TestRenderChartAbandonedRendersAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	env := chartEnv{caps: defaultArchiveLimits, slots: make(chan struct{}, 1)}
+	files := chartFiles(t, "broken")
+	slow := chartRequest(chartArchive(t, "broken", withFiles(files, map[string]string{
+		"templates/configmap.yaml": "{{ range until 4000 }}{{ range until 4000 }}{{ end }}{{ end }}", // about 1s
+	})), "")
+	slow.Limits.Timeout = 100 * time.Millisecond
+	quick := chartRequest(chartArchive(t, "broken", withFiles(files, map[string]string{
+		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: quick\n",
+	})), "")
+	quick.Limits.Timeout = 300 * time.Millisecond
+
+	_, err := renderChart(context.Background(), slow, env)
+	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
+	_, err = renderChart(context.Background(), quick, env)
+	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout), "error: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("while waiting for a chart render slot"))
+
+	quick.Limits.Timeout = time.Minute
+	res, err := renderChart(context.Background(), quick, env)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(objectIDs(res)).To(Equal([]string{"ConfigMap/team-a/quick"}))
+}
+
 // TestRenderChartDeprecated: a deprecated chart renders with a warning.
 func TestRenderChartDeprecated(t *testing.T) {
 	g := NewWithT(t)
