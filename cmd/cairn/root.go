@@ -63,5 +63,6 @@ func newRootCommand() *cobra.Command {
 		newPushCommand(),
 		newVersionCommand(),
 	)
+	addSupplyChainCommands(root)
 	return root
 }
