@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto"
 	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -340,4 +343,37 @@ func publicPEM(t *testing.T, k *PrivateKey) []byte {
 		t.Fatalf("not a public key PEM: %s", pemBytes)
 	}
 	return pemBytes
+}
+
+// TestSignatureManifestOverTheCap: a signature manifest larger than
+// MaxManifestBytes is SignatureInvalid naming the cap, read no further than it.
+func TestSignatureManifestOverTheCap(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	reg := newTestRegistry(t, nil)
+	_, pub := testKey(t, 0)
+	desc := pushFiles(t, reg.client(t, nil), "rendered/x", "v1", "content")
+	big := bytes.Repeat([]byte(" "), 64<<20)
+	bigDigest := digest.FromBytes(big)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/manifests/"+SignatureTag(desc.Digest)):
+			w.Header().Set("Content-Type", ocispec.MediaTypeImageManifest)
+			w.Header().Set("Docker-Content-Digest", bigDigest.String())
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		case strings.HasSuffix(r.URL.Path, "/manifests/"+bigDigest.String()):
+			w.Header().Set("Content-Type", ocispec.MediaTypeImageManifest)
+			w.Header().Set("Docker-Content-Digest", bigDigest.String())
+			_, _ = w.Write(big)
+		default:
+			reg.srv.Config.Handler.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(Endpoint{Host: strings.TrimPrefix(srv.URL, "http://"), PlainHTTP: true})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	_, err = c.Verify(ctx, "rendered/x", desc.Digest, []*PublicKey{pub})
+	g.Expect(Reason(err)).To(Equal(ReasonSignatureInvalid), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("cap"))
 }
