@@ -2,8 +2,10 @@ package render
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +15,9 @@ import (
 )
 
 // TestRenderChart renders the podinfo chart: its templates with the release
-// and the values, its CRD first, its subchart, namespaces given to namespaced
-// objects; NOTES.txt, partials and hooks left out; nothing from a cluster.
+// and the values, its subchart, the CRDs of both first, namespaces given to
+// namespaced objects (the scope of custom kinds from the CRDs); NOTES.txt,
+// partials and hooks left out; nothing from a cluster.
 func TestRenderChart(t *testing.T) {
 	g := NewWithT(t)
 	archive := chartArchive(t, "podinfo", chartFiles(t, "podinfo"))
@@ -22,8 +25,10 @@ func TestRenderChart(t *testing.T) {
 	res, err := RenderChart(context.Background(), chartRequest(archive, ""))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(objectIDs(res)).To(Equal([]string{
+		"CustomResourceDefinition//cacheclasses.example.com",
 		"CustomResourceDefinition//widgets.example.com",
 		"ClusterRole//web-podinfo-reader",
+		"CacheClass//web-default",
 		"ConfigMap/team-a/web-podinfo",
 		"Deployment/team-a/web-cache",
 		"Deployment/team-a/web-podinfo",
@@ -45,6 +50,36 @@ func TestRenderChart(t *testing.T) {
 	again, err := RenderChart(context.Background(), chartRequest(archive, ""))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again.Digest).To(Equal(res.Digest))
+}
+
+// TestRenderChartConcurrent: renders of one archive from many goroutines
+// give the same digest (and, under -race, share nothing unsynchronised).
+func TestRenderChartConcurrent(t *testing.T) {
+	g := NewWithT(t)
+	archive := chartArchive(t, "podinfo", chartFiles(t, "podinfo"))
+	digests := make(chan string, 8)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			res, err := RenderChart(context.Background(), chartRequest(archive, fmt.Sprintf(`{"replicaCount": %d}`, i%2)))
+			if err != nil {
+				digests <- err.Error()
+				return
+			}
+			digests <- res.Digest
+		})
+	}
+	wg.Wait()
+	close(digests)
+	seen := map[string]int{}
+	for d := range digests {
+		seen[d]++
+	}
+	g.Expect(seen).To(HaveLen(2))
+	for d, n := range seen {
+		g.Expect(d).To(HavePrefix("sha256:"))
+		g.Expect(n).To(Equal(4))
+	}
 }
 
 // TestRenderChartValues: values override the chart's defaults, reach the
@@ -165,22 +200,21 @@ func TestRenderChartTemplateErrors(t *testing.T) {
 func TestRenderChartInstallable(t *testing.T) {
 	files := chartFiles(t, "podinfo")
 	chartYAML := files["Chart.yaml"]
+	_, withoutCache := subFiles(files, "charts/cache")
 	for _, tc := range []struct {
-		name string
-		set  map[string]string
-		want string
+		name  string
+		files map[string]string
+		want  string
 	}{
-		{"library chart", map[string]string{"Chart.yaml": strings.Replace(chartYAML, "type: application", "type: library", 1)},
+		{"library chart", withFiles(files, map[string]string{"Chart.yaml": strings.Replace(chartYAML, "type: application", "type: library", 1)}),
 			"podinfo is a library chart"},
-		{"missing dependency", map[string]string{"charts/cache/Chart.yaml": "", "charts/cache/values.yaml": "",
-			"charts/cache/values.schema.json": "", "charts/cache/templates/deployment.yaml": ""},
-			`dependencies ["cache"] of Chart.yaml are missing from charts/`},
-		{"kubeVersion", map[string]string{"Chart.yaml": strings.Replace(chartYAML, ">=1.25.0-0", "<1.30.0-0", 1)},
+		{"missing dependency", withoutCache, `dependencies ["cache"] of Chart.yaml are missing from charts/`},
+		{"kubeVersion", withFiles(files, map[string]string{"Chart.yaml": strings.Replace(chartYAML, ">=1.25.0-0", "<1.30.0-0", 1)}),
 			"chart requires kubeVersion <1.30.0-0, which excludes Kubernetes " + chartKubeVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := RenderChart(context.Background(), chartRequest(chartArchive(t, "podinfo", withFiles(files, tc.set)), ""))
+			_, err := RenderChart(context.Background(), chartRequest(chartArchive(t, "podinfo", tc.files), ""))
 			g.Expect(Reason(err)).To(Equal(ReasonChartInvalid), "error: %v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tc.want))
 		})
@@ -193,11 +227,11 @@ func TestRenderChartLimits(t *testing.T) {
 	archive := chartArchive(t, "podinfo", chartFiles(t, "podinfo"))
 
 	req := chartRequest(archive, "")
-	req.Limits.MaxObjects = 6
+	req.Limits.MaxObjects = 8
 	_, err := RenderChart(context.Background(), req)
 	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded))
-	g.Expect(err.Error()).To(ContainSubstring("more than MaxObjects (6)"))
-	req.Limits.MaxObjects = 7
+	g.Expect(err.Error()).To(ContainSubstring("more than MaxObjects (8)"))
+	req.Limits.MaxObjects = 9
 	_, err = RenderChart(context.Background(), req)
 	g.Expect(err).NotTo(HaveOccurred())
 
