@@ -11,7 +11,8 @@ import (
 
 // PushModule publishes the CUE module in dir (which holds
 // cue.mod/module.cue) to reg at version, in CUE's registry format (the same
-// as `cue mod publish`), anonymously. It returns the manifest digest.
+// as `cue mod publish`), with reg's credentials if any. It returns the
+// manifest digest.
 // Symbolic links and other irregular files are refused.
 func PushModule(ctx context.Context, dir string, reg ModuleRegistry, version string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(modFilePath)))
@@ -42,6 +43,21 @@ func PushModule(ctx context.Context, dir string, reg ModuleRegistry, version str
 		return "", newError(ReasonFetchFailed, "failed to read back module %s: %w", mv, err)
 	}
 	return string(m.ManifestDigest()), nil
+}
+
+// PushedRepository returns the OCI repository that PushModule(dir, reg, ...)
+// writes to: the module path of dir without its major version, under reg's
+// prefix.
+func PushedRepository(dir string, reg ModuleRegistry) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(modFilePath)))
+	if err != nil {
+		return "", newError(ReasonModuleNotFound, "%s is not a CUE module: %w", dir, err)
+	}
+	mf, err := parseModFile(data, modFilePath)
+	if err != nil {
+		return "", err
+	}
+	return ModuleRepository(reg, mf.QualifiedModule()), nil
 }
 
 // checkRegularFiles refuses a module directory holding symbolic links or
