@@ -277,3 +277,6 @@ func (e *env) logEverything() {
 		e.g.Expect(strings.Contains(out.String(), secret)).To(BeFalse(), "a password leaked into statuses, events or progress")
 	}
 }
+
+// harnessRegistry names the shared plain-HTTP registry of the test cluster.
+func harnessRegistry(host string) *harness.Registry { return &harness.Registry{Host: host} }
