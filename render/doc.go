@@ -39,7 +39,17 @@
 // A registry module (Request.CUEModule) is fetched through CUE's module
 // registry client and cache (cuelang.org/go/mod/modregistry, modcache),
 // configured only from Request.Registry (never CUE_REGISTRY, CUE logins or
-// docker config), anonymously, into Request.CacheDir.
+// docker config), with the Registry's credentials in memory for its own host
+// only, into Request.CacheDir. With a ModuleVerifier, every module tag is
+// resolved and verified through it and pulled by the verified digest; the
+// cache is kept apart per verification policy (VerifyID).
+//
+// # Helm charts
+//
+// RenderChart renders an OCI Helm chart archive (pulled by digest and
+// verified by the caller) with the Helm SDK, hermetic and bounded; its doc
+// comment is the chart contract. Its output is ordered, namespaced and
+// digested exactly like a CUE module's.
 //
 // # Catalogs
 //
