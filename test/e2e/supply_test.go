@@ -63,6 +63,25 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Name: "charts"}, &r)).To(Succeed())
 	e.g.Expect(isReadyCond(r.Status.Conditions)).To(BeTrue())
 
+	// The plan of a change shows the verification of each artifact it would use.
+	repo.commit("plan me", map[string]string{"instances/hello.yaml": chartInstanceYAML("hello", e.ns, url, "0.3.0",
+		"  values:\n    greeting: bonjour\n")})
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	plan, err := e.engine.Plan(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	var planned reconciler.InstancePlan
+	for _, ip := range plan.Instances {
+		if ip.Name == "hello" {
+			planned = ip
+		}
+	}
+	e.g.Expect(planned.Action).To(Equal("Error"))
+	e.g.Expect(planned.Reason).To(Equal(cairnv1.ReasonSignatureInvalid))
+	e.g.Expect(planned.Artifacts).To(HaveLen(1))
+	e.g.Expect(planned.Artifacts[0].Verification).To(Equal(cairnv1.VerificationFailed))
+	e.g.Expect(plan.Markdown()).To(ContainSubstring("❌ **Failed** `" + reg.Host + "/charts/hello:0.3.0@sha256:"))
+
 	failsWith := func(version, reason string) {
 		t.Helper()
 		repo.commit("hello "+version, map[string]string{"instances/hello.yaml": chartInstanceYAML("hello", e.ns, url, version,
