@@ -50,7 +50,9 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 }
 
 func (e *Engine) renderedByInstance(ctx context.Context, rev Revision) (map[string]Rendered, error) {
-	out, err := RenderOffline(ctx, e.renderer, rev, e.opts, "")
+	opts := e.opts
+	opts.Secrets = e.secrets() // the Registries' credentials and keys, read from the cluster
+	out, err := RenderOffline(ctx, e.renderer, rev, opts, "")
 	if err != nil {
 		return nil, err
 	}
