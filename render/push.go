@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"cuelang.org/go/mod/modfile"
 	"cuelang.org/go/mod/modzip"
 )
 
@@ -15,11 +16,7 @@ import (
 // manifest digest.
 // Symbolic links and other irregular files are refused.
 func PushModule(ctx context.Context, dir string, reg ModuleRegistry, version string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(modFilePath)))
-	if err != nil {
-		return "", newError(ReasonModuleNotFound, "%s is not a CUE module: %w", dir, err)
-	}
-	mf, err := parseModFile(data, modFilePath)
+	mf, err := readModFile(dir)
 	if err != nil {
 		return "", err
 	}
@@ -49,15 +46,20 @@ func PushModule(ctx context.Context, dir string, reg ModuleRegistry, version str
 // writes to: the module path of dir without its major version, under reg's
 // prefix.
 func PushedRepository(dir string, reg ModuleRegistry) (string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(modFilePath)))
-	if err != nil {
-		return "", newError(ReasonModuleNotFound, "%s is not a CUE module: %w", dir, err)
-	}
-	mf, err := parseModFile(data, modFilePath)
+	mf, err := readModFile(dir)
 	if err != nil {
 		return "", err
 	}
 	return ModuleRepository(reg, mf.QualifiedModule()), nil
+}
+
+// readModFile reads the cue.mod/module.cue of a module directory.
+func readModFile(dir string) (*modfile.File, error) {
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(modFilePath)))
+	if err != nil {
+		return nil, newError(ReasonModuleNotFound, "%s is not a CUE module: %w", dir, err)
+	}
+	return parseModFile(data, modFilePath)
 }
 
 // checkRegularFiles refuses a module directory holding symbolic links or
