@@ -23,6 +23,8 @@ import (
 	"cuelang.org/go/mod/modfile"
 	"cuelang.org/go/mod/modregistry"
 	"cuelang.org/go/mod/module"
+
+	"cairn.dev/cairn/internal/httpcap"
 )
 
 // Caps on what one render takes from the registry.
@@ -121,7 +123,7 @@ func (r *resolver) ResolveToRegistry(mpath, version string) (modregistry.Registr
 			Insecure: r.reg.PlainHTTP,
 			Transport: ociauth.NewStdTransport(ociauth.StdTransportParams{
 				Config:    hostCredentials{reg: r.reg},
-				Transport: cappedTransport{base: base},
+				Transport: httpcap.Transport{Next: base, Limit: maxResponseBytes},
 			}),
 		})
 		if r.err == nil && (r.reg.Verifier != nil || r.reg.VerifyID != "") {
@@ -217,40 +219,6 @@ type verifyError struct{ err error }
 
 func (e *verifyError) Error() string { return e.err.Error() }
 func (e *verifyError) Unwrap() error { return e.err }
-
-// cappedTransport fails responses whose body exceeds maxResponseBytes.
-type cappedTransport struct{ base http.RoundTripper }
-
-// RoundTrip implements http.RoundTripper.
-func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.ContentLength > maxResponseBytes {
-		resp.Body.Close()
-		return nil, fmt.Errorf("registry response of %d bytes is over the %d bytes cap", resp.ContentLength, maxResponseBytes)
-	}
-	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxResponseBytes}
-	return resp, nil
-}
-
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, fmt.Errorf("registry response is over the %d bytes cap", maxResponseBytes)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
 
 // registrySource fetches the requested module into the cache and reads it.
 func (r *Renderer) registrySource(ctx context.Context, req Request) (*moduleSource, error) {

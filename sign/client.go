@@ -5,13 +5,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"cairn.dev/cairn/internal/httpcap"
 )
 
 // Caps on what the package reads from a registry.
@@ -118,7 +119,7 @@ func newHTTPClient(ep Endpoint) (*http.Client, error) {
 		timeout = DefaultTimeout
 	}
 	return &http.Client{
-		Transport:     cappedTransport{next: transport, limit: MaxArtifactBytes + MaxManifestBytes},
+		Transport:     httpcap.Transport{Next: transport, Limit: MaxArtifactBytes + MaxManifestBytes},
 		Timeout:       timeout,
 		CheckRedirect: stripAuthOnRedirect,
 	}, nil
@@ -138,47 +139,5 @@ func stripAuthOnRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// cappedTransport fails reading a response body past limit bytes, a last line of
-// defence behind the per-operation caps.
-type cappedTransport struct {
-	next  http.RoundTripper
-	limit int64
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.ContentLength > t.limit {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s %s: response of %d bytes exceeds the cap of %d: %w",
-			req.Method, req.URL.Redacted(), resp.ContentLength, t.limit, errTooLarge)
-	}
-	resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.limit}
-	return resp, nil
-}
-
-var errTooLarge = errors.New("content too large")
-
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var probe [1]byte
-		if n, err := b.ReadCloser.Read(probe[:]); n == 0 && err == io.EOF {
-			return 0, io.EOF
-		}
-		return 0, fmt.Errorf("response body exceeds the cap: %w", errTooLarge)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
+// errTooLarge marks content over a cap.
+var errTooLarge = httpcap.ErrTooLarge
