@@ -11,12 +11,16 @@
 #                                       already built (exit 1 otherwise, build nothing)
 set -euo pipefail
 CUE_VERSION=${CUE_VERSION:-v0.17.1}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+COSIGN_VERSION=${COSIGN_VERSION:-v2.6.5}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/cairn/tools
 BIN=$CACHE/bin
 
 # name version package
 tools=(
   "cue $CUE_VERSION cuelang.org/go/cmd/cue"
+  "helm $HELM_VERSION helm.sh/helm/v3/cmd/helm"
+  "cosign $COSIGN_VERSION github.com/sigstore/cosign/v2/cmd/cosign"
 )
 
 cached_only=0
