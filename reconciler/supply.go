@@ -407,10 +407,14 @@ func artifactFailure(err error) *Failure {
 	case sign.ReasonSignatureInvalid, sign.ReasonInvalidKey:
 		return stalled(cairnv1.ReasonSignatureInvalid, err)
 	}
-	if sign.Transient(err) {
-		return transient(cairnv1.ReasonArtifactFailed, err)
+	reason := sign.Reason(err) // FetchFailed, Unauthorized, NotFound, DigestMismatch, TooLarge, ...
+	if reason == "" {
+		reason = cairnv1.ReasonArtifactFailed
 	}
-	return stalled(cairnv1.ReasonArtifactFailed, err)
+	if sign.Transient(err) {
+		return transient(reason, err)
+	}
+	return stalled(reason, err)
 }
 
 // registryForHost returns the Registry declared for host.

@@ -137,7 +137,12 @@ func chartArchive(t *testing.T, name, version, greeting string) []byte {
 	}
 	ch.Metadata.Version = version
 	if greeting != "" {
-		ch.Values["greeting"] = greeting
+		// chartutil.Save writes values.yaml from the raw file.
+		for _, f := range ch.Raw {
+			if f.Name == "values.yaml" {
+				f.Data = []byte(strings.Replace(string(f.Data), "greeting: hello", "greeting: "+greeting, 1))
+			}
+		}
 	}
 	dir := t.TempDir()
 	path, err := chartutil.Save(ch, dir)

@@ -235,14 +235,14 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 	}
 
 	proxy.mode.Store("500")
-	step("registry 500", "during-500", "0.1.0", reconciler.Transient, cairnv1.ReasonArtifactFailed, "500")
+	step("registry 500", "during-500", "0.1.0", reconciler.Transient, "FetchFailed", "500")
 
 	proxy.mode.Store("corrupt")
 	proxy.corrupt.Store(good.String())
-	step("digest mismatch", "during-corruption", "0.1.0", reconciler.Stalled, cairnv1.ReasonArtifactFailed, "DigestMismatch")
+	step("digest mismatch", "during-corruption", "0.1.0", reconciler.Stalled, "DigestMismatch", "DigestMismatch")
 
 	proxy.mode.Store("")
-	step("missing version", "missing", "9.9.9", reconciler.Stalled, cairnv1.ReasonArtifactFailed, "NotFound")
+	step("missing version", "missing", "9.9.9", reconciler.Stalled, "NotFound", "9.9.9")
 
 	// The tag moves to other, unsigned content: refused, the old digest stays applied.
 	moved := pushChart(t, e.ctx, rc, repoPath, chartArchive(t, "hello", "0.1.0", "moved"), nil)
