@@ -29,7 +29,7 @@ set +a
 kubeconfig=$KUBECONFIG  # absolute, from the env file
 
 step "cairn install"
-# Install cairn's CRDs into the cluster.
+# Install cairn's CRDs and its namespace (cairn-system) into the cluster.
 "$CAIRN" install --kubeconfig "$kubeconfig"
 
 step "cairn keygen (demo key pair in $DEMO_DIR)"
@@ -45,8 +45,6 @@ CAIRN_PASSWORD=$(cat "$DEMO_DIR/cosign.password")
 
 step "trusted public key in cairn-system (the Secret examples/registries.yaml names)"
 kubectl=$CAIRN_KUBE_BIN/kubectl
-"$kubectl" --kubeconfig "$kubeconfig" create namespace cairn-system --dry-run=client -o yaml |
-  "$kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
 "$kubectl" --kubeconfig "$kubeconfig" -n cairn-system create secret generic cosign-pub \
   --from-file=cosign.pub="$DEMO_DIR/cosign.pub" --dry-run=client -o yaml |
   "$kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null

@@ -35,6 +35,9 @@ func newCLICluster(t *testing.T) *cliCluster {
 	cc := &cliCluster{kubeconfig: hc.Kubeconfig, c: c, ns: fmt.Sprintf("cli-%x", rand.Uint32())}
 	r := execCairn(t, "install", "--kubeconfig", cc.kubeconfig)
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	var ns corev1.Namespace
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: reconciler.DefaultNamespace}, &ns)).To(Succeed(),
+		"install creates cairn's namespace, where Registry Secrets live")
 	cc.reset(g)
 	return cc
 }

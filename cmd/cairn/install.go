@@ -16,9 +16,10 @@ import (
 )
 
 func newInstallCommand(kube *kubeFlags) *cobra.Command {
-	return &cobra.Command{
+	namespace := reconciler.DefaultNamespace
+	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Apply cairn's CustomResourceDefinitions to the cluster",
+		Short: "Apply cairn's CustomResourceDefinitions and its namespace (where Registry Secrets live) to the cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.restConfig()
@@ -37,6 +38,12 @@ func newInstallCommand(kube *kubeFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ns := &unstructured.Unstructured{}
+			ns.SetAPIVersion("v1")
+			ns.SetKind("Namespace")
+			ns.SetName(namespace)
+			ns.SetLabels(map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue})
+			objects = append(objects, ns)
 			opts := ssa.DefaultApplyOptions()
 			opts.WaitTimeout = time.Minute
 			cs, err := m.ApplyAllStaged(cmd.Context(), objects, opts)
@@ -49,6 +56,8 @@ func newInstallCommand(kube *kubeFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&namespace, "namespace", namespace, "cairn's namespace, where the Secrets and ConfigMaps that Registries name live")
+	return cmd
 }
 
 func embeddedCRDs() ([]*unstructured.Unstructured, error) {
