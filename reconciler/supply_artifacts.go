@@ -84,21 +84,29 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 	return out, nil, nil
 }
 
-// resolveChart resolves the chart's version once per sync; a declared digest must be
-// what the version resolves to.
+// resolveChart resolves the chart's version once per sync. A declared digest is what
+// is verified and pulled; with a version too, the version must still resolve to it.
 func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref chartRef) *resolution {
-	if ref.tag == "" {
-		return sc.resolve(ctx, st, ref.repo, ref.digest)
+	if ref.digest == "" {
+		return sc.resolve(ctx, st, ref.repo, ref.tag)
 	}
-	res := sc.resolve(ctx, st, ref.repo, ref.tag)
-	if res.fail == nil && ref.digest != "" && res.digest != ref.digest {
-		out := &resolution{digest: res.digest, status: res.status}
-		out.fail = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("chart %s:%s resolves to %s, not the declared digest %s",
-			ref.host+"/"+ref.repo, ref.tag, res.digest, ref.digest))
-		out.status.Verification, out.status.Reason, out.status.Message = cairnv1.VerificationFailed, out.fail.Reason, out.fail.Error()
-		return out
+	if ref.tag != "" && st.failure == nil {
+		desc, err := st.client.Resolve(ctx, ref.repo, ref.tag)
+		var f *Failure
+		switch {
+		case err != nil:
+			f = artifactFailure(err)
+		case desc.Digest.String() != ref.digest:
+			f = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("chart %s:%s resolves to %s, not the declared digest %s",
+				ref.host+"/"+ref.repo, ref.tag, desc.Digest, ref.digest))
+		}
+		if f != nil {
+			return &resolution{fail: f, status: cairnv1.ArtifactStatus{
+				Ref: ref.host + "/" + ref.repo + ":" + ref.tag, Digest: desc.Digest.String(),
+				Verification: cairnv1.VerificationFailed, Reason: f.Reason, Message: f.Error()}}
+		}
 	}
-	return res
+	return sc.resolve(ctx, st, ref.repo, ref.digest)
 }
 
 // chartInput is a verified chart to pull by digest.

@@ -249,4 +249,22 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 	e.g.Expect(moved).NotTo(Equal(good))
 	step("tag moved", "after-move", "0.1.0", reconciler.Stalled, cairnv1.ReasonSignatureMissing, moved.String())
 	e.g.Expect(e.instanceCR(e.ns, "hello").Status.SourceDigest).To(Equal(good.String()))
+
+	// A declared digest that the version no longer resolves to is refused, naming both.
+	pinned := func(version, dgst, greeting string) string {
+		return "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: hello\n  namespace: " + e.ns +
+			"\nspec:\n  module:\n    chart:\n      url: " + url + "\n" + version + "      digest: " + dgst +
+			"\n  timeout: 1m\n  values:\n    greeting: " + greeting + "\n"
+	}
+	repo.commit("pin both", map[string]string{"instances/hello.yaml": pinned("      version: \"0.1.0\"\n", good.String(), "pinned")})
+	got := result(e.sync(repo), e.ns, "hello")
+	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Message).To(And(ContainSubstring(moved.String()), ContainSubstring("not the declared digest "+good.String())))
+	lastGood()
+	// Pinned by digest alone, the signed chart is used whatever the tag says now.
+	repo.commit("pin digest", map[string]string{"instances/hello.yaml": pinned("", good.String(), "pinned")})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "hello").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "hello-greeting").Object["data"]).To(HaveKeyWithValue("greeting", "pinned"))
+	e.g.Expect(e.instanceCR(e.ns, "hello").Status.Artifacts[0].Verification).To(Equal(cairnv1.VerificationVerified))
 }
