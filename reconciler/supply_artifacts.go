@@ -165,5 +165,6 @@ func markVerified(mi *cairnv1.ModuleInstance, artifacts []cairnv1.ArtifactStatus
 		}
 		return
 	}
-	conditions.MarkTrue(mi, cairnv1.VerifiedCondition, cairnv1.ReasonVerified, "%d artifacts verified by digest", len(artifacts))
+	conditions.MarkTrue(mi, cairnv1.VerifiedCondition, cairnv1.ReasonVerified,
+		"%d artifacts verified by digest with the Registry's cosign keys (key-based: no transparency log or certificate checks)", len(artifacts))
 }
