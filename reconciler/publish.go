@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -104,14 +105,20 @@ func publishFailure(ref string, err error) *Failure {
 }
 
 // renderedYAML is the objects as applied, without the instance UID (the artifact
-// is the render, the same for the same inputs).
+// is the render, the same for the same inputs) and with the values of Secrets
+// replaced by "<redacted>" (an artifact never carries Secret data; the keys stay).
 func renderedYAML(r *instanceRun) ([]byte, error) {
+	return objectsYAML(r.objects)
+}
+
+func objectsYAML(objects []*unstructured.Unstructured) ([]byte, error) {
 	var b bytes.Buffer
-	for i, u := range r.objects {
+	for i, u := range objects {
 		c := u.DeepCopy()
 		labels := c.GetLabels()
 		delete(labels, cairnv1.InstanceUIDLabel)
 		c.SetLabels(labels)
+		redactSecret(c)
 		data, err := yaml.Marshal(c.Object)
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode %s: %w", c.GetName(), err)
@@ -150,4 +157,20 @@ func (sc *supplyChain) signer(ctx context.Context, st *registryState) (*sign.Pri
 		st.signer = pk
 	})
 	return st.signer, st.signErr
+}
+
+// redactSecret replaces the values of a core Secret's data and stringData.
+func redactSecret(u *unstructured.Unstructured) {
+	if u.GetKind() != "Secret" || u.GroupVersionKind().Group != "" {
+		return
+	}
+	for _, field := range []string{"data", "stringData"} {
+		m, ok := u.Object[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		for k := range m {
+			m[k] = "<redacted>"
+		}
+	}
 }
