@@ -37,7 +37,7 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	before := r.DeepCopy()
 	r.Status.ObservedGeneration = r.Generation
 	r.Status.LastAppliedRevision = s.rev.SHA
-	if st := s.supply.regs[r.Name]; st != nil && st.failure != nil {
+	if st := s.supplyChain(ctx).regs[r.Name]; st != nil && st.failure != nil {
 		setReady(r, false, st.failure.Reason, st.failure.Error())
 	} else {
 		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", shortSHA(s.rev.SHA)))

@@ -34,14 +34,14 @@ func (s *syncRun) publish(ctx context.Context, r *instanceRun) *Failure {
 	if target == nil || s.readOnly {
 		return nil
 	}
-	st := s.supply.regs[target.Registry]
+	st := s.supplyChain(ctx).regs[target.Registry]
 	if st == nil {
 		return stalled(cairnv1.ReasonPublishFailed, fmt.Errorf("publish Registry %s is not declared", target.Registry))
 	}
 	if st.failure != nil {
 		return st.failure
 	}
-	signer, f := s.supply.signer(ctx, st)
+	signer, f := s.supplyChain(ctx).signer(ctx, st)
 	if f != nil {
 		return f
 	}

@@ -33,13 +33,13 @@ func (s *syncRun) renderAll(ctx context.Context) {
 
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	s.e.progress("render %s (%s)", r.key(), r.why)
-	artifacts, chart, f := s.supply.verifyArtifacts(ctx, s.platform, r.mi)
+	artifacts, chart, f := s.supplyChain(ctx).verifyArtifacts(ctx, s.platform, r.mi)
 	r.artifacts, r.chart = artifacts, chart
 	if f != nil {
 		r.failure = f
 		return
 	}
-	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts, s.supply)
+	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts, s.supplyChain(ctx))
 	if f != nil {
 		r.failure = f
 		return

@@ -139,7 +139,9 @@ type syncRun struct {
 	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
 	removeOK bool                      // the revision is complete enough to remove instances
 	readOnly bool                      // a plan: nothing is written
-	supply   *supplyChain
+
+	supplyOnce sync.Once
+	supply     *supplyChain // see supplyChain
 
 	mu            sync.Mutex
 	namespaces    map[string]bool       // namespaces known to exist
@@ -159,7 +161,6 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		removeOK:      len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
-	s.supply = newSupplyChain(ctx, e.secrets(), e.opts, e.verifier, set.Platform, set.Registries)
 	if !readOnly {
 		if err := s.mirrorPlatform(ctx); err != nil {
 			return nil, classify(cairnv1.ReasonApplyFailed, err)
@@ -283,4 +284,14 @@ func shortSHA(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// supplyChain returns the sync's view of its Registries, loaded (Secrets,
+// ConfigMaps, keys) the first time a sync needs it: a drift check or a sync that
+// renders nothing reads none of them.
+func (s *syncRun) supplyChain(ctx context.Context) *supplyChain {
+	s.supplyOnce.Do(func() {
+		s.supply = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
+	})
+	return s.supply
 }
