@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/gitsource/forge/internal/httpapi"
@@ -73,13 +72,13 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("failed to configure the github client: %w", err)
 	}
 	c := &Client{api: api, token: opts.Token}
-	c.login = httpapi.NewLogin(opts.Login, c.fetchLogin)
+	c.login = httpapi.NewLogin(opts.Login, c.api.Login)
 	return c, nil
 }
 
 // SetStatus implements forge.Forge (POST /repos/{owner}/{repo}/statuses/{sha}).
 func (c *Client) SetStatus(ctx context.Context, repo forge.RepoRef, sha string, st forge.Status) error {
-	if err := validate(repo, sha, st); err != nil {
+	if err := httpapi.ValidateStatus(repo, sha, st); err != nil {
 		return err
 	}
 	in := map[string]string{
@@ -92,23 +91,9 @@ func (c *Client) SetStatus(ctx context.Context, repo forge.RepoRef, sha string, 
 	}
 	_, err := c.api.Do(ctx, httpapi.Request{
 		Op:     fmt.Sprintf("set status %s on %s@%s", st.Context, repo, sha),
-		Method: http.MethodPost, Path: repoPath(repo, "statuses", sha), In: in,
+		Method: http.MethodPost, Path: httpapi.RepoPath(repo, "statuses", sha), In: in,
 	})
 	return err
-}
-
-func validate(repo forge.RepoRef, sha string, st forge.Status) error {
-	if err := repo.Validate(); err != nil {
-		return err
-	}
-	if err := forge.ValidateSHA(sha); err != nil {
-		return err
-	}
-	return st.Validate()
-}
-
-func repoPath(repo forge.RepoRef, rest ...string) []string {
-	return append([]string{"repos", repo.Owner, repo.Name}, rest...)
 }
 
 // UpsertPlanComment implements forge.Forge with the issue comments API.
@@ -138,12 +123,12 @@ func (c *Client) comments(repo forge.RepoRef, pr int) httpapi.CommentStore {
 		List: func(ctx context.Context) ([]httpapi.Comment, error) { return c.listComments(ctx, repo, number, where) },
 		Create: func(ctx context.Context, body string) error {
 			_, err := c.api.Do(ctx, httpapi.Request{Op: "create the plan comment on " + where, Method: http.MethodPost,
-				Path: repoPath(repo, "issues", number, "comments"), In: map[string]string{"body": body}})
+				Path: httpapi.RepoPath(repo, "issues", number, "comments"), In: map[string]string{"body": body}})
 			return err
 		},
 		Edit: func(ctx context.Context, id int64, body string) error {
 			_, err := c.api.Do(ctx, httpapi.Request{Op: "edit the plan comment on " + where, Method: http.MethodPatch,
-				Path: repoPath(repo, "issues", "comments", strconv.FormatInt(id, 10)), In: map[string]string{"body": body}})
+				Path: httpapi.RepoPath(repo, "issues", "comments", strconv.FormatInt(id, 10)), In: map[string]string{"body": body}})
 			return err
 		},
 	}
@@ -156,7 +141,7 @@ func (c *Client) listComments(ctx context.Context, repo forge.RepoRef, number, w
 	for page := 1; page > 0 && page <= httpapi.MaxPages; {
 		var out []comment
 		h, err := c.api.Do(ctx, httpapi.Request{Op: "list comments on " + where, Method: http.MethodGet,
-			Path:  repoPath(repo, "issues", number, "comments"),
+			Path:  httpapi.RepoPath(repo, "issues", number, "comments"),
 			Query: url.Values{"per_page": {"100"}, "page": {strconv.Itoa(page)}}, Out: &out})
 		if err != nil {
 			return nil, err
@@ -180,53 +165,7 @@ func author(cm comment) string {
 	return cm.User.Login
 }
 
-func (c *Client) fetchLogin(ctx context.Context) (string, error) {
-	var user struct {
-		Login string `json:"login"`
-	}
-	_, err := c.api.Do(ctx, httpapi.Request{Op: "read the token's user", Method: http.MethodGet, Path: []string{"user"}, Out: &user})
-	return user.Login, err
-}
-
-type branch struct {
-	Ref  string `json:"ref"`
-	SHA  string `json:"sha"`
-	Repo *struct {
-		FullName string `json:"full_name"`
-	} `json:"repo"`
-}
-
-func (b branch) fullName() string {
-	if b.Repo == nil {
-		return ""
-	}
-	return b.Repo.FullName
-}
-
 // PullRequest implements forge.Forge (GET /repos/{owner}/{repo}/pulls/{n}).
-// Head.repo is null when the fork was deleted: the PR is then a fork PR with
-// no head repository.
 func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (forge.PR, error) {
-	if err := repo.Validate(); err != nil {
-		return forge.PR{}, err
-	}
-	var out struct {
-		Number int    `json:"number"`
-		Base   branch `json:"base"`
-		Head   branch `json:"head"`
-	}
-	_, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("read pull request %s#%d", repo, pr), Method: http.MethodGet,
-		Path: repoPath(repo, "pulls", strconv.Itoa(pr)), Out: &out})
-	if err != nil {
-		return forge.PR{}, err
-	}
-	base := out.Base.fullName()
-	if base == "" {
-		base = repo.String()
-	}
-	head := out.Head.fullName()
-	return forge.PR{
-		Number: out.Number, BaseSHA: out.Base.SHA, HeadSHA: out.Head.SHA, BaseRef: out.Base.Ref, HeadRef: out.Head.Ref,
-		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base),
-	}, nil
+	return c.api.PullRequest(ctx, repo, pr)
 }

@@ -81,7 +81,7 @@ var states = map[forge.State]string{
 // status"); that answer counts as success. A target URL longer than GitLab
 // stores is left out rather than cut.
 func (c *Client) SetStatus(ctx context.Context, repo forge.RepoRef, sha string, st forge.Status) error {
-	if err := validate(repo, sha, st); err != nil {
+	if err := httpapi.ValidateStatus(repo, sha, st); err != nil {
 		return err
 	}
 	in := map[string]string{
@@ -106,16 +106,6 @@ func sameState(err error) bool {
 	var apiErr *forge.APIError
 	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest &&
 		strings.Contains(apiErr.Message, "Cannot transition status")
-}
-
-func validate(repo forge.RepoRef, sha string, st forge.Status) error {
-	if err := repo.Validate(); err != nil {
-		return err
-	}
-	if err := forge.ValidateSHA(sha); err != nil {
-		return err
-	}
-	return st.Validate()
 }
 
 // projectPath addresses a project by its full path, escaped as one segment.
