@@ -1,13 +1,12 @@
 package giteaharness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+
+	"cairn.dev/cairn/test/harness"
 )
 
 // Version is the Gitea release the harness builds and runs.
@@ -22,21 +21,10 @@ func FindGitea(ctx context.Context) (string, error) {
 	if dir := os.Getenv("CAIRN_GITEA_DIR"); dir != "" {
 		return dir, checkGitea(dir)
 	}
-	root, err := repoRoot()
+	dir, err := harness.RunBuildScript(ctx, "build-gitea.sh", "CAIRN_GITEA_DIR", "GITEA_VERSION="+Version)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("gitea %s: %w", Version, err)
 	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "build-gitea.sh"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GITEA_VERSION="+Version)
-	cmd.Stdout = &out
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("failed to build gitea %s with hack/build-gitea.sh: %w", Version, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	dir := strings.TrimSpace(lines[len(lines)-1])
 	return dir, checkGitea(dir)
 }
 
@@ -47,23 +35,4 @@ func checkGitea(dir string) error {
 		}
 	}
 	return nil
-}
-
-// repoRoot walks up from the working directory to the cairn module root.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(data, []byte("module cairn.dev/cairn\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("failed to find the cairn module root above the working directory (set CAIRN_GITEA_DIR)")
-		}
-		dir = parent
-	}
 }

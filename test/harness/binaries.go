@@ -24,16 +24,12 @@ func FindBinaries(ctx context.Context) (string, error) {
 	if dir := os.Getenv("CAIRN_KUBE_BIN"); dir != "" {
 		return dir, checkBinaries(dir)
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
 	unlock, err := lockBuild()
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	dir, err := runBuildScript(ctx, root)
+	dir, err := RunBuildScript(ctx, "build-kube.sh", "CAIRN_KUBE_BIN")
 	if err != nil {
 		return "", err
 	}
@@ -49,14 +45,23 @@ func checkBinaries(dir string) error {
 	return nil
 }
 
-func runBuildScript(ctx context.Context, root string) (string, error) {
+// RunBuildScript runs hack/<script> from the cairn module root (found above the
+// working directory) with extra environment, and returns the last line it
+// prints: the directory of what it built or found in its cache. override names
+// the variable that skips the build, for the error messages.
+func RunBuildScript(ctx context.Context, script, override string, env ...string) (string, error) {
+	root, err := repoRoot(override)
+	if err != nil {
+		return "", err
+	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "build-kube.sh"))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", script))
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("failed to build the Kubernetes binaries with hack/build-kube.sh: %w", err)
+		return "", fmt.Errorf("failed to build with hack/%s: %w", script, err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return strings.TrimSpace(lines[len(lines)-1]), nil
@@ -84,7 +89,7 @@ func lockBuild() (func(), error) {
 }
 
 // repoRoot walks up from the working directory to the cairn module root.
-func repoRoot() (string, error) {
+func repoRoot(override string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -96,7 +101,7 @@ func repoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("failed to find the cairn module root above the working directory (set CAIRN_KUBE_BIN)")
+			return "", fmt.Errorf("failed to find the cairn module root above the working directory (set %s)", override)
 		}
 		dir = parent
 	}
