@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"cuelabs.dev/go/oci/ociregistry/ocimem"
 	"cuelabs.dev/go/oci/ociregistry/ociserver"
 	. "github.com/onsi/gomega"
+	"github.com/opencontainers/go-digest"
 )
 
 // fakeVerifier resolves tags through a real registry client and answers with
@@ -112,12 +117,16 @@ func TestVerifierSeesEveryModuleAndCanRefuse(t *testing.T) {
 func TestVerifiedDigestIsWhatIsPulled(t *testing.T) {
 	g := NewWithT(t)
 	reg := newTestRegistry(t)
-	push(t, reg, "../examples/registry/catalog", "v0.1.0")
 	first := push(t, reg, "testdata/registry/lib", "v0.1.0")
-	// Publish different content under the same tag (the registry allows it).
-	second := push(t, reg, "testdata/registry/app", "v0.1.0")
+	// Publish other content of the same module under the same tag (the registry
+	// allows it): the tag now names the second manifest.
+	second := push(t, reg, changedModuleCopy(t, "testdata/registry/lib"), "v0.1.0")
 	g.Expect(second).NotTo(Equal(first))
+	now, err := resolverFor(t, reg)(context.Background(), "cairn-modules/example.com/lib", "v0.1.0")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(now).To(Equal(second), "the tag moved")
 
+	// The verifier resolved (and verified) the tag while it named the first manifest.
 	v := &fakeVerifier{pin: map[string]string{"cairn-modules/example.com/lib:v0.1.0": first}, resolve: resolverFor(t, reg)}
 	pinned := reg
 	pinned.Verifier, pinned.VerifyID = v, "pin"
@@ -127,6 +136,38 @@ func TestVerifiedDigestIsWhatIsPulled(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer rd.Close()
 	g.Expect(string(rd.Descriptor().Digest)).To(Equal(first))
+	body, err := io.ReadAll(rd)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(digest.FromBytes(body).String()).To(Equal(first), "the manifest read is the verified one")
+}
+
+// changedModuleCopy copies a module directory with a comment added to its .cue
+// files, so that it publishes as other content under the same module path.
+func changedModuleCopy(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		target := filepath.Join(out, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ".cue") && !strings.Contains(rel, "cue.mod") {
+			data = append(data, "\n// changed\n"...)
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestRegistryCredentialsStayOnTheirHost serves modules behind basic auth:
