@@ -11,7 +11,7 @@ TEST_LOG=${TEST_LOG:-test/results/test.json}
 mkdir -p "$(dirname "$TEST_LOG")"
 
 bin=$(hack/build-kube.sh) || exit 1
-CAIRN_KUBE_BIN=$bin $GO test -json -v -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
+CAIRN_KUBE_BIN=$bin $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
 rc=$?
 $GO run ./hack/testreport <"$TEST_LOG" || rc=1
 

@@ -28,6 +28,12 @@ type Rendered struct {
 // filter ("" or "namespace/name"), with no cluster access. Objects carry cairn's
 // labels as a sync would set them (without the instance UID).
 func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Options, filter string) ([]Rendered, error) {
+	return renderOffline(ctx, renderer, rev, opts, filter, &sign.Verifier{})
+}
+
+// renderOffline is RenderOffline with the verification cache of the caller.
+func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Options, filter string,
+	verifier *sign.Verifier) ([]Rendered, error) {
 	root, err := rev.Tree.Sub(opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", opts.Path, err)
@@ -36,7 +42,7 @@ func RenderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 	if err != nil {
 		return nil, err
 	}
-	sc := newSupplyChain(ctx, opts.Secrets, opts, &sign.Verifier{}, set.Platform, set.Registries)
+	sc := newSupplyChain(ctx, opts.Secrets, opts, verifier, set.Platform, set.Registries)
 	var out []Rendered
 	for _, inv := range set.Invalid {
 		if filter == "" || filter == inv.Object {

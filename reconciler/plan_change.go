@@ -52,7 +52,7 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 func (e *Engine) renderedByInstance(ctx context.Context, rev Revision) (map[string]Rendered, error) {
 	opts := e.opts
 	opts.Secrets = e.secrets() // the Registries' credentials and keys, read from the cluster
-	out, err := RenderOffline(ctx, e.renderer, rev, opts, "")
+	out, err := renderOffline(ctx, e.renderer, rev, opts, "", e.verifier)
 	if err != nil {
 		return nil, err
 	}

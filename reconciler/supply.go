@@ -85,10 +85,10 @@ type supplyChain struct {
 	resolved map[string]*resolution // host/repo:tag
 }
 
-// resolution is a tag resolved and checked once per sync.
+// resolution is a tag resolved and checked once per sync; status.Digest is the
+// digest to pull when fail is nil.
 type resolution struct {
 	once   sync.Once
-	digest string
 	status cairnv1.ArtifactStatus
 	fail   *Failure
 }
@@ -311,7 +311,7 @@ func (sc *supplyChain) ResolveVerified(ctx context.Context, host, repo, tag stri
 	if res.fail != nil {
 		return "", res.fail
 	}
-	return res.digest, nil
+	return res.status.Digest, nil
 }
 
 // resolve resolves host/repo:tag once per sync and checks its signature by the
@@ -345,8 +345,7 @@ func (sc *supplyChain) resolve(ctx context.Context, st *registryState, repo, tag
 			}
 			dgst = desc.Digest
 		}
-		res.digest = dgst.String()
-		res.status.Digest = res.digest
+		res.status.Digest = dgst.String()
 		sc.check(ctx, st, repo, dgst, res)
 	})
 	return res

@@ -63,7 +63,7 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 		if res.fail != nil {
 			return out, nil, res.fail
 		}
-		return out, &chartInput{ref: ref, st: st, digest: res.digest}, nil
+		return out, &chartInput{ref: ref, st: st, digest: res.status.Digest}, nil
 	case m.CUE != nil:
 		st := sc.regs[p.Spec.ModuleRegistry]
 		if st == nil {

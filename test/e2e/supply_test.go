@@ -315,8 +315,7 @@ func TestPublishSignedRenders(t *testing.T) {
 	e.g.Expect(*mi.Status.Published).To(Equal(first))
 
 	// Back up (same port, same storage): the next sync publishes and applies.
-	pub2 := restartRegistry(t, pub)
-	_ = pub2
+	restartRegistry(t, pub)
 	e.g.Eventually(func() bool {
 		res := e.sync(repo)
 		return result(res, e.ns, "web").Ready
