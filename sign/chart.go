@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -12,8 +13,24 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	helmregistry "helm.sh/helm/v3/pkg/registry"
 )
+
+// PackageChart packages ch the way `helm package` does (chartutil.Save) and
+// returns the .tgz.
+func PackageChart(ch *chart.Chart) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "cairn-chart-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	file, err := chartutil.Save(ch, tmp)
+	if err != nil {
+		return nil, fmt.Errorf("failed to package chart %s: %w", ch.Name(), err)
+	}
+	return os.ReadFile(file)
+}
 
 // PushChart pushes a packaged Helm chart (a .tgz of at most MaxChartBytes) to repo
 // the way `helm push` does: a Helm config blob (the chart's metadata as JSON), one

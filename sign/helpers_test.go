@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 )
 
 // testRegistry is an in-process registry behind httptest, counting requests.
@@ -84,11 +83,7 @@ func chartArchive(t *testing.T, name, version string) []byte {
 		Templates: []*chart.File{{Name: "templates/configmap.yaml",
 			Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n")}},
 	}
-	path, err := chartutil.Save(ch, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgz, err := os.ReadFile(path)
+	tgz, err := PackageChart(ch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"oras.land/oras-go/v2/registry"
 
 	"cairn.dev/cairn/sign"
@@ -292,16 +290,7 @@ func chartArchive(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to load chart %s: %w", path, err)
 	}
-	tmp, err := os.MkdirTemp("", "cairn-chart-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	file, err := chartutil.Save(ch, tmp)
-	if err != nil {
-		return nil, fmt.Errorf("failed to package chart %s: %w", path, err)
-	}
-	return os.ReadFile(filepath.Clean(file))
+	return sign.PackageChart(ch)
 }
 
 func newSignCommand() *cobra.Command {

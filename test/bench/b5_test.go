@@ -19,7 +19,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 
 	"cairn.dev/cairn/sign"
 	"cairn.dev/cairn/test/harness"
@@ -205,7 +204,7 @@ func newB5Bench(t *testing.T, n int) *b5Bench {
 	c := b.client()
 	total := 0
 	for i := range n {
-		tgz := b5ChartArchive(t, filepath.Join(dir, "charts"), i)
+		tgz := b5ChartArchive(t, i)
 		repo := "charts/" + b5ChartName(i)
 		desc, tag, err := c.PushChart(ctx, repo, tgz)
 		if err != nil {
@@ -227,7 +226,7 @@ func newB5Bench(t *testing.T, n int) *b5Bench {
 func b5ChartName(i int) string { return fmt.Sprintf("b5-chart-%03d", i) }
 
 // b5ChartArchive packages chart i: its own name, values and one ConfigMap.
-func b5ChartArchive(t *testing.T, dir string, i int) []byte {
+func b5ChartArchive(t *testing.T, i int) []byte {
 	t.Helper()
 	ch := &chart.Chart{
 		Metadata: &chart.Metadata{
@@ -244,18 +243,7 @@ func b5ChartArchive(t *testing.T, dir string, i int) []byte {
 				"\ndata:\n  index: {{ .Values.index | quote }}\n  greeting: {{ .Values.greeting | quote }}\n"),
 		}},
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path, err := chartutil.Save(ch, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgz, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tgz
+	return packageChart(t, ch)
 }
 
 func (b *b5Bench) client() *sign.Client {

@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/sign"
 )
 
 // B3, Helm half: chart instances rendered per second by render.RenderChart
@@ -310,11 +311,7 @@ spec:
 // returns the archive.
 func packageChart(t *testing.T, ch *chart.Chart) []byte {
 	t.Helper()
-	path, err := chartutil.Save(ch, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgz, err := os.ReadFile(path)
+	tgz, err := sign.PackageChart(ch)
 	if err != nil {
 		t.Fatal(err)
 	}

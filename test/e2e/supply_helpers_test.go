@@ -14,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/opencontainers/go-digest"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,12 +143,7 @@ func chartArchive(t *testing.T, name, version, greeting string) []byte {
 			}
 		}
 	}
-	dir := t.TempDir()
-	path, err := chartutil.Save(ch, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
+	data, err := sign.PackageChart(ch)
 	if err != nil {
 		t.Fatal(err)
 	}
