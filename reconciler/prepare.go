@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
 )
 
 // prepare labels the rendered objects of one instance as cairn's, fixes their
@@ -15,7 +16,7 @@ import (
 // instance's, cluster-scoped ones none), and checks the Platform's namespace policy.
 func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, mapper meta.RESTMapper,
 	policy cairnv1.NamespacePolicy) error {
-	crdScopes := crdScopes(objects)
+	crdScopes := render.CRDScopes(objects)
 	for _, u := range objects {
 		if err := setScope(u, mi.Namespace, mapper, crdScopes); err != nil {
 			return err
@@ -39,22 +40,6 @@ func setOwnerLabels(u *unstructured.Unstructured, mi *cairnv1.ModuleInstance) {
 		labels[cairnv1.InstanceUIDLabel] = string(mi.UID)
 	}
 	u.SetLabels(labels)
-}
-
-// crdScopes returns the scope of the kinds defined by CRDs in the same render, so
-// their custom resources can be placed before the CRD exists in the cluster.
-func crdScopes(objects []*unstructured.Unstructured) map[schema.GroupKind]bool {
-	out := map[schema.GroupKind]bool{}
-	for _, u := range objects {
-		if u.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
-		out[schema.GroupKind{Group: group, Kind: kind}] = scope == "Namespaced"
-	}
-	return out
 }
 
 func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMapper,

@@ -106,11 +106,11 @@ func toObject(r rawObject) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// defaultNamespace gives namespaced objects without a namespace the
-// instance's namespace. CRDs of the same render decide the scope of their
-// kinds.
-func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
-	scoped := map[string]bool{}
+// CRDScopes returns, for each kind a CustomResourceDefinition among objs
+// defines, whether it is namespaced, so that its custom resources can be placed
+// before the CRD exists in a cluster.
+func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
 	for _, u := range objs {
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
@@ -118,15 +118,23 @@ func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
 		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
 		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
-		scoped[group+"/"+kind] = scope == "Cluster"
+		out[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
 	}
+	return out
+}
+
+// defaultNamespace gives namespaced objects without a namespace the
+// instance's namespace. CRDs of the same render decide the scope of their
+// kinds.
+func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
+	scopes := CRDScopes(objs)
 	for _, u := range objs {
-		key := u.GroupVersionKind().Group + "/" + u.GetKind()
-		cluster, known := scoped[key]
+		gk := u.GroupVersionKind().GroupKind()
+		namespaced, known := scopes[gk]
 		if !known {
-			cluster = clusterScoped[key]
+			namespaced = !clusterScoped[gk.Group+"/"+gk.Kind]
 		}
-		if !cluster && u.GetNamespace() == "" && namespace != "" {
+		if namespaced && u.GetNamespace() == "" && namespace != "" {
 			u.SetNamespace(namespace)
 		}
 	}
