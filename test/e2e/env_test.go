@@ -2,12 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +16,6 @@ import (
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/manifests"
 	"cairn.dev/cairn/reconciler"
-	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/test/harness"
 )
 
@@ -42,23 +38,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	hc := harness.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	cluster, err := reconciler.NewCluster(hc.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, g: NewWithT(t), ctx: ctx, cluster: hc, c: cluster.Client(), cache: t.TempDir(),
-		ns: fmt.Sprintf("team-%x", rand.Uint32())}
-	installCRDs(t, ctx, cluster)
-	e.reset()
-	opts := reconciler.DefaultOptions()
-	opts.RenderCacheDir = filepath.Join(e.cache, "modules")
-	opts.DefaultTimeout = time.Minute
-	e.progress = &lockedBuffer{}
-	opts.Progress = e.progress
-	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
-	return e
+	return newEnvWithConfig(t, hc, hc.RESTConfig)
 }
 
 func installCRDs(t *testing.T, ctx context.Context, cluster *reconciler.Cluster) {

@@ -141,7 +141,8 @@ func startOwnCluster(t *testing.T) *harness.Cluster {
 	return c
 }
 
-// newEnvWithConfig is newEnv against cluster hc, with cairn's engine using cfg.
+// newEnvWithConfig is one test's env against cluster hc, with cairn's engine
+// using cfg (newEnv: the shared cluster and its own config).
 func newEnvWithConfig(t *testing.T, hc *harness.Cluster, cfg *rest.Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -157,6 +158,8 @@ func newEnvWithConfig(t *testing.T, hc *harness.Cluster, cfg *rest.Config) *env 
 	opts := reconciler.DefaultOptions()
 	opts.RenderCacheDir = filepath.Join(e.cache, "modules")
 	opts.DefaultTimeout = time.Minute
+	e.progress = &lockedBuffer{}
+	opts.Progress = e.progress
 	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
 	return e
 }
