@@ -5,14 +5,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +31,8 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource/forge"
 	giteaharness "cairn.dev/cairn/test/forge"
+
+	"cairn.dev/cairn/test/harness"
 )
 
 // B6: the latency of the forge loop. A commit pushed to a real Gitea (git push
@@ -432,28 +432,12 @@ func percentile(s samples, p float64) time.Duration {
 // freeAddr returns 127.0.0.1:PORT with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // lockedOutput collects a subprocess's output for error messages.
-type lockedOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *lockedOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *lockedOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+type lockedOutput = harness.LockedBuffer

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +26,8 @@ import (
 
 	"cairn.dev/cairn/gitsource/forge"
 	giteaharness "cairn.dev/cairn/test/forge"
+
+	"cairn.dev/cairn/test/harness"
 )
 
 // forgeEnv is the forge loop end to end: a real Gitea holding the platform
@@ -316,23 +316,8 @@ func (p *cairnProcess) stop(timeout time.Duration) (time.Duration, error) {
 
 func (p *cairnProcess) String() string { return tail(p.out.String(), 60) }
 
-// lockedBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer collects output written and read concurrently.
+type lockedBuffer = harness.LockedBuffer
 
 // tail returns the last n lines of s.
 func tail(s string, n int) string {

@@ -3,8 +3,6 @@ package giteaharness
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"os"
 	"strings"
 	"text/template"
@@ -106,15 +104,4 @@ func randomHex(n int) string {
 	buf := make([]byte, n)
 	_, _ = rand.Read(buf)
 	return hex.EncodeToString(buf)
-}
-
-// freePort asks the kernel for a free loopback port. Gitea binds it a moment
-// later; another process taking it in between makes the start fail loudly.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("failed to find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"cairn.dev/cairn/test/harness"
 )
 
 // Gitea is a running Gitea instance.
@@ -89,7 +91,7 @@ func (g *Gitea) prepare(bin, dir string, acct account) error {
 			return fmt.Errorf("failed to copy %s into gitea's work path: %w", name, err)
 		}
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return err
 	}

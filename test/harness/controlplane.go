@@ -25,7 +25,7 @@ func startOnPort(ctx context.Context, name string, fixed int, run func(port int)
 	for range 3 {
 		port, err := fixed, error(nil)
 		if fixed == 0 {
-			port, err = freePort()
+			port, err = FreePort()
 		}
 		if err != nil {
 			return nil, 0, err
@@ -53,7 +53,7 @@ func (s *starter) startEtcd(ctx context.Context) (string, error) {
 	}
 	var url string
 	p, _, err := startOnFreePort(ctx, "etcd", func(port int) (*process, func(context.Context) error, error) {
-		peerPort, err := freePort()
+		peerPort, err := FreePort()
 		if err != nil {
 			return nil, nil, err
 		}

@@ -15,8 +15,9 @@ var componentOrder = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "registry",
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free port on 127.0.0.1 (free a moment ago:
+// whoever binds it later may lose a race and should fail loudly).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("failed to find a free port: %w", err)
