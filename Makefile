@@ -12,7 +12,7 @@ FUZZ_TIME_LONG ?= 300
 DEMO_DIR ?= .demo
 LOCALCLUSTER := $(GO) run ./test/localcluster
 
-.PHONY: help build test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
+.PHONY: help prereqs gitea build test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,10 +20,16 @@ help: ## List the targets
 build: ## Build bin/cairn
 	$(GO) build -o bin/cairn ./cmd/cairn
 
-kube: ## Build the Kubernetes binaries and kwok into ~/.cache/cairn (cached)
+prereqs: ## Check (in seconds) and install what is missing: etcd-server, docker-registry, git, make, gcc
+	hack/prereqs.sh
+
+kube: prereqs ## Build the Kubernetes binaries and kwok into ~/.cache/cairn (cached)
 	hack/build-kube.sh
 
-test: ## Run all tests against real Kubernetes binaries, then short fuzz runs
+gitea: prereqs ## Build Gitea for the forge tests into ~/.cache/cairn (cached)
+	hack/build-gitea.sh
+
+test: prereqs ## Run all tests against real Kubernetes binaries, then short fuzz runs
 	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 	hack/fuzz.sh $(FUZZ_TIME)
 
@@ -34,13 +40,13 @@ crds: ## Regenerate deepcopy code and the CRDs in manifests/crds from api/
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=manifests/crds
 
-cluster-up: ## Start (or reuse) the detached local cluster and registry in DEMO_DIR
+cluster-up: prereqs ## Start (or reuse) the detached local cluster and registry in DEMO_DIR
 	$(LOCALCLUSTER) up --dir $(DEMO_DIR) --full --registry
 
 cluster-down: ## Stop the local cluster in DEMO_DIR
 	$(LOCALCLUSTER) down --dir $(DEMO_DIR)
 
-demo: build ## Local cluster, cairn installed, example modules pushed and synced
+demo: prereqs build ## Local cluster, cairn installed, example modules pushed and synced
 	DEMO_DIR=$(DEMO_DIR) hack/demo.sh
 
 demo-down: ## Stop the demo cluster (and the DEMO_GITEA=1 Gitea and cairn sync)
@@ -48,7 +54,7 @@ demo-down: ## Stop the demo cluster (and the DEMO_GITEA=1 Gitea and cairn sync)
 	@if [ -d $(DEMO_DIR)/gitea ]; then $(GO) run ./test/localforge down --dir $(DEMO_DIR)/gitea; fi
 	$(LOCALCLUSTER) down --dir $(DEMO_DIR)
 
-bench: ## Run the benchmarks under test/bench
+bench: prereqs ## Run the benchmarks under test/bench
 	@if [ -d test/bench ]; then \
 		bin=$$(hack/build-kube.sh) && tools=$$(hack/bench-tools.sh) && \
 		CAIRN_KUBE_BIN=$$bin CAIRN_BENCH_TOOLS=$$tools CAIRN_BENCH=1 $(GO) test -count=1 -v -run='^TestB' -bench=. -timeout=120m ./test/bench/...; \

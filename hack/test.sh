@@ -10,8 +10,12 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 TEST_LOG=${TEST_LOG:-test/results/test.json}
 mkdir -p "$(dirname "$TEST_LOG")"
 
+# Every prerequisite first (seconds), then the one-time builds, outside any
+# test's deadline: the Kubernetes binaries and Gitea, cached by version.
+hack/prereqs.sh || exit 1
 bin=$(hack/build-kube.sh) || exit 1
-CAIRN_KUBE_BIN=$bin $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
+gitea=$(hack/build-gitea.sh) || exit 1
+CAIRN_KUBE_BIN=$bin CAIRN_GITEA_DIR=$gitea $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
 rc=$?
 $GO run ./hack/testreport <"$TEST_LOG" || rc=1
 

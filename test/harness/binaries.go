@@ -49,13 +49,22 @@ func checkBinaries(dir string) error {
 // working directory) with extra environment, and returns the last line it
 // prints: the directory of what it built or found in its cache. override names
 // the variable that skips the build, for the error messages.
+//
+// The machine's prerequisites (hack/prereqs.sh --check) are checked first, so a
+// missing package fails in seconds, not after a long build. A one-time build
+// never counts against the caller's deadline: ctx only carries its values.
 func RunBuildScript(ctx context.Context, script, override string, env ...string) (string, error) {
 	root, err := repoRoot(override)
 	if err != nil {
 		return "", err
 	}
+	check := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "prereqs.sh"), "--check")
+	check.Stderr = os.Stderr
+	if err := check.Run(); err != nil {
+		return "", fmt.Errorf("the machine misses a prerequisite (run hack/prereqs.sh as root): %w", err)
+	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", script))
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), "bash", filepath.Join(root, "hack", script))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = &out
