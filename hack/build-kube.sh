@@ -13,7 +13,14 @@ have=1
 for b in "${want[@]}"; do [ -e "$BIN/$b" ] || have=0; done
 if [ $have = 1 ]; then echo "$BIN"; exit 0; fi
 
+# Concurrent runs (make test beside a test binary, or two checkouts) wait for
+# one build; the lock is the one test/harness takes too.
 mkdir -p "$BIN"
+exec 9>"$CACHE/build-kube.lock"
+flock 9
+have=1
+for b in "${want[@]}"; do [ -e "$BIN/$b" ] || have=0; done
+if [ $have = 1 ]; then echo "$BIN"; exit 0; fi
 work=$(mktemp -d "$CACHE/build-kube.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // kubeBinaries are the files FindBinaries guarantees in the directory it returns.
@@ -19,16 +18,12 @@ var kubeBinaries = []string{
 // FindBinaries returns the directory holding the Kubernetes binaries: $CAIRN_KUBE_BIN
 // when set, otherwise the output of hack/build-kube.sh, which builds them on
 // first use (minutes) and answers from its cache afterwards. Concurrent
-// callers (test binaries of several packages) wait for one build.
+// callers (test binaries of several packages) wait for one build: the script
+// takes a lock.
 func FindBinaries(ctx context.Context) (string, error) {
 	if dir := os.Getenv("CAIRN_KUBE_BIN"); dir != "" {
 		return dir, checkBinaries(dir)
 	}
-	unlock, err := lockBuild()
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
 	dir, err := RunBuildScript(ctx, "build-kube.sh", "CAIRN_KUBE_BIN")
 	if err != nil {
 		return "", err
@@ -74,27 +69,6 @@ func RunBuildScript(ctx context.Context, script, override string, env ...string)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return strings.TrimSpace(lines[len(lines)-1]), nil
-}
-
-// lockBuild serialises hack/build-kube.sh between processes.
-func lockBuild() (func(), error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return nil, fmt.Errorf("failed to find the cache directory: %w", err)
-	}
-	dir := filepath.Join(cache, "cairn")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "build-kube.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open the build lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("failed to take the build lock: %w", err)
-	}
-	return func() { f.Close() }, nil
 }
 
 // repoRoot walks up from the working directory to the cairn module root.
