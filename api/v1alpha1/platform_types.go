@@ -120,7 +120,8 @@ const (
 
 // RenderPolicy sets where rendering runs and where its output is published.
 type RenderPolicy struct {
-	// Mode is InProcess or Job.
+	// Mode is InProcess (the default) or Job. Job (render Jobs, RenderTask) is not
+	// available yet: a Platform that sets it is refused with reason NotAvailable.
 	// +kubebuilder:validation:Enum=InProcess;Job
 	// +optional
 	Mode RenderMode `json:"mode,omitempty"`

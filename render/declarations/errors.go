@@ -29,6 +29,8 @@ const (
 	ReasonNamespaceDenied = "NamespaceDenied"
 	// ReasonDependencyCycle is an instance on a dependsOn cycle.
 	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonNotAvailable is a declared value of a feature this cairn does not have yet.
+	ReasonNotAvailable = "NotAvailable"
 	// ReasonInvalidPath is an Options.Path that is not a directory of the tree.
 	ReasonInvalidPath = "InvalidPath"
 )

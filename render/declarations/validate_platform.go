@@ -18,12 +18,23 @@ func validatePlatform(p *cairnv1.Platform, registry registryLookup) []problem {
 	ps = append(ps, oneOf("spec.verify.mode", string(s.Verify.Mode),
 		string(cairnv1.VerifyEnforce), string(cairnv1.VerifyWarn), string(cairnv1.VerifyOff))...)
 	ps = append(ps, oneOf("spec.render.mode", string(s.Render.Mode), string(cairnv1.RenderInProcess), string(cairnv1.RenderJob))...)
+	ps = append(ps, renderModeAvailable(s.Render.Mode)...)
 	ps = append(ps, validatePrune(s.Prune)...)
 	ps = append(ps, validatePatterns("spec.namespaces.allow", s.Namespaces.Allow)...)
 	ps = append(ps, validatePatterns("spec.namespaces.deny", s.Namespaces.Deny)...)
 	ps = append(ps, optionalName("spec.defaultServiceAccount", s.DefaultServiceAccount)...)
 	ps = append(ps, registryReference("spec.moduleRegistry", s.ModuleRegistry, registry)...)
 	return append(ps, validatePublish(s.Render.Publish, registry)...)
+}
+
+// renderModeAvailable refuses render mode Job until render Jobs (RenderTask) are
+// built: accepting it would silently render in process.
+func renderModeAvailable(mode cairnv1.RenderMode) []problem {
+	if mode != cairnv1.RenderJob {
+		return nil
+	}
+	return []problem{{ReasonNotAvailable, "spec.render.mode",
+		"render mode Job is not available yet (render Jobs are not built): use InProcess or leave it unset"}}
 }
 
 func validateCatalogs(catalogs []cairnv1.Catalog) []problem {
