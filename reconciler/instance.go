@@ -27,6 +27,9 @@ func (s *syncRun) applyAll(ctx context.Context) {
 			defer wg.Done()
 			defer close(r.done)
 			if !r.affected {
+				if r.mi.Spec.Suspend {
+					s.recordSuspended(ctx, r)
+				}
 				return
 			}
 			s.waitDependencies(r)
@@ -50,7 +53,7 @@ func (s *syncRun) waitDependencies(r *instanceRun) {
 			continue
 		}
 		<-d.done
-		if !d.ready() {
+		if !d.satisfiesDependents() {
 			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key())))
 		}
 	}
@@ -228,7 +231,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			if r.published != nil {
 				mi.Status.Published = r.published
 			}
-			markSucceeded(mi, s.rev.SHA, r.summary(), s.now)
+			markSucceeded(mi, s.rev.SHA, r.readyMessage(), s.now)
 		}
 	}
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {

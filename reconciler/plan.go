@@ -25,6 +25,8 @@ type instanceRun struct {
 
 	rendered *render.Result
 	objects  []*unstructured.Unstructured
+	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
+	warnings []string
 	oldInv   inventory
 	newInv   inventory
 	prune    *pruneSet
@@ -84,6 +86,8 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		return false, "suspended"
 	case r.live == nil:
 		return true, "new instance"
+	case isSuspended(r.live):
+		return true, "resumed"
 	case !isReady(r.live):
 		return true, "retrying a failed sync"
 	case r.live.Generation != r.live.Status.ObservedGeneration:

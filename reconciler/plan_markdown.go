@@ -36,14 +36,18 @@ func (p *Plan) Markdown() string {
 }
 
 func actionCell(i InstancePlan) string {
-	if i.Error != "" {
+	switch {
+	case i.Error != "":
 		return "**" + i.Action + "** (" + i.Reason + ")"
+	case len(i.Warnings) > 0:
+		return fmt.Sprintf("%s ⚠️ %d warning(s)", i.Action, len(i.Warnings))
 	}
 	return i.Action
 }
 
 func (i InstancePlan) changes() bool {
-	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0
+	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
+		len(i.Warnings) > 0
 }
 
 func markdownArtifact(a cairnv1.ArtifactStatus) string {
@@ -71,13 +75,16 @@ func (i InstancePlan) markdownSection() string {
 		writeLines(&b, "- ", i.Prune)
 		b.WriteString("```\n\n")
 	}
+	for _, w := range i.Warnings {
+		fmt.Fprintf(&b, "- ⚠️ **Warning:** %s\n", w)
+	}
 	for _, a := range i.Artifacts {
 		fmt.Fprintf(&b, "- Artifact: %s\n", markdownArtifact(a))
 	}
 	if i.Publish != "" {
 		fmt.Fprintf(&b, "- Publishes: `%s` (signed)\n", i.Publish)
 	}
-	if len(i.Artifacts) > 0 || i.Publish != "" {
+	if len(i.Artifacts) > 0 || i.Publish != "" || len(i.Warnings) > 0 {
 		b.WriteString("\n")
 	}
 	if i.PruneVerdict != "" && i.PruneVerdict != "allowed" {

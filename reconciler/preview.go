@@ -45,6 +45,9 @@ type InstancePlan struct {
 	Artifacts []cairnv1.ArtifactStatus `json:"artifacts,omitempty"`
 	// Publish is where the render would be published, when the Platform publishes.
 	Publish string `json:"publish,omitempty"`
+	// Warnings are non-fatal findings of the render, e.g. catalog skew under
+	// skewPolicy: Warn.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ArtifactLine describes one artifact's verification in one line.
@@ -114,7 +117,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 }
 
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
-	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.artifacts}
+	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.artifacts, Warnings: r.warnings}
 	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
 		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),
 			r.mi.Namespace, r.mi.Name, strings.ReplaceAll(r.rendered.Digest, ":", "-"))

@@ -63,7 +63,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}
-	r.rendered, r.objects = res, res.Objects
+	r.rendered, r.objects, r.warnings = res, res.Objects, res.Warnings
 	if f := s.publish(ctx, r); f != nil {
 		r.failure = f
 	}

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 )
@@ -16,15 +17,29 @@ func (r *instanceRun) summary() string {
 	return msg + keptNote(r.prune)
 }
 
+// readyMessage is the Ready message of a successful sync: the summary, then the
+// warnings, so that `kubectl get mi` and `cairn status` show them.
+func (r *instanceRun) readyMessage() string {
+	return r.summary() + warningNote(r.warnings)
+}
+
+// warningNote is the end of a message that carries warnings ("" without any).
+func warningNote(warnings []string) string {
+	if len(warnings) == 0 {
+		return ""
+	}
+	return "; warnings: " + strings.Join(warnings, "; ")
+}
+
 func (r *instanceRun) outcome() string {
 	if r.failure != nil {
 		return fmt.Sprintf("failed (%s): %s", r.failure.Reason, r.failure.Error())
 	}
-	return "ready: " + r.summary()
+	return "ready: " + r.readyMessage()
 }
 
 func (r *instanceRun) result() InstanceResult {
-	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready()}
+	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
 	res.Applied, res.Unchanged = countApplied(r.applied)
 	res.Pruned = countDeleted(r.pruned)
 	switch {

@@ -35,6 +35,9 @@ type InstanceResult struct {
 	Ready   bool
 	Reason  string
 	Message string
+	// Warnings are non-fatal findings, e.g. catalog skew under skewPolicy: Warn; a
+	// ready instance also carries them at the end of its Ready message.
+	Warnings []string `json:",omitempty"`
 	// Applied counts objects created or configured; Pruned counts deletions.
 	Applied, Unchanged, Pruned int
 }

@@ -109,6 +109,7 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		if i.Unchanged > 0 {
 			fmt.Fprintf(w, "  = %d unchanged\n", i.Unchanged)
 		}
+		printList(w, "warning:", i.Warnings)
 		for _, a := range i.Artifacts {
 			fmt.Fprintf(w, "  artifact: %s\n", reconciler.ArtifactLine(a))
 		}

@@ -58,7 +58,9 @@ type statusRow struct {
 	Objects   int32  `json:"objects"`
 	// Verified is True, False or "-" (no OCI artifacts); the reason follows False.
 	Verified string `json:"verified"`
-	Message  string `json:"message"`
+	// Suspended is spec.suspend: the instance's objects are left as they are.
+	Suspended bool   `json:"suspended"`
+	Message   string `json:"message"`
 }
 
 func statusRows(items []cairnv1.ModuleInstance) []statusRow {
@@ -72,6 +74,7 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 		if mi.Status.Inventory != nil {
 			row.Objects = mi.Status.Inventory.Count
 		}
+		row.Suspended = mi.Spec.Suspend
 		row.Verified = "-"
 		if c := conditions.Get(mi, cairnv1.VerifiedCondition); c != nil {
 			row.Verified = string(c.Status)
@@ -86,7 +89,7 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 
 func printStatusTable(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tMESSAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tSUSPENDED\tMESSAGE")
 	for _, r := range rows {
 		rev := r.Revision
 		if len(rev) > 12 {
@@ -96,7 +99,16 @@ func printStatusTable(w io.Writer, rows []statusRow) error {
 		if len(msg) > 100 {
 			msg = msg[:97] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects, r.Verified, msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects,
+			r.Verified, suspendedMark(r.Suspended), msg)
 	}
 	return tw.Flush()
+}
+
+// suspendedMark is the SUSPENDED column: SUSPENDED for a suspended instance, else "-".
+func suspendedMark(suspended bool) string {
+	if suspended {
+		return "SUSPENDED"
+	}
+	return "-"
 }

@@ -241,5 +241,8 @@ func printSyncResult(w io.Writer, res *reconciler.SyncResult) {
 	fmt.Fprintf(w, "synced revision %s\n", res.Revision)
 	for _, i := range res.Instances {
 		fmt.Fprintf(w, "  %-40s %-9s %s\n", i.Namespace+"/"+i.Name, i.Action, i.Message)
+		for _, warning := range i.Warnings {
+			fmt.Fprintf(w, "  %-40s warning: %s\n", "", warning)
+		}
 	}
 }
