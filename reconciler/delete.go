@@ -22,11 +22,12 @@ import (
 const deleteConcurrency = 16
 
 // deleteStage deletes objects concurrently. Each live object is read first and left
-// alone unless it carries cairn's managed-by label and the instance's label; the
+// alone unless it carries cairn's managed-by label and the instance's label (and,
+// when uid is given, no other instance UID label: see ownedBy); the
 // DELETE is conditioned on the UID that was read, so an object re-created by someone
 // else meanwhile is never deleted. It returns what it did and the objects still
 // terminating (finalizers, Namespaces), which the caller waits for.
-func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key string) (
+func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key, uid string) (
 	[]ssa.ChangeSetEntry, []*unstructured.Unstructured, error) {
 	var (
 		mu          sync.Mutex
@@ -41,7 +42,7 @@ func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.U
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			action, live, err := deleteOne(ctx, c, u, key)
+			action, live, err := deleteOne(ctx, c, u, key, uid)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -61,7 +62,7 @@ func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.U
 
 // deleteOne deletes one object if it is this instance's; it reports Deleted only for
 // an object it deleted, Skipped for one that is gone or not ours.
-func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructured, key string) (ssa.Action, *unstructured.Unstructured, error) {
+func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructured, key, uid string) (ssa.Action, *unstructured.Unstructured, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
 	err := c.Get(ctx, client.ObjectKeyFromObject(u), live)
@@ -70,11 +71,11 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 		return ssa.SkippedAction, nil, nil
 	case err != nil:
 		return "", nil, fmt.Errorf("%s: failed to read before deleting: %w", describe(u), err)
-	case !ownedBy(live, key):
+	case !ownedBy(live, key, uid):
 		return ssa.SkippedAction, nil, nil
 	}
-	uid := live.GetUID()
-	err = c.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	liveUID := live.GetUID()
+	err = c.Delete(ctx, live, client.Preconditions{UID: &liveUID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return ssa.SkippedAction, nil, nil
@@ -84,9 +85,18 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	return ssa.DeletedAction, live, nil
 }
 
-func ownedBy(live *unstructured.Unstructured, key string) bool {
+// ownedBy reports whether the live object is the instance's: it carries cairn's
+// managed-by label and the instance label key, and, when uid is given and the object
+// carries an instance UID label, that label is uid. An object labelled by a same-named
+// instance that was deleted and created again elsewhere, or a forged label, is not
+// the instance's. uid "" skips the UID check.
+func ownedBy(live *unstructured.Unstructured, key, uid string) bool {
 	l := live.GetLabels()
-	return l[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && l[cairnv1.InstanceLabel] == key
+	if l[cairnv1.ManagedByLabel] != cairnv1.ManagedByValue || l[cairnv1.InstanceLabel] != key {
+		return false
+	}
+	liveUID, labelled := l[cairnv1.InstanceUIDLabel]
+	return uid == "" || !labelled || liveUID == uid
 }
 
 // stillTerminating tells whether a deleted object may linger: it has finalizers, or it

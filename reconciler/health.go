@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,4 +113,19 @@ func getAll(ctx context.Context, c client.Client, objects []*unstructured.Unstru
 		}
 	}
 	return out, nil
+}
+
+// markHealthy records the health wait on the instance's Healthy condition: True when
+// every object this sync applied is Current, False with reason HealthCheckFailed
+// naming the objects that are not.
+func markHealthy(obj conditions.Setter, checked int, err error) {
+	if err != nil {
+		conditions.MarkFalse(obj, cairnv1.HealthyCondition, cairnv1.ReasonHealthCheckFailed, "%s", err.Error())
+		return
+	}
+	if checked == 0 {
+		conditions.MarkTrue(obj, cairnv1.HealthyCondition, cairnv1.ReasonSucceeded, "no object changed; each was Current when last applied")
+		return
+	}
+	conditions.MarkTrue(obj, cairnv1.HealthyCondition, cairnv1.ReasonSucceeded, "%d applied object(s) are Current", checked)
 }

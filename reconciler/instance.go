@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,11 +132,15 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if f := s.pruneInstance(ctx, m, r); f != nil {
 		return f
 	}
-	if waitEnabled(r.mi) {
-		s.e.progress("wait %s", r.key())
-		if err := waitHealthy(ctx, m.Client(), r.appliedLive, s.timeout(r.mi)); err != nil {
-			return classify(cairnv1.ReasonHealthCheckFailed, err)
-		}
+	if !waitEnabled(r.mi) {
+		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
+		return nil
+	}
+	s.e.progress("wait %s", r.key())
+	err = waitHealthy(ctx, m.Client(), r.appliedLive, s.timeout(r.mi))
+	markHealthy(r.live, len(r.appliedLive), err)
+	if err != nil {
+		return classify(cairnv1.ReasonHealthCheckFailed, err)
 	}
 	return nil
 }

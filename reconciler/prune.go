@@ -66,6 +66,7 @@ func allowPruneTrailer(msg string) int {
 // pruneSet is what one instance would delete in this sync.
 type pruneSet struct {
 	key     string
+	uid     string    // the live instance's UID, checked on the objects ("": not checked)
 	stale   inventory // ids to delete (protected kinds already set aside)
 	kept    []string  // protected objects left in place
 	before  int       // objects in the last inventory
@@ -140,7 +141,7 @@ func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeo
 	}
 	all := ssa.NewChangeSet()
 	for _, stage := range deleteStages(objects) {
-		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s.key)
+		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s.key, s.uid)
 		all.Append(entries)
 		if err != nil {
 			return all, classify(cairnv1.ReasonPruneFailed, err)

@@ -54,7 +54,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 		return nil
 	}
 	ps := s.guard.split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
-	ps.before = len(old)
+	ps.before, ps.uid = len(old), string(r.live.UID)
 	r.prune = ps
 	r.pruneErr = s.guard.checkInstance(ps)
 	return ps

@@ -4,15 +4,20 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Condition types beyond the kstatus ones (Ready, Reconciling, Stalled).
 const (
-	DriftedCondition  = "Drifted"
+	// DriftedCondition is True when a drift check found objects that differ from Git
+	// (drift: Warn), False after it corrected them (drift: Correct).
+	DriftedCondition = "Drifted"
+	// VerifiedCondition says whether every OCI artifact of the last render verified.
 	VerifiedCondition = "Verified"
-	HealthyCondition  = "Healthy"
+	// HealthyCondition is the last health wait (wait: true): True when every object
+	// the sync applied is Current, False with reason HealthCheckFailed naming the
+	// objects that are not; absent with wait: false.
+	HealthyCondition = "Healthy"
 )
 
 // Reasons set on conditions.
 const (
 	ReasonSucceeded          = "Succeeded"
-	ReasonProgressing        = "Progressing"
 	ReasonInvalidDeclaration = "InvalidDeclaration"
 	ReasonDependencyNotReady = "DependencyNotReady"
 	ReasonRenderFailed       = "RenderFailed"

@@ -126,3 +126,64 @@ func TestSuspendedInstanceSaysSoAndIsLeftAlone(t *testing.T) {
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil())
 	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "a-x")).To(BeTrue())
 }
+
+// claimModule renders a PersistentVolumeClaim that no provisioner ever binds.
+const claimModule = `package claim
+
+instance: {name: string, namespace: string}
+objects: claim: {
+	apiVersion: "v1"
+	kind:       "PersistentVolumeClaim"
+	metadata: name: instance.name
+	spec: {
+		accessModes: ["ReadWriteOnce"]
+		storageClassName: "none"
+		resources: requests: storage: "1Gi"
+	}
+}
+`
+
+// TestHealthyConditionFollowsTheHealthWait: Healthy=True once every applied object
+// is Current; False with HealthCheckFailed naming the object that never is.
+func TestHealthyConditionFollowsTheHealthWait(t *testing.T) {
+	e := newEnv(t)
+	files := appRepo("", inst{name: "a", ns: e.ns, replicas: 1, configs: configs("x")})
+	files["modules/claim/claim.cue"] = claimModule
+	files["instances/claim.yaml"] = "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: claim\n  namespace: " + e.ns +
+		"\nspec:\n  module:\n    local:\n      path: ./modules/claim\n  timeout: 3s\n"
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
+	a := e.instance(e.ns, "a")
+	e.g.Expect(conditions.IsTrue(a, cairnv1.HealthyCondition)).To(BeTrue())
+	e.g.Expect(conditions.GetMessage(a, cairnv1.HealthyCondition)).To(Equal("2 applied object(s) are Current"))
+
+	e.g.Expect(result(res, e.ns, "claim").Reason).To(Equal(cairnv1.ReasonHealthCheckFailed), "%+v", res)
+	claim := e.instance(e.ns, "claim")
+	e.g.Expect(conditions.IsFalse(claim, cairnv1.HealthyCondition)).To(BeTrue())
+	e.g.Expect(conditions.GetReason(claim, cairnv1.HealthyCondition)).To(Equal(cairnv1.ReasonHealthCheckFailed))
+	e.g.Expect(conditions.GetMessage(claim, cairnv1.HealthyCondition)).To(ContainSubstring("PersistentVolumeClaim/" + e.ns + "/claim"))
+}
+
+// TestPruneSkipsAnObjectLabelledWithAnotherInstanceUID: an object in the inventory
+// that now carries the instance's name label but another instance UID (a same-named
+// instance created elsewhere, or a forged label) is not deleted by prune.
+func TestPruneSkipsAnObjectLabelledWithAnotherInstanceUID(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 1, configs: configs("x", "y")}
+	repo := newGitRepo(t, appRepo("", a))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	uid := string(e.instance(e.ns, "a").UID)
+	e.g.Expect(e.configMap(e.ns, "a-y").Labels).To(HaveKeyWithValue(cairnv1.InstanceUIDLabel, uid))
+
+	e.g.Expect(e.c.Delete(e.ctx, e.configMap(e.ns, "a-y"))).To(Succeed())
+	e.createConfigMap(e.ns, "a-y", map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue,
+		cairnv1.InstanceLabel: e.ns + ".a", cairnv1.InstanceUIDLabel: "another-instance-uid"})
+	a.configs = configs("x")
+	repo.commit("drop y", map[string]string{"instances/a.yaml": a.yaml()})
+	res := e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "a").Pruned).To(Equal(0))
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "another instance's object is not deleted")
+	e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil())
+}

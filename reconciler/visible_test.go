@@ -1,0 +1,95 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+const skewWarning = "module example.com/app@v0 requires catalog example.com/catalog@v0 v0.2.0, newer than the pinned v0.1.0; rendering with v0.1.0"
+
+// TestRenderWarningsReachReadyResultAndPlan: a render's warnings (catalog skew under
+// skewPolicy: Warn) end the Ready message, are in the sync result, and in the plan's
+// JSON and Markdown.
+func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
+	g := NewWithT(t)
+	mi := &cairnv1.ModuleInstance{}
+	mi.Namespace, mi.Name = "team-a", "web"
+	r := &instanceRun{mi: mi, live: mi, affected: true, rendered: &render.Result{Warnings: []string{skewWarning}}}
+	r.warnings = r.rendered.Warnings
+
+	markSucceeded(mi, "abc", r.readyMessage(), time.Now())
+	g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
+	g.Expect(conditions.GetMessage(mi, "Ready")).To(HaveSuffix("; warnings: " + skewWarning))
+	g.Expect(r.result().Warnings).To(ConsistOf(skewWarning))
+	g.Expect(r.outcome()).To(ContainSubstring(skewWarning))
+
+	plan := &Plan{Revision: "abc", Instances: []InstancePlan{{Namespace: "team-a", Name: "web", Action: "Update",
+		Warnings: r.warnings}}}
+	b, err := json.Marshal(plan)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring(`"warnings":["module example.com/app@v0 requires catalog`))
+	md := plan.Markdown()
+	g.Expect(md).To(ContainSubstring("| `team-a/web` | Update ⚠️ 1 warning(s) |"))
+	g.Expect(md).To(ContainSubstring("- ⚠️ **Warning:** " + skewWarning))
+	g.Expect(plan.Failed()).To(BeFalse(), "a warning is not a failure")
+}
+
+func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
+	g := NewWithT(t)
+	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
+	g.Expect(r.readyMessage()).NotTo(ContainSubstring("warnings"))
+	g.Expect(r.result().Warnings).To(BeEmpty())
+}
+
+func TestOwnedByChecksTheInstanceUIDWhenLabelled(t *testing.T) {
+	labels := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	managed := []string{cairnv1.ManagedByLabel, cairnv1.ManagedByValue, cairnv1.InstanceLabel, "team-a.web"}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		uid    string
+		owned  bool
+	}{
+		{"labels and UID match", labels(append(managed, cairnv1.InstanceUIDLabel, "u1")...), "u1", true},
+		{"another instance's UID (re-created elsewhere, or forged)", labels(append(managed, cairnv1.InstanceUIDLabel, "u2")...), "u1", false},
+		{"no UID label (applied before UIDs were labelled)", labels(managed...), "u1", true},
+		{"UID not checked", labels(append(managed, cairnv1.InstanceUIDLabel, "u2")...), "", true},
+		{"another instance", labels(cairnv1.ManagedByLabel, cairnv1.ManagedByValue, cairnv1.InstanceLabel, "team-a.api"), "", false},
+		{"not managed by cairn", labels(cairnv1.InstanceLabel, "team-a.web", cairnv1.InstanceUIDLabel, "u1"), "u1", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			live := &unstructured.Unstructured{}
+			live.SetLabels(tc.labels)
+			g.Expect(ownedBy(live, "team-a.web", tc.uid)).To(Equal(tc.owned))
+		})
+	}
+}
+
+func TestMarkHealthy(t *testing.T) {
+	g := NewWithT(t)
+	mi := &cairnv1.ModuleInstance{}
+	markHealthy(mi, 2, nil)
+	g.Expect(conditions.IsTrue(mi, cairnv1.HealthyCondition)).To(BeTrue())
+	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(Equal("2 applied object(s) are Current"))
+	markHealthy(mi, 1, stalled(cairnv1.ReasonHealthCheckFailed, errors.New("health check failed: Deployment/team-a/web: Progress deadline exceeded")))
+	g.Expect(conditions.IsFalse(mi, cairnv1.HealthyCondition)).To(BeTrue())
+	g.Expect(conditions.GetReason(mi, cairnv1.HealthyCondition)).To(Equal(cairnv1.ReasonHealthCheckFailed))
+	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(ContainSubstring("Deployment/team-a/web"))
+}
