@@ -22,7 +22,9 @@ type DriftReport struct {
 	Drifted []string
 	// Corrected counts the objects re-applied (policy Correct).
 	Corrected int
-	Err       error
+	// Rotated names the generated Secrets replaced because rotateAfter elapsed.
+	Rotated []string
+	Err     error
 }
 
 // CheckDrift compares the live objects of every ready instance with its render
@@ -96,6 +98,9 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Drifted = append(rep.Drifted, describe(u))
 	}
 	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)
+	if rep.Err == nil {
+		rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep)
+	}
 	return rep
 }
 

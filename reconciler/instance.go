@@ -115,7 +115,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range r.objects {
 		setOwnerLabels(u, r.live)
 	}
-	r.newInv = inventoryOf(r.objects)
+	r.newInv = r.desiredInventory()
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
@@ -123,11 +123,17 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
+	if f := s.syncSecrets(ctx, m.Client(), r); f != nil {
+		return f
+	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.timeout(r.mi))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
+	}
+	if f := s.syncRenderedNamespaceSecrets(ctx, m.Client(), r); f != nil {
+		return f
 	}
 	if f := s.pruneInstance(ctx, m, r); f != nil {
 		return f

@@ -21,6 +21,9 @@ type Rendered struct {
 	Warnings        []string
 	// Artifacts are the OCI artifacts used, with their verification.
 	Artifacts []cairnv1.ArtifactStatus
+	// Generated names the Secrets the instance generates in the cluster
+	// (spec.secrets, copies included): names only, their values exist nowhere else.
+	Generated []string
 	Err       error
 }
 
@@ -91,5 +94,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 		setOwnerLabels(u, mi)
 	}
 	out.Objects, out.Digest, out.Warnings = res.Objects, res.Digest, res.Warnings
+	out.Generated = describeIDs(generatedInventory(mi))
+	out.Err = checkGeneratedSecrets(res.Objects, mi, set.Platform.Spec.Namespaces)
 	return out
 }

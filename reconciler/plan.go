@@ -45,6 +45,10 @@ type instanceRun struct {
 	chart *chartInput
 	// published is the signed artifact of this render.
 	published *cairnv1.PublishedArtifact
+	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
+	// secretNote reports a rotation of an instance the revision does not affect.
+	secrets    []*secretDecl
+	secretNote string
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

@@ -47,7 +47,7 @@ func actionCell(i InstancePlan) string {
 
 func (i InstancePlan) changes() bool {
 	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
-		len(i.Warnings) > 0
+		len(i.Warnings) > 0 || secretsChange(i.Secrets)
 }
 
 func markdownArtifact(a cairnv1.ArtifactStatus) string {
@@ -84,7 +84,10 @@ func (i InstancePlan) markdownSection() string {
 	if i.Publish != "" {
 		fmt.Fprintf(&b, "- Publishes: `%s` (signed)\n", i.Publish)
 	}
-	if len(i.Artifacts) > 0 || i.Publish != "" || len(i.Warnings) > 0 {
+	for _, sp := range i.Secrets {
+		fmt.Fprintf(&b, "- Generated secret: **%s** `%s` (%s)\n", sp.Action, sp.Secret, sp.Why)
+	}
+	if len(i.Artifacts) > 0 || i.Publish != "" || len(i.Warnings) > 0 || len(i.Secrets) > 0 {
 		b.WriteString("\n")
 	}
 	if i.PruneVerdict != "" && i.PruneVerdict != "allowed" {

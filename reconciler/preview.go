@@ -48,6 +48,8 @@ type InstancePlan struct {
 	// Warnings are non-fatal findings of the render, e.g. catalog skew under
 	// skewPolicy: Warn.
 	Warnings []string `json:"warnings,omitempty"`
+	// Secrets are the generated Secrets (spec.secrets): create, keep or rotate, never a value.
+	Secrets []SecretPlan `json:"secrets,omitempty"`
 }
 
 // ArtifactLine describes one artifact's verification in one line.
@@ -128,6 +130,7 @@ func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstanceP
 		return ip
 	case !r.affected:
 		ip.Action = "Unchanged"
+		s.previewGenerated(ctx, r, &ip)
 		return ip
 	case r.failure != nil:
 		ip.Action, ip.Reason, ip.Error = "Error", r.failure.Reason, r.failure.Error()
@@ -139,6 +142,7 @@ func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstanceP
 	}
 	s.dryRun(ctx, r, &ip)
 	s.previewPrune(r, &ip)
+	s.previewGenerated(ctx, r, &ip)
 	return ip
 }
 

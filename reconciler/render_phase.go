@@ -63,6 +63,10 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}
+	if err := checkGeneratedSecrets(res.Objects, r.mi, s.platform.Spec.Namespaces); err != nil {
+		r.failure = classify(cairnv1.ReasonSecretConflict, err)
+		return
+	}
 	r.rendered, r.objects, r.warnings = res, res.Objects, res.Warnings
 	if f := s.publish(ctx, r); f != nil {
 		r.failure = f

@@ -14,6 +14,9 @@ func (r *instanceRun) summary() string {
 	if n := countDeleted(r.pruned); n > 0 {
 		msg += fmt.Sprintf(", %d pruned", n)
 	}
+	if gen := secretSummary(r.secrets); gen != "" {
+		msg += "; " + gen
+	}
 	return msg + keptNote(r.prune)
 }
 
@@ -46,7 +49,7 @@ func (r *instanceRun) result() InstanceResult {
 	case r.mi.Spec.Suspend:
 		res.Action, res.Reason, res.Message = "Skipped", "Suspended", "suspended"
 	case !r.affected:
-		res.Action, res.Reason, res.Message = "Unchanged", "", r.why
+		res.Action, res.Reason, res.Message = "Unchanged", "", r.why+r.secretNote
 	case r.failure != nil:
 		res.Action, res.Reason, res.Message, res.Retry = "Failed", r.failure.Reason, r.failure.Error(), r.failure.Kind
 	case r.live != nil && len(r.live.Status.History) == 1:

@@ -196,6 +196,7 @@ func (s *syncRun) run(ctx context.Context) {
 	s.renderAll(ctx)
 	s.checkPrunes(ctx)
 	s.applyAll(ctx)
+	s.rotateUnaffected(ctx)
 	s.removeInstances(ctx)
 }
 

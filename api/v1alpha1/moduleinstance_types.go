@@ -118,11 +118,16 @@ const (
 	DriftIgnore  DriftPolicy = "Ignore"
 )
 
-// GeneratedSecret is a Secret cairn generates in the cluster.
+// GeneratedSecret is a Secret cairn generates in the cluster, in the instance's
+// namespace, as the instance's identity. Its values never leave the cluster. A
+// Secret that exists keeps its values: one that is not once is generated again only
+// when its generator (data, tls) changes or rotateAfter elapses.
 type GeneratedSecret struct {
+	// Name is the Secret's name; modules refer to it by this name.
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
-	// Once creates the Secret if absent and never regenerates it.
+	// Once creates the Secret if absent and never regenerates it (keys added to
+	// data later are added, existing values are never changed).
 	// +optional
 	Once bool `json:"once,omitempty"`
 	// Data maps keys to generators.
@@ -131,10 +136,12 @@ type GeneratedSecret struct {
 	// TLS generates a self-signed CA and certificate.
 	// +optional
 	TLS *TLSSecretSource `json:"tls,omitempty"`
-	// RotateAfter recreates the Secret when it is older than this.
+	// RotateAfter generates the Secret again at the first sync or drift check
+	// after its cairn.dev/generated-at annotation is older than this.
 	// +optional
 	RotateAfter *metav1.Duration `json:"rotateAfter,omitempty"`
-	// ToNamespaces copies the Secret into these namespaces.
+	// ToNamespaces copies the Secret, with the same values, into these namespaces
+	// (each allowed by the Platform's namespace policy).
 	// +optional
 	ToNamespaces []string `json:"toNamespaces,omitempty"`
 }
@@ -146,23 +153,30 @@ type SecretValueSource struct {
 	Random *RandomSource `json:"random,omitempty"`
 }
 
-// RandomSource is a random value of a length and encoding.
+// RandomSource is a random value of a length and encoding, from crypto/rand.
 type RandomSource struct {
+	// Length is the number of characters of the value, whatever the encoding.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4096
 	Length int32 `json:"length"`
-	// Encoding is alphanumeric (default), hex or base64.
+	// Encoding is the alphabet: alphanumeric (default: A-Z, a-z, 0-9), hex
+	// (0-9, a-f) or base64 (A-Z, a-z, 0-9, + and /, no padding).
 	// +kubebuilder:validation:Enum=alphanumeric;hex;base64
 	// +optional
 	Encoding string `json:"encoding,omitempty"`
 }
 
-// TLSSecretSource describes a generated certificate.
+// TLSSecretSource describes a generated certificate: a CA of this Secret's own
+// signs it; the Secret (type kubernetes.io/tls) holds tls.crt, tls.key and ca.crt.
 type TLSSecretSource struct {
+	// CommonName is the certificate's subject common name.
 	// +kubebuilder:validation:MinLength=1
 	CommonName string `json:"commonName"`
+	// DNSNames are its subject alternative names (IP addresses allowed); none
+	// means the common name.
 	// +optional
 	DNSNames []string `json:"dnsNames,omitempty"`
+	// ValidFor is the validity of the CA and certificate (default 8760h).
 	// +optional
 	ValidFor *metav1.Duration `json:"validFor,omitempty"`
 }

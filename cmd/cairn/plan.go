@@ -116,6 +116,9 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		if i.Publish != "" {
 			fmt.Fprintf(w, "  publish: %s (signed)\n", i.Publish)
 		}
+		for _, sp := range i.Secrets {
+			fmt.Fprintf(w, "  generated secret: %s\n", reconciler.SecretLine(sp))
+		}
 		if len(i.Prune) > 0 || (i.PruneVerdict != "" && i.PruneVerdict != "allowed") {
 			fmt.Fprintf(w, "  prune: %s\n", i.PruneVerdict)
 		}

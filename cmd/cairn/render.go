@@ -82,6 +82,9 @@ func printRendered(stdout, stderr io.Writer, out []reconciler.Rendered, format s
 		for _, a := range r.Artifacts {
 			fmt.Fprintf(stderr, "artifact: %s/%s: %s\n", r.Namespace, r.Name, reconciler.ArtifactLine(a))
 		}
+		for _, name := range r.Generated {
+			fmt.Fprintf(stderr, "generated in the cluster: %s/%s: %s (values never rendered)\n", r.Namespace, r.Name, name)
+		}
 		if r.Err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "error: %s/%s: %v\n", r.Namespace, r.Name, r.Err)

@@ -119,6 +119,9 @@ func (s *syncer) checkDrift(ctx context.Context) error {
 			fmt.Fprintf(s.out, "  %-40s drift (%s): %d object(s), %d corrected: %v\n",
 				r.Namespace+"/"+r.Name, r.Policy, len(r.Drifted), r.Corrected, r.Drifted)
 		}
+		if r.Err == nil && len(r.Rotated) > 0 {
+			fmt.Fprintf(s.out, "  %-40s rotated generated Secrets: %v\n", r.Namespace+"/"+r.Name, r.Rotated)
+		}
 	}
 	return nil
 }

@@ -77,6 +77,10 @@ func TestInvalidInstance(t *testing.T) {
 			reason: ReasonInvalidDeclaration, line: 11, field: "spec.secrets[0].data.k.random.length", message: "between 1 and 4096"},
 		{name: "secret without generator", spec: []string{cue, "  secrets: [{name: s}]"},
 			reason: ReasonInvalidDeclaration, line: 8, field: "spec.secrets[0]", message: "needs data or tls"},
+		{name: "once secret that rotates", spec: []string{cue, "  secrets:", "    - name: s", "      once: true", "      rotateAfter: 1h", "      data: {k: {random: {length: 8}}}"},
+			reason: ReasonInvalidDeclaration, line: 11, field: "spec.secrets[0].rotateAfter", message: "remove once or rotateAfter"},
+		{name: "secret data key written by tls", spec: []string{cue, "  secrets:", "    - name: s", "      tls: {commonName: a.svc}", "      data:", "        tls.key: {random: {length: 8}}"},
+			reason: ReasonInvalidDeclaration, line: 12, field: "spec.secrets[0].data.tls.key", message: "is written by tls"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ func (c instanceContext) validateSecret(field string, s cairnv1.GeneratedSecret)
 		ps = append(ps, positiveDuration(field+".tls.validFor", s.TLS.ValidFor)...)
 	}
 	ps = append(ps, positiveDuration(field+".rotateAfter", s.RotateAfter)...)
+	ps = append(ps, secretExclusions(field, s)...)
 	for j, ns := range s.ToNamespaces {
 		nsField := fmt.Sprintf("%s.toNamespaces[%d]", field, j)
 		ps = append(ps, namespaceAllowed(c.platform.Spec.Namespaces, nsField, ns)...)
@@ -64,6 +65,24 @@ func validateSecretData(field string, data map[string]cairnv1.SecretValueSource)
 			ps = append(ps, problem{ReasonInvalidDeclaration, f + ".random.length", "must be between 1 and 4096"})
 		}
 		ps = append(ps, oneOf(f+".random.encoding", r.Encoding, "alphanumeric", "hex", "base64")...)
+	}
+	return ps
+}
+
+// secretExclusions refuses what contradicts itself: a once Secret that rotates, and
+// a data key that a certificate also writes.
+func secretExclusions(field string, s cairnv1.GeneratedSecret) []problem {
+	var ps []problem
+	if s.Once && s.RotateAfter != nil {
+		ps = append(ps, problem{ReasonInvalidDeclaration, field + ".rotateAfter", "a once Secret is never generated again: remove once or rotateAfter"})
+	}
+	if s.TLS == nil {
+		return ps
+	}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if _, ok := s.Data[k]; ok {
+			ps = append(ps, problem{ReasonInvalidDeclaration, field + ".data." + k, "is written by tls: use another key"})
+		}
 	}
 	return ps
 }

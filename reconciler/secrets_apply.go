@@ -1,0 +1,135 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/secretgen"
+)
+
+// Generated Secrets are written with plain create and update requests, never with
+// server-side apply: a create never overwrites a Secret that appeared meanwhile, and
+// an update carries the resourceVersion that was read, so a Secret changed since it
+// was read is never overwritten either; both are retried by the next sync, which
+// reads it again. Values are generated only right before the write that stores
+// them, and only for a creation or a rotation.
+
+// resolve fixes the values and annotations every target of d holds.
+func (d *secretDecl) resolve(now time.Time) error {
+	if d.data != nil {
+		return nil
+	}
+	if d.regenerate {
+		data, err := secretgen.Generate(d.spec, now)
+		if err != nil {
+			return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
+		}
+		d.data, d.generatedAt, d.specAnnotation = data, now.UTC().Format(time.RFC3339), d.digest
+		return nil
+	}
+	data, err := secretgen.Fill(d.spec, d.source.Data, now)
+	if err != nil {
+		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
+	}
+	d.data = data
+	d.generatedAt = d.source.Annotations[cairnv1.GeneratedAtAnnotation]
+	if d.generatedAt == "" {
+		d.generatedAt = d.source.CreationTimestamp.UTC().Format(time.RFC3339)
+	}
+	d.specAnnotation = d.source.Annotations[cairnv1.SecretSpecAnnotation]
+	if d.specAnnotation == "" || len(secretgen.Missing(d.spec, d.source.Data)) > 0 {
+		d.specAnnotation = d.digest
+	}
+	return nil
+}
+
+// write writes the targets of d that change and that include selects (nil: all),
+// the original first, and calls done after each write.
+func (d *secretDecl) write(ctx context.Context, c client.Client, now time.Time, include, done func(*secretTarget) bool) error {
+	for _, t := range d.targets {
+		if t.action == secretKeep || (include != nil && !include(t)) {
+			continue
+		}
+		if err := d.resolve(now); err != nil {
+			return err
+		}
+		if err := d.writeTarget(ctx, c, t); err != nil {
+			return err
+		}
+		done(t)
+	}
+	return nil
+}
+
+func (d *secretDecl) writeTarget(ctx context.Context, c client.Client, t *secretTarget) error {
+	if t.live == nil {
+		return d.create(ctx, c, t)
+	}
+	if t.live.Type != secretgen.Type(d.spec) {
+		return d.recreate(ctx, c, t)
+	}
+	obj := d.secretFor(t, t.live.DeepCopy())
+	if err := c.Update(ctx, obj, client.FieldOwner(cairnv1.FieldManager)); err != nil {
+		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to %s: %w", d.describe(t), t.action, err))
+	}
+	return nil
+}
+
+func (d *secretDecl) create(ctx context.Context, c client.Client, t *secretTarget) error {
+	obj := d.secretFor(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.key.Namespace, Name: t.key.Name}})
+	err := c.Create(ctx, obj, client.FieldOwner(cairnv1.FieldManager))
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf(
+			"%s: created by someone else since it was read: left as it is, the next sync reads it again", d.describe(t)))
+	case err != nil:
+		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to create: %w", d.describe(t), err))
+	}
+	return nil
+}
+
+// recreate replaces a Secret whose type must change (the type is immutable): it is
+// deleted on the condition that it is still the one read, then created.
+func (d *secretDecl) recreate(ctx context.Context, c client.Client, t *secretTarget) error {
+	uid := t.live.UID
+	err := c.Delete(ctx, t.live, client.Preconditions{UID: &uid, ResourceVersion: &t.live.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete to change its type: %w", d.describe(t), err))
+	}
+	return d.create(ctx, c, t)
+}
+
+// secretFor sets on obj what target t holds: type, values, cairn's labels and
+// annotations (the others on a live Secret are kept).
+func (d *secretDecl) secretFor(t *secretTarget, obj *corev1.Secret) *corev1.Secret {
+	obj.Type = secretgen.Type(d.spec)
+	obj.Data = d.data
+	obj.StringData = nil
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	obj.Labels[cairnv1.ManagedByLabel] = cairnv1.ManagedByValue
+	obj.Labels[cairnv1.InstanceLabel] = d.owner
+	obj.Labels[cairnv1.GeneratedLabel] = "true"
+	if d.uid != "" {
+		obj.Labels[cairnv1.InstanceUIDLabel] = d.uid
+	}
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[cairnv1.GeneratedAtAnnotation] = d.generatedAt
+	obj.Annotations[cairnv1.SecretSpecAnnotation] = d.specAnnotation
+	if t.copy {
+		obj.Annotations[cairnv1.CopiedFromAnnotation] = d.originalName()
+	} else {
+		delete(obj.Annotations, cairnv1.CopiedFromAnnotation)
+	}
+	return obj
+}
