@@ -1,0 +1,435 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/render"
+)
+
+// generatedSecrets declares, under spec, the Secrets of the first tests: a once
+// Secret with one key per encoding, a Secret that is not once, and a certificate.
+func generatedSecrets(ns string, dbLength, apiLength int) string {
+	return fmt.Sprintf(`  secrets:
+    - name: db
+      once: true
+      data:
+        password: {random: {length: %d}}
+        token: {random: {length: 21, encoding: hex}}
+        key: {random: {length: 43, encoding: base64}}
+    - name: api
+      data:
+        key: {random: {length: %d}}
+    - name: web-tls
+      tls: {commonName: web.%s.svc, dnsNames: [web, web.%s.svc], validFor: 48h}
+`, dbLength, apiLength, ns, ns)
+}
+
+// TestGeneratedSecretsKeepTheirValues: spec.secrets creates the Secrets with values
+// of the declared lengths and alphabets and a certificate whose chain verifies; no
+// re-sync, values change, re-created CR or restart generates them again; a generator
+// change regenerates only the Secret that is not once; no value appears anywhere.
+func TestGeneratedSecretsKeepTheirValues(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"), extra: generatedSecrets(e.ns, 32, 16)}
+	repo := newGitRepo(t, appRepo("", a))
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), r.Message)
+	e.g.Expect(r.Message).To(ContainSubstring("generated Secrets: db created, api created, web-tls created"))
+
+	db, api := e.secret(e.ns, "db"), e.secret(e.ns, "api")
+	e.g.Expect(db.Type).To(Equal(corev1.SecretTypeOpaque))
+	e.g.Expect(string(db.Data["password"])).To(MatchRegexp(`^[A-Za-z0-9]{32}$`))
+	e.g.Expect(string(db.Data["token"])).To(MatchRegexp(`^[0-9a-f]{21}$`))
+	e.g.Expect(string(db.Data["key"])).To(MatchRegexp(`^[A-Za-z0-9+/]{43}$`))
+	e.g.Expect(string(api.Data["key"])).To(MatchRegexp(`^[A-Za-z0-9]{16}$`))
+	mi := e.instance(e.ns, "a")
+	e.g.Expect(db.Labels).To(Equal(map[string]string{cairnv1.ManagedByLabel: "cairn", cairnv1.InstanceLabel: e.ns + ".a",
+		cairnv1.InstanceUIDLabel: string(mi.UID), cairnv1.GeneratedLabel: "true"}))
+	at, err := time.Parse(time.RFC3339, db.Annotations[cairnv1.GeneratedAtAnnotation])
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(at).To(BeTemporally("~", time.Now(), time.Minute))
+	e.g.Expect(e.inventoryEntries(e.ns, "a")).To(ContainElements(
+		HaveField("ID", e.ns+"_db__Secret"), HaveField("ID", e.ns+"_api__Secret"), HaveField("ID", e.ns+"_web-tls__Secret")))
+	e.expectCertificate(e.secret(e.ns, "web-tls"), "web."+e.ns+".svc", "web")
+
+	values := e.secretValues("db", "api", "web-tls")
+	e.expectNoValue(res, values)
+
+	// A re-sync of the same commit, and one of a values change, keep every value.
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Unchanged"))
+	a.replicas = 1
+	repo.commit("scale", map[string]string{"instances/a.yaml": a.yaml()})
+	res = e.sync(repo)
+	r = result(res, e.ns, "a")
+	e.g.Expect(r.Action).To(Equal("Updated"), r.Message)
+	e.g.Expect(r.Message).To(ContainSubstring("db kept, api kept, web-tls kept"))
+	e.g.Expect(e.secretValues("db", "api", "web-tls")).To(Equal(values))
+
+	// The CR deleted by hand and a fresh engine (a restart): the next sync re-creates
+	// the CR and adopts the Secrets with their values.
+	e.g.Expect(e.c.Delete(e.ctx, e.instance(e.ns, "a"))).To(Succeed())
+	e.g.Eventually(func() *cairnv1.ModuleInstance { return e.instance(e.ns, "a") }).Should(BeNil())
+	e.restartEngine()
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), result(res, e.ns, "a").Message)
+	e.g.Expect(e.secretValues("db", "api", "web-tls")).To(Equal(values))
+	e.g.Expect(e.secret(e.ns, "db").Labels[cairnv1.InstanceUIDLabel]).To(Equal(string(e.instance(e.ns, "a").UID)))
+
+	// A generator change: the once Secret keeps its values, the other is generated again.
+	a.extra = generatedSecrets(e.ns, 40, 24)
+	repo.commit("longer keys", map[string]string{"instances/a.yaml": a.yaml()})
+	res = e.sync(repo)
+	r = result(res, e.ns, "a")
+	e.g.Expect(r.Message).To(ContainSubstring("db kept, api rotated, web-tls kept"))
+	e.g.Expect(e.secretValues("db")).To(Equal(pick(values, "db")))
+	e.g.Expect(string(e.secret(e.ns, "api").Data["key"])).To(MatchRegexp(`^[A-Za-z0-9]{24}$`))
+	e.expectNoValue(res, e.secretValues("db", "api", "web-tls"))
+}
+
+// TestGeneratedSecretRotateAfter: a Secret whose cairn.dev/generated-at is older
+// than rotateAfter is replaced by the next drift check or sync, with no Git change;
+// a younger one is not; its once sibling is never touched. The plan says create,
+// keep or rotate and shows no value.
+func TestGeneratedSecretRotateAfter(t *testing.T) {
+	e := newEnv(t)
+	secrets := `  secrets:
+    - name: rot
+      rotateAfter: 1h
+      data: {key: {random: {length: 20}}}
+    - name: sib
+      once: true
+      data: {key: {random: {length: 20}}}
+    - name: rot-tls
+      rotateAfter: 1h
+      tls: {commonName: rot.example.svc}
+`
+	a := inst{name: "a", ns: e.ns, replicas: 0, extra: secrets}
+	repo := newGitRepo(t, appRepo("", a))
+	plan := e.plan(repo)
+	e.g.Expect(plan.Instances[0].Secrets).To(ConsistOf(
+		secretPlan("Secret/"+e.ns+"/rot", "create"), secretPlan("Secret/"+e.ns+"/sib", "create"),
+		secretPlan("Secret/"+e.ns+"/rot-tls", "create")))
+	e.syncClean(repo)
+	before := e.secretValues("rot", "sib", "rot-tls")
+
+	// Not due: neither a drift check nor a sync replaces anything.
+	rep := e.driftReport(repo, "a")
+	e.g.Expect(rep.Rotated).To(BeEmpty())
+	e.g.Expect(e.secretValues("rot", "sib", "rot-tls")).To(Equal(before))
+	e.g.Expect(e.plan(repo).Instances[0].Secrets).To(HaveEach(HaveField("Action", "keep")))
+
+	// Due: the plan says rotate, the drift check replaces rot and rot-tls only.
+	e.ageSecret("rot", 2*time.Hour)
+	e.ageSecret("rot-tls", 2*time.Hour)
+	plan = e.plan(repo)
+	e.g.Expect(plan.Instances[0].Secrets).To(ConsistOf(
+		secretPlan("Secret/"+e.ns+"/rot", "rotate"), secretPlan("Secret/"+e.ns+"/sib", "keep"),
+		secretPlan("Secret/"+e.ns+"/rot-tls", "rotate")))
+	e.g.Expect(plan.Markdown()).To(ContainSubstring("Generated secret: **rotate** `Secret/" + e.ns + "/rot`"))
+	rep = e.driftReport(repo, "a")
+	e.g.Expect(rep.Err).NotTo(HaveOccurred())
+	e.g.Expect(rep.Rotated).To(ConsistOf("Secret/"+e.ns+"/rot", "Secret/"+e.ns+"/rot-tls"))
+	after := e.secretValues("rot", "sib", "rot-tls")
+	e.g.Expect(after["sib"]).To(Equal(before["sib"]))
+	e.g.Expect(after["rot"]["key"]).NotTo(Equal(before["rot"]["key"]))
+	e.g.Expect(after["rot-tls"]["tls.key"]).NotTo(Equal(before["rot-tls"]["tls.key"]))
+	e.expectCertificate(e.secret(e.ns, "rot-tls"), "rot.example.svc")
+	at, _ := time.Parse(time.RFC3339, e.secret(e.ns, "rot").Annotations[cairnv1.GeneratedAtAnnotation])
+	e.g.Expect(at).To(BeTemporally("~", time.Now(), time.Minute))
+
+	// A sync of the same commit rotates too.
+	e.ageSecret("rot", 3*time.Hour)
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Action).To(Equal("Unchanged"))
+	e.g.Expect(r.Message).To(ContainSubstring("generated Secrets: rot rotated"))
+	latest := e.secretValues("rot", "sib", "rot-tls")
+	e.g.Expect(latest["rot"]).NotTo(Equal(after["rot"]))
+	e.g.Expect(latest["sib"]).To(Equal(before["sib"]))
+	e.g.Expect(latest["rot-tls"]).To(Equal(after["rot-tls"]))
+
+	for _, v := range []map[string]map[string]string{before, after, latest} {
+		e.expectNoValue(res, v)
+		e.expectNotInPlan(plan, v)
+	}
+}
+
+// TestGeneratedSecretCopies: toNamespaces copies hold the values of the original; a
+// copy deleted by hand comes back with them; a denied namespace is a typed error
+// and writes nothing; a copy that leaves the declaration, and every Secret of an
+// instance that leaves Git, is pruned.
+func TestGeneratedSecretCopies(t *testing.T) {
+	e := newEnv(t)
+	b, c := e.ns+"-b", e.ns+"-c"
+	e.createNamespaces(b, c)
+	copies := func(namespaces ...string) string {
+		return "  secrets:\n    - name: shared\n      once: true\n      data: {key: {random: {length: 24}}}\n" +
+			"      toNamespaces: [" + strings.Join(namespaces, ", ") + "]\n"
+	}
+	a := inst{name: "a", ns: e.ns, replicas: 0, extra: copies(b, c)}
+	other := inst{name: "other", ns: e.ns, replicas: 0}
+	repo := newGitRepo(t, appRepo("", a, other))
+	e.syncClean(repo)
+	original := e.secret(e.ns, "shared")
+	for _, ns := range []string{b, c} {
+		cp := e.secret(ns, "shared")
+		e.g.Expect(cp.Data).To(Equal(original.Data))
+		e.g.Expect(cp.Annotations[cairnv1.CopiedFromAnnotation]).To(Equal(e.ns + "/shared"))
+		e.g.Expect(cp.Labels[cairnv1.InstanceLabel]).To(Equal(e.ns + ".a"))
+	}
+
+	e.g.Expect(e.c.Delete(e.ctx, e.secret(c, "shared"))).To(Succeed())
+	rep := e.driftReport(repo, "a")
+	e.g.Expect(rep.Drifted).To(ContainElement("Secret/" + c + "/shared"))
+	e.g.Expect(e.secret(c, "shared").Data).To(Equal(original.Data))
+
+	// A denied namespace: the declaration is refused, nothing is written.
+	a.extra = copies(b, c, "kube-public")
+	repo.commit("copy to kube-public", map[string]string{"instances/a.yaml": a.yaml()})
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonNamespaceDenied))
+	e.g.Expect(r.Message).To(And(ContainSubstring("instances/a.yaml"), ContainSubstring("spec.secrets[0].toNamespaces[2]"),
+		ContainSubstring(`"kube-public" is denied`)))
+	mi := e.instance(e.ns, "a")
+	e.g.Expect(conditions.GetReason(mi, "Ready")).To(Equal(cairnv1.ReasonNamespaceDenied))
+	e.g.Expect(e.secret("kube-public", "shared")).To(BeNil())
+	e.g.Expect(e.secret(e.ns, "shared").ResourceVersion).To(Equal(original.ResourceVersion))
+
+	// A copy leaves the declaration: it is pruned, the others stay.
+	a.extra = copies(b)
+	repo.commit("one copy", map[string]string{"instances/a.yaml": a.yaml()})
+	r = result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), r.Message)
+	e.g.Expect(r.Pruned).To(Equal(1))
+	e.g.Expect(e.gone("v1", "Secret", c, "shared")).To(BeTrue())
+	e.g.Expect(e.secret(b, "shared").Data).To(Equal(original.Data))
+
+	// The instance leaves Git: the original and its copy go with it.
+	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
+	r = result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(e.gone("v1", "Secret", e.ns, "shared")).To(BeTrue())
+	e.g.Expect(e.gone("v1", "Secret", b, "shared")).To(BeTrue())
+}
+
+// TestGeneratedSecretsAreWrittenAsTheInstanceIdentity: the Secrets are written as
+// the instance's ServiceAccount, so a copy into a namespace it may not write is
+// forbidden, naming that identity.
+func TestGeneratedSecretsAreWrittenAsTheInstanceIdentity(t *testing.T) {
+	e := newEnv(t)
+	b := e.ns + "-b"
+	e.createNamespaces(e.ns, b)
+	e.grantDeployer()
+	a := inst{name: "a", ns: e.ns, replicas: 0, extra: "  serviceAccountName: deployer\n" +
+		"  secrets:\n    - name: s\n      data: {key: {random: {length: 8}}}\n      toNamespaces: [" + b + "]\n"}
+	repo := newGitRepo(t, appRepo("", a))
+	e.expectFailure(e.sync(repo), wantFailure{name: "a", reason: cairnv1.ReasonApplyFailed,
+		contains: []string{"Secret/" + b + "/s", "forbidden", `User "system:serviceaccount:{ns}:deployer"`}})
+	e.g.Expect(e.secret(b, "s")).To(BeNil())
+	e.g.Expect(e.secret(e.ns, "s")).To(BeNil(), "read before anything is written: the read in "+b+" is forbidden too")
+}
+
+// secretClashModule renders a ConfigMap and, when values.secret is set, a Secret of
+// that name.
+const secretClashModule = `package custom
+
+instance: {name: string, namespace: string}
+values: {secret: *"" | string}
+objects: {
+	cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-cm"}
+	if values.secret != "" {
+		secret: {apiVersion: "v1", kind: "Secret", metadata: name: values.secret, stringData: k: "rendered"}
+	}
+}
+`
+
+// TestGeneratedSecretNameClash: a rendered Secret of a generated Secret's name, and
+// a Secret that exists and is not the instance's, are errors naming both; nothing is
+// written and the foreign Secret keeps its data.
+func TestGeneratedSecretNameClash(t *testing.T) {
+	e := newEnv(t)
+	files := appRepo("")
+	files["modules/custom/main.cue"] = secretClashModule
+	files["instances/mod.yaml"] = localInstanceYAML("mod", e.ns, "./modules/custom", "{secret: creds}") +
+		"  secrets:\n    - name: creds\n      data: {key: {random: {length: 8}}}\n"
+	repo := newGitRepo(t, files)
+	e.expectFailure(e.sync(repo), wantFailure{name: "mod", reason: cairnv1.ReasonSecretConflict,
+		contains: []string{"Secret/{ns}/creds is generated by spec.secrets[0] (creds)", "rendered by the module as Secret/{ns}/creds"}})
+	e.g.Expect(e.configMap(e.ns, "mod-cm")).To(BeNil())
+	e.g.Expect(e.secret(e.ns, "creds")).To(BeNil())
+
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "taken"}, Data: map[string][]byte{"key": []byte("theirs")}}
+	e.g.Expect(e.c.Create(e.ctx, foreign)).To(Succeed())
+	repo.commit("generate taken", map[string]string{"instances/mod.yaml": localInstanceYAML("mod", e.ns, "./modules/custom", "{}") +
+		"  secrets:\n    - name: taken\n      data: {key: {random: {length: 8}}}\n"})
+	e.expectFailure(e.sync(repo), wantFailure{name: "mod", reason: cairnv1.ReasonSecretConflict,
+		contains: []string{"Secret/{ns}/taken (spec.secrets[0]) exists and was not generated by this instance"}})
+	e.g.Expect(string(e.secret(e.ns, "taken").Data["key"])).To(Equal("theirs"))
+	e.g.Expect(e.configMap(e.ns, "mod-cm")).To(BeNil())
+}
+
+func (e *env) secret(ns, name string) *corev1.Secret {
+	e.t.Helper()
+	s := &corev1.Secret{}
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		return nil
+	}
+	return s
+}
+
+// secretValues reads the data of Secrets of the test's namespace, by name and key.
+func (e *env) secretValues(names ...string) map[string]map[string]string {
+	e.t.Helper()
+	out := map[string]map[string]string{}
+	for _, n := range names {
+		s := e.secret(e.ns, n)
+		e.g.Expect(s).NotTo(BeNil(), "Secret %s", n)
+		out[n] = map[string]string{}
+		for k, v := range s.Data {
+			out[n][k] = string(v)
+		}
+	}
+	return out
+}
+
+func pick(values map[string]map[string]string, names ...string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, n := range names {
+		out[n] = values[n]
+	}
+	return out
+}
+
+// expectNoValue checks that no generated value appears in the sync result, the
+// progress, the status of the instances and the Platform, or a plan.
+func (e *env) expectNoValue(res *reconciler.SyncResult, values map[string]map[string]string) {
+	e.t.Helper()
+	for _, keys := range values {
+		for _, v := range keys {
+			needle := v
+			if strings.Contains(v, "-----BEGIN") {
+				needle = pemBody(v)
+			}
+			e.expectNowhere(res, needle)
+			e.g.Expect(e.progress.String()).NotTo(ContainSubstring(needle))
+		}
+	}
+}
+
+func (e *env) expectNotInPlan(plan *reconciler.Plan, values map[string]map[string]string) {
+	e.t.Helper()
+	b, err := json.Marshal(plan)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, keys := range values {
+		for _, v := range keys {
+			needle := v
+			if strings.Contains(v, "-----BEGIN") {
+				needle = pemBody(v)
+			}
+			e.g.Expect(string(b)).NotTo(ContainSubstring(needle))
+			e.g.Expect(plan.Markdown()).NotTo(ContainSubstring(needle))
+		}
+	}
+}
+
+// pemBody is the first line of base64 of a PEM block (the header is not secret).
+func pemBody(p string) string {
+	return strings.Split(p, "\n")[1]
+}
+
+// expectCertificate checks a generated TLS Secret: its type and keys, the key
+// matches the certificate, and the chain to its CA verifies for every name.
+func (e *env) expectCertificate(s *corev1.Secret, names ...string) {
+	e.t.Helper()
+	e.g.Expect(s.Type).To(Equal(corev1.SecretTypeTLS))
+	e.g.Expect(s.Data).To(HaveKey("ca.crt"))
+	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	e.g.Expect(err).NotTo(HaveOccurred(), "the key matches the certificate")
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	e.g.Expect(err).NotTo(HaveOccurred())
+	block, _ := pem.Decode(s.Data["ca.crt"])
+	e.g.Expect(block).NotTo(BeNil())
+	ca, err := x509.ParseCertificate(block.Bytes)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(ca.IsCA).To(BeTrue())
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, n := range names {
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: n})
+		e.g.Expect(err).NotTo(HaveOccurred(), "the chain verifies for %s", n)
+	}
+}
+
+// ageSecret sets the generated-at annotation of a Secret of the test's namespace to age ago.
+func (e *env) ageSecret(name string, age time.Duration) {
+	e.t.Helper()
+	s := e.secret(e.ns, name)
+	s.Annotations[cairnv1.GeneratedAtAnnotation] = time.Now().Add(-age).UTC().Format(time.RFC3339)
+	e.g.Expect(e.c.Update(e.ctx, s)).To(Succeed())
+}
+
+func (e *env) plan(repo *gitRepo) *reconciler.Plan {
+	e.t.Helper()
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	plan, err := e.engine.Plan(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	return plan
+}
+
+func (e *env) driftReport(repo *gitRepo, name string) reconciler.DriftReport {
+	e.t.Helper()
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	reports, err := e.engine.CheckDrift(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, r := range reports {
+		if r.Namespace == e.ns && r.Name == name {
+			return r
+		}
+	}
+	e.t.Fatalf("no drift report for %s/%s", e.ns, name)
+	return reconciler.DriftReport{}
+}
+
+func secretPlan(secret, action string) OmegaMatcher {
+	return And(HaveField("Secret", secret), HaveField("Action", action))
+}
+
+func (e *env) createNamespaces(names ...string) {
+	e.t.Helper()
+	for _, n := range names {
+		e.g.Expect(e.c.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})).To(Succeed())
+	}
+	e.deleteNamespacesAtEnd(names...)
+}
+
+// restartEngine replaces the engine by a new one, as a restart of cairn would.
+func (e *env) restartEngine() {
+	e.t.Helper()
+	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	opts := reconciler.DefaultOptions()
+	opts.RenderCacheDir = e.t.TempDir()
+	opts.DefaultTimeout = time.Minute
+	opts.Progress = e.progress
+	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
+}
