@@ -36,7 +36,8 @@ type Options struct {
 	RenderLimits render.Limits
 	// Progress receives one line per step of a long sync (nil: none).
 	Progress io.Writer
-	// Log receives structured logs.
+	// Log receives structured logs when the context carries no logger
+	// (logr.NewContext): status writes that failed, with instance and revision keys.
 	Log logr.Logger
 	// Reporter is told about each sync as it happens (nil: nobody).
 	Reporter Reporter
@@ -93,6 +94,14 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 		cacheDir = filepath.Join(opts.RenderCacheDir, "renders")
 	}
 	return &Engine{cluster: cluster, renderer: renderer, cache: newRenderCache(cacheDir), verifier: &sign.Verifier{}, opts: opts}
+}
+
+// logger is the logger of ctx (set with logr.NewContext), else Options.Log.
+func (e *Engine) logger(ctx context.Context) logr.Logger {
+	if l, err := logr.FromContext(ctx); err == nil {
+		return l
+	}
+	return e.opts.Log
 }
 
 // progress writes one line of progress for long syncs.

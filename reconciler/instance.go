@@ -227,7 +227,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	if r.failure != nil {
 		if r.appliedIDs != nil {
 			if err := storeInventory(ctx, s.e.cluster.client, mi, r.failedInventory()); err != nil {
-				s.e.opts.Log.Error(err, "failed to record the inventory", "instance", r.key())
+				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
 		markFailed(mi, s.rev.SHA, r.failure, s.now)
@@ -246,10 +246,11 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		}
 	}
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
-		s.e.opts.Log.Error(err, "failed to record status", "instance", r.key())
+		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
 	s.e.progress("%s %s", r.key(), r.outcome())
+	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 }
 

@@ -72,7 +72,7 @@ func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.Module
 	before := live.DeepCopy()
 	markFailed(live, s.rev.SHA, f, s.now)
 	if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
-		s.e.opts.Log.Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name)
+		s.e.logger(ctx).Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name, "revision", s.rev.SHA)
 	}
 }
 

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -32,6 +33,22 @@ func warningNote(warnings []string) string {
 		return ""
 	}
 	return "; warnings: " + strings.Join(warnings, "; ")
+}
+
+// logOutcome logs what the sync did to the instance: an error for a failure (with its
+// reason and kind), else one info line (with the warnings, if any).
+func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
+	log := s.e.logger(ctx).WithValues("instance", r.key(), "revision", s.rev.SHA)
+	if r.failure != nil {
+		log.Error(r.failure, "instance failed", "reason", r.failure.Reason, "retry", r.failure.Kind)
+		return
+	}
+	res := r.result()
+	log.Info("instance synced", "action", res.Action, "applied", res.Applied, "unchanged", res.Unchanged,
+		"pruned", res.Pruned, "warnings", len(r.warnings))
+	for _, w := range r.warnings {
+		log.Info("warning", "warning", w)
+	}
 }
 
 func (r *instanceRun) outcome() string {

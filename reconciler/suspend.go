@@ -21,13 +21,13 @@ func (s *syncRun) recordSuspended(ctx context.Context, r *instanceRun) {
 		return
 	}
 	if err := s.mirrorInstance(ctx, r); err != nil {
-		s.e.opts.Log.Error(err, "failed to mirror a suspended instance", "instance", r.key(), "revision", s.rev.SHA)
+		s.e.logger(ctx).Error(err, "failed to mirror a suspended instance", "instance", r.key(), "revision", s.rev.SHA)
 		return
 	}
 	before := r.live.DeepCopy()
 	markSuspended(r.live)
 	if err := s.patchStatusRetrying(ctx, r.live, before); err != nil {
-		s.e.opts.Log.Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
+		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 	}
 	s.e.progress("%s suspended", r.key())
 }

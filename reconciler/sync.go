@@ -107,7 +107,7 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 		conditions.MarkFalse(&p, "Ready", f.Reason, "%s", f.Error())
 		conditions.MarkStalled(&p, f.Reason, "%s", f.Error())
 		if err := patchStatus(ctx, e.cluster.client, &p, before); err != nil {
-			e.opts.Log.Error(err, "failed to record the failed revision")
+			e.logger(ctx).Error(err, "failed to record the failed revision", "revision", rev.SHA, "reason", f.Reason)
 		}
 	}
 	return res, nil
@@ -235,7 +235,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 		before := live.DeepCopy()
 		markFailed(live, s.rev.SHA, stalled(inv.Reason, inv), s.now)
 		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
-			s.e.opts.Log.Error(err, "failed to record an invalid declaration", "instance", inv.Object)
+			s.e.logger(ctx).Error(err, "failed to record an invalid declaration", "instance", inv.Object, "revision", s.rev.SHA)
 		}
 	}
 }

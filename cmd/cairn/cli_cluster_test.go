@@ -85,13 +85,19 @@ func TestPlanShowsCreatesAndChangesNothing(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "plan creates no namespace: %v", err)
 }
 
+// webAndBrokenRepo is a repository directory with a good instance web and an
+// instance broken whose module does not compile.
+func webAndBrokenRepo(t *testing.T, ns string) string {
+	return writeRepoDir(t, cliRepo(map[string]string{
+		"web":    cliInstance(ns, "web", "app", "{}"),
+		"broken": cliInstance(ns, "broken", "broken", "{}"),
+	}))
+}
+
 func TestSyncOnceExitsTwoWhenAnInstanceFailsAndStatusListsBoth(t *testing.T) {
 	g := NewWithT(t)
 	cc := newCLICluster(t)
-	dir := writeRepoDir(t, cliRepo(map[string]string{
-		"web":    cliInstance(cc.ns, "web", "app", "{}"),
-		"broken": cliInstance(cc.ns, "broken", "broken", "{}"),
-	}))
+	dir := webAndBrokenRepo(t, cc.ns)
 	r := cc.run(t, "sync", "--once", "-q", "--repo", dir)
 	g.Expect(r.err).To(MatchError(errInstancesFailed), r.stdout+r.stderr)
 	g.Expect(r.code).To(Equal(2))

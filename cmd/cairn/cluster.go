@@ -1,12 +1,17 @@
 package main
 
 import (
+	"io"
+
+	"github.com/go-logr/logr"
+
 	"cairn.dev/cairn/reconciler"
 )
 
-// engine connects to the cluster and returns an engine for the repository flags.
-func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ Write([]byte) (int, error) },
-	reporter reconciler.Reporter) (*reconciler.Engine, func(), error) {
+// engine connects to the cluster and returns an engine for the repository flags that
+// writes its progress to progress (nil: none) and logs to log.
+func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
+	log logr.Logger) (*reconciler.Engine, func(), error) {
 	cfg, err := kube.restConfig()
 	if err != nil {
 		return nil, nil, err
@@ -19,10 +24,7 @@ func engine(kube *kubeFlags, repo *repoFlags, progress bool, errOut interface{ W
 	if err != nil {
 		return nil, nil, err
 	}
-	if progress {
-		opts.Progress = errOut
-	}
-	opts.Reporter = reporter
+	opts.Progress, opts.Reporter, opts.Log = progress, reporter, log
 	if u, err := repo.url(); err == nil && !repo.isDir() {
 		opts.Repository = redactURL(u)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler"
 )
@@ -21,9 +22,9 @@ import (
 // forgeWiring connects a sync loop to a forge: commit statuses through a bounded
 // queue, pull-request plans, and webhooks that wake the loop.
 type forgeWiring struct {
-	flags  *forgeFlags
-	repo   *repoFlags
-	errOut io.Writer
+	flags *forgeFlags
+	repo  *repoFlags
+	log   logr.Logger
 
 	client forge.Forge
 	queue  *forge.Queue
@@ -39,8 +40,8 @@ type forgeWiring struct {
 	hint string
 }
 
-func newForgeWiring(flags *forgeFlags, repo *repoFlags, errOut io.Writer) (*forgeWiring, error) {
-	w := &forgeWiring{flags: flags, repo: repo, errOut: errOut, trigger: forge.NewTrigger(), prs: make(chan int, 16)}
+func newForgeWiring(flags *forgeFlags, repo *repoFlags, log logr.Logger) (*forgeWiring, error) {
+	w := &forgeWiring{flags: flags, repo: repo, log: log, trigger: forge.NewTrigger(), prs: make(chan int, 16)}
 	client, limit, err := flags.client()
 	if err != nil || client == nil {
 		return w, err
@@ -50,7 +51,9 @@ func newForgeWiring(flags *forgeFlags, repo *repoFlags, errOut io.Writer) (*forg
 		return nil, err
 	}
 	w.client, w.limit = client, limit
-	w.queue = forge.NewQueue(client, forge.DefaultQueueOptions())
+	qopts := forge.DefaultQueueOptions()
+	qopts.Logger = log.WithName("forge")
+	w.queue = forge.NewQueue(client, qopts)
 	w.report = reconciler.NewForgeReporter(w.queue, w.ref, flags.targetURL)
 	return w, nil
 }
@@ -67,10 +70,14 @@ func (w *forgeWiring) close() {
 	if w.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = w.server.Shutdown(ctx)
+		if err := w.server.Shutdown(ctx); err != nil {
+			w.log.Error(err, "failed to stop the webhook server cleanly")
+		}
 	}
 	if w.queue != nil {
-		_ = w.queue.Close()
+		if err := w.queue.Close(); err != nil {
+			w.log.Error(err, "gave up forge updates at exit")
+		}
 	}
 }
 
@@ -86,6 +93,7 @@ func (w *forgeWiring) listen(ctx context.Context) error {
 	opts := forge.DefaultReceiverOptions()
 	opts.GiteaSecret, opts.GitHubSecret, opts.GitLabSecret = secret, secret, secret
 	opts.Branch = w.repo.branch
+	opts.Logger = w.log.WithName("webhooks")
 	if w.ref.Name != "" {
 		opts.Repos = []string{w.ref.String()}
 	}
@@ -98,7 +106,7 @@ func (w *forgeWiring) listen(ctx context.Context) error {
 	w.server = forge.NewServer(w.flags.listen, mux)
 	go func() {
 		if err := w.server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(w.errOut, "webhook server stopped: %v\n", err)
+			w.log.Error(err, "webhook server stopped", "address", w.flags.listen)
 		}
 	}()
 	return nil
@@ -140,12 +148,13 @@ func (w *forgeWiring) plan(ctx context.Context, e *reconciler.Engine, repo *repo
 	}
 	pr, err := w.client.PullRequest(ctx, w.ref, number)
 	if err != nil {
-		fmt.Fprintf(w.errOut, "pull request %d: %v\n", number, err)
+		w.log.Error(err, "failed to read a pull request", "pr", number)
 		return
 	}
 	w.status(pr.HeadSHA, forge.StatePending, "planning")
 	plan, err := w.planPR(ctx, e, repo, pr)
 	if err != nil {
+		w.log.Error(err, "failed to plan a pull request", "pr", number, "revision", pr.HeadSHA)
 		w.status(pr.HeadSHA, forge.StateError, "plan failed: "+err.Error())
 		return
 	}
@@ -153,7 +162,7 @@ func (w *forgeWiring) plan(ctx context.Context, e *reconciler.Engine, repo *repo
 	state, desc := planOutcome(plan)
 	w.status(plan.Revision, state, desc)
 	if err := w.keepPlan(number, plan); err != nil {
-		fmt.Fprintf(w.errOut, "pull request %d: failed to keep the JSON plan: %v\n", number, err)
+		w.log.Error(err, "failed to keep the JSON plan", "pr", number, "revision", plan.Revision)
 	}
 }
 

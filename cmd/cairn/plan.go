@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/go-logr/logr"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,7 @@ func newPlanCommand(kube *kubeFlags) *cobra.Command {
 			if output != "text" && output != "json" && output != "markdown" {
 				return fmt.Errorf("--output must be text, json or markdown, not %q", output)
 			}
-			e, closeFn, err := engine(kube, &repo, false, cmd.ErrOrStderr(), nil)
+			e, closeFn, err := engine(kube, &repo, nil, nil, logr.Discard())
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"cairn.dev/cairn/gitsource"
@@ -16,6 +17,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	var (
 		repo     repoFlags
 		forgeF   forgeFlags
+		logF     logFlags
 		once     bool
 		interval time.Duration
 		drift    time.Duration
@@ -37,31 +39,41 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 			if once && forgeF.listen != "" {
 				return fmt.Errorf("--listen needs --interval: a webhook wakes a running sync loop")
 			}
-			fw, err := newForgeWiring(&forgeF, &repo, cmd.ErrOrStderr())
+			log, err := logF.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			ctx := logr.NewContext(cmd.Context(), log)
+			fw, err := newForgeWiring(&forgeF, &repo, log)
 			if err != nil {
 				return err
 			}
 			defer fw.close()
-			e, closeFn, err := engine(kube, &repo, !quiet, cmd.ErrOrStderr(), fw.reporter())
+			var progress io.Writer
+			if !quiet {
+				progress = logF.progressWriter(cmd.ErrOrStderr(), log)
+			}
+			e, closeFn, err := engine(kube, &repo, progress, fw.reporter(), log)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), driftEvery: drift, forge: fw}
+			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: drift, forge: fw}
 			if once {
 				if !cmd.Flags().Changed("drift-interval") {
 					s.driftEvery = 0 // a one-off sync checks drift only when asked
 				}
-				return s.once(cmd.Context())
+				return s.once(ctx)
 			}
-			if err := fw.listen(cmd.Context()); err != nil {
+			if err := fw.listen(ctx); err != nil {
 				return err
 			}
-			return s.loop(cmd.Context(), interval)
+			return s.loop(ctx, interval)
 		},
 	}
 	repo.register(cmd, false)
 	forgeF.register(cmd)
+	logF.register(cmd)
 	cmd.Flags().BoolVar(&once, "once", false, "sync once and exit (non-zero when an instance failed)")
 	cmd.Flags().DurationVar(&interval, "interval", 0, "poll the branch at this interval until interrupted")
 	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
@@ -77,6 +89,7 @@ type syncer struct {
 	forge  *forgeWiring
 	out    io.Writer
 	errOut io.Writer
+	log    logr.Logger // diagnostics: failed syncs and drift checks
 	last   string
 	failed bool
 
@@ -114,7 +127,7 @@ func (s *syncer) checkDrift(ctx context.Context) error {
 	for _, r := range reports {
 		switch {
 		case r.Err != nil:
-			fmt.Fprintf(s.errOut, "drift check of %s/%s failed: %v\n", r.Namespace, r.Name, r.Err)
+			s.log.Error(r.Err, "drift check failed", "instance", r.Namespace+"/"+r.Name, "revision", s.rev.SHA)
 		case len(r.Drifted) > 0:
 			fmt.Fprintf(s.out, "  %-40s drift (%s): %d object(s), %d corrected: %v\n",
 				r.Namespace+"/"+r.Name, r.Policy, len(r.Drifted), r.Corrected, r.Drifted)
@@ -154,11 +167,11 @@ func (s *syncer) step(ctx context.Context) *reconciler.SyncResult {
 		printSyncResult(s.out, res)
 	}
 	if err != nil {
-		fmt.Fprintf(s.errOut, "sync failed: %v\n", err)
+		s.log.Error(err, "sync failed", "revision", s.last)
 	}
 	if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
 		if err := s.checkDrift(ctx); err != nil {
-			fmt.Fprintf(s.errOut, "drift check failed: %v\n", err)
+			s.log.Error(err, "drift check failed", "revision", s.rev.SHA)
 		}
 	}
 	return res

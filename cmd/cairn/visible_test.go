@@ -2,13 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/test/harness"
 )
 
 func TestStatusMarksSuspendedInstances(t *testing.T) {
@@ -39,4 +48,81 @@ func TestSyncOutputShowsWarnings(t *testing.T) {
 		Warnings: []string{"module x requires catalog y v0.2.0, newer than the pinned v0.1.0; rendering with v0.1.0"},
 	}}})
 	g.Expect(out.String()).To(MatchRegexp(`(?m)^ +warning: module x requires catalog y v0.2.0, newer than the pinned v0.1.0`))
+}
+
+// jsonLines parses every line of s as a JSON object.
+func jsonLines(g *WithT, s string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		m := map[string]any{}
+		g.Expect(json.Unmarshal([]byte(line), &m)).To(Succeed(), "not a JSON line: %q", line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestSyncLogsJSONLinesWithInstanceAndRevision: with --log-format json every line on
+// stderr is a JSON object, progress included; each instance's outcome is logged with
+// its instance and revision keys, a failure at error level with its reason.
+func TestSyncLogsJSONLinesWithInstanceAndRevision(t *testing.T) {
+	g := NewWithT(t)
+	cc := newCLICluster(t)
+	dir := webAndBrokenRepo(t, cc.ns)
+	r := cc.run(t, "sync", "--once", "--repo", dir, "--log-format", "json", "--log-level", "info")
+	g.Expect(r.code).To(Equal(2), r.stdout+r.stderr)
+	lines := jsonLines(g, r.stderr)
+	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "progress"), HaveKeyWithValue("step", "apply "+cc.ns+"/web: 2 objects"))))
+	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "instance synced"), HaveKeyWithValue("level", "INFO"),
+		HaveKeyWithValue("instance", cc.ns+"/web"), HaveKeyWithValue("revision", MatchRegexp(`^dir:[0-9a-f]{12}$`)),
+		HaveKeyWithValue("action", "Created"))))
+	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "instance failed"), HaveKeyWithValue("level", "ERROR"),
+		HaveKeyWithValue("instance", cc.ns+"/broken"), HaveKeyWithValue("reason", cairnv1.ReasonRenderFailed),
+		HaveKeyWithValue("err", ContainSubstring("modules/broken/main.cue:5:")))))
+
+	r = cc.run(t, "sync", "--once", "--repo", dir, "--log-format", "json", "--log-level", "error")
+	for _, l := range jsonLines(g, r.stderr) {
+		g.Expect(l).To(HaveKeyWithValue("level", "ERROR"), "--log-level error logs errors only")
+	}
+}
+
+func TestLogFlagsAreChecked(t *testing.T) {
+	g := NewWithT(t)
+	r := execCairn(t, "sync", "--once", "--repo", t.TempDir(), "--log-format", "yaml")
+	g.Expect(r.err).To(MatchError(ContainSubstring("--log-format must be text or json")))
+	r = execCairn(t, "sync", "--once", "--repo", t.TempDir(), "--log-level", "verbose")
+	g.Expect(r.err).To(MatchError(ContainSubstring("--log-level must be debug, info or error")))
+}
+
+// TestWebhookRejectionIsLogged: the webhook receiver of sync --listen logs a delivery
+// with a wrong signature (without the secret) through the command's logger.
+func TestWebhookRejectionIsLogged(t *testing.T) {
+	g := NewWithT(t)
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	g.Expect(os.WriteFile(secretFile, []byte("hook-s3cret\n"), 0o600)).To(Succeed())
+	port, err := harness.FreePort()
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var logs harness.LockedBuffer
+	lf := &logFlags{level: "info", format: "json"}
+	log, err := lf.logger(&logs)
+	g.Expect(err).NotTo(HaveOccurred())
+	w, err := newForgeWiring(&forgeFlags{listen: addr, webhookSecretFile: secretFile}, &repoFlags{branch: "main"}, log)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.close()
+	g.Expect(w.listen(context.Background())).To(Succeed())
+
+	var resp *http.Response
+	g.Eventually(func() error {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hooks/gitea", strings.NewReader(`{"ref":"refs/heads/main"}`))
+		req.Header.Set("X-Gitea-Event", "push")
+		req.Header.Set("X-Gitea-Signature", "00ff")
+		resp, err = http.DefaultClient.Do(req)
+		return err
+	}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+	g.Expect(jsonLines(g, logs.String())).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "rejected a webhook delivery"),
+		HaveKeyWithValue("logger", "webhooks"), HaveKeyWithValue("status", BeNumerically("==", 401)),
+		HaveKeyWithValue("event", "push"))))
+	g.Expect(logs.String()).NotTo(ContainSubstring("hook-s3cret"))
 }

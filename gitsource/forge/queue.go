@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,7 @@ type Queue struct {
 // job is one update waiting or in flight.
 type job struct {
 	key       string
+	keys      []any // logged with every line about the update: revision, context, instance or pr
 	what      func() string
 	send      func(ctx context.Context, f Forge) error
 	attempts  int
@@ -146,6 +148,7 @@ func NewQueue(f Forge, opts QueueOptions) *Queue {
 func (q *Queue) PostStatus(repo RepoRef, sha string, st Status) {
 	q.post(&job{
 		key:  "status\x00" + repo.String() + "\x00" + sha + "\x00" + st.Context,
+		keys: statusKeys(repo, sha, st.Context),
 		what: func() string { return fmt.Sprintf("status %s=%s on %s@%s", st.Context, st.State, repo, short(sha)) },
 		send: func(ctx context.Context, f Forge) error { return f.SetStatus(ctx, repo, sha, st) },
 	})
@@ -156,6 +159,7 @@ func (q *Queue) PostStatus(repo RepoRef, sha string, st Status) {
 func (q *Queue) PostPlanComment(repo RepoRef, pr int, body string) {
 	q.post(&job{
 		key:  "comment\x00" + repo.String() + "\x00" + strconv.Itoa(pr),
+		keys: []any{"repository", repo.String(), "pr", pr},
 		what: func() string { return fmt.Sprintf("plan comment on %s#%d", repo, pr) },
 		send: func(ctx context.Context, f Forge) error { return f.UpsertPlanComment(ctx, repo, pr, body) },
 	})
@@ -175,7 +179,7 @@ func (q *Queue) post(j *job) {
 	defer q.mu.Unlock()
 	if q.closed {
 		q.stats.Dropped++
-		q.opts.Logger.Info("dropped a forge update posted after close", "update", j.what())
+		q.opts.Logger.Info("dropped a forge update posted after close", append([]any{"update", j.what()}, j.keys...)...)
 		return
 	}
 	if old, ok := q.byKey[j.key]; ok {
@@ -198,7 +202,8 @@ func (q *Queue) dropOldest() {
 	delete(q.byKey, oldest.key)
 	q.stats.Dropped++
 	if d := q.stats.Dropped; d&(d-1) == 0 { // log the 1st, 2nd, 4th, 8th... drop: a flood cannot flood the log
-		q.opts.Logger.Info("dropped a forge update: queue full", "update", oldest.what(), "capacity", q.opts.Capacity, "dropped", d)
+		q.opts.Logger.Info("dropped a forge update: queue full",
+			append([]any{"update", oldest.what(), "capacity", q.opts.Capacity, "dropped", d}, oldest.keys...)...)
 	}
 }
 
@@ -214,4 +219,14 @@ func short(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// statusKeys are the log keys of a commit status: the revision, the context and, for
+// a per-instance context (cairn/<namespace>/<name>), the instance.
+func statusKeys(repo RepoRef, sha, context string) []any {
+	keys := []any{"repository", repo.String(), "revision", sha, "context", context}
+	if rest, ok := strings.CutPrefix(context, "cairn/"); ok && strings.Count(rest, "/") == 1 {
+		keys = append(keys, "instance", rest)
+	}
+	return keys
 }

@@ -93,7 +93,7 @@ func (q *Queue) finish(j *job, err error) {
 		q.stats.Sent++
 		return
 	}
-	log := q.opts.Logger.WithValues("update", j.what(), "attempt", j.attempts)
+	log := q.opts.Logger.WithValues(append([]any{"update", j.what(), "attempt", j.attempts}, j.keys...)...)
 	retry, wait := Retryable(err)
 	switch {
 	case q.byKey[j.key] != nil:
@@ -101,10 +101,10 @@ func (q *Queue) finish(j *job, err error) {
 		log.V(1).Info("dropped a failed forge update: a newer one replaces it", "error", err.Error())
 	case !retry || q.ctx.Err() != nil:
 		q.stats.Failed++
-		log.Info("gave up a forge update", "error", err.Error(), "reason", reason(err))
+		log.Error(err, "gave up a forge update", "reason", reason(err))
 	case j.attempts >= q.opts.MaxAttempts:
 		q.stats.Failed++
-		log.Info(fmt.Sprintf("gave up a forge update after %d attempts", j.attempts), "error", err.Error(), "reason", reason(err))
+		log.Error(err, fmt.Sprintf("gave up a forge update after %d attempts", j.attempts), "reason", reason(err))
 	default:
 		q.requeue(j, q.backoff(j.attempts, wait), IsRateLimited(err))
 		log.V(1).Info("will retry a forge update", "error", err.Error(), "after", j.notBefore.Sub(time.Now()).Round(time.Millisecond))

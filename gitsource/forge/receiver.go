@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,7 +37,8 @@ type ReceiverOptions struct {
 	// DedupeWindow is how long a delivery id is remembered; a second delivery
 	// with the same id within it is acknowledged and ignored.
 	DedupeWindow time.Duration
-	// Logger receives one line per rejected or failed delivery; never a
+	// Logger receives one line per rejected or failed delivery (at Info; for
+	// rate-limited ones, the 1st, 2nd, 4th... with their count); never a
 	// secret, a signature or a body.
 	Logger logr.Logger
 }
@@ -68,6 +70,7 @@ type Receiver struct {
 	limiter *limiter
 	seen    *dedupe
 	repos   map[string]bool
+	limited atomic.Int64 // deliveries refused by the rate limiter
 }
 
 // NewReceiver returns a Receiver that passes accepted events to emit. emit
@@ -152,9 +155,27 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}()
 	status, msg := r.serve(w, req)
 	if status >= 400 {
-		r.opts.Logger.V(1).Info("rejected a webhook delivery", "path", req.URL.Path, "remote", remoteHost(req), "status", status, "reason", msg)
+		r.logRejected(req, status, msg)
 	}
 	reply(w, status, msg)
+}
+
+// logRejected logs a rejected delivery with what identifies it (never a secret, a
+// signature or the body). Rate-limited deliveries are logged at the 1st, 2nd, 4th,
+// 8th... one with their count, so that a flood cannot flood the log.
+func (r *Receiver) logRejected(req *http.Request, status int, msg string) {
+	keys := []any{"path", req.URL.Path, "remote", remoteHost(req), "status", status, "reason", msg}
+	if src := r.source(req.URL.Path); src != nil {
+		keys = append(keys, "event", src.event(req.Header), "delivery", src.delivery(req.Header))
+	}
+	if status == http.StatusTooManyRequests {
+		n := r.limited.Add(1)
+		if n&(n-1) != 0 {
+			return
+		}
+		keys = append(keys, "rateLimited", n)
+	}
+	r.opts.Logger.Info("rejected a webhook delivery", keys...)
 }
 
 // serve runs the checks in order and returns the answer.
