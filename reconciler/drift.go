@@ -97,10 +97,10 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 	for _, u := range drifted {
 		rep.Drifted = append(rep.Drifted, describe(u))
 	}
-	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)
-	if rep.Err == nil {
-		rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep)
+	if rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep); rep.Err != nil {
+		return rep
 	}
+	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)
 	return rep
 }
 
@@ -130,25 +130,28 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 	return out, nil
 }
 
-// actOnDrift corrects or reports the drift and records the Drifted condition.
+// actOnDrift corrects or reports the drift and records the Drifted condition;
+// rep already holds what driftSecrets found and corrected of the generated Secrets.
 func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *cairnv1.ModuleInstance,
 	rep DriftReport, drifted []*unstructured.Unstructured) (int, error) {
 	before := live.DeepCopy()
-	corrected := 0
+	corrected := rep.Corrected
 	switch {
-	case len(drifted) == 0:
+	case len(rep.Drifted) == 0:
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
-		res, err := applyObjects(ctx, m, drifted, inventory{}, s.timeout(live))
-		corrected = len(res.applied)
-		if err != nil {
-			return corrected, err
+		if len(drifted) > 0 {
+			res, err := applyObjects(ctx, m, drifted, inventory{}, s.timeout(live))
+			corrected += len(res.applied)
+			if err != nil {
+				return corrected, err
+			}
 		}
 		conditions.MarkFalse(live, cairnv1.DriftedCondition, "DriftCorrected", "re-applied %d drifted object(s): %s",
 			corrected, strings.Join(rep.Drifted, ", "))
 	default:
 		conditions.MarkTrue(live, cairnv1.DriftedCondition, "DriftDetected", "%d object(s) differ from Git: %s",
-			len(drifted), strings.Join(rep.Drifted, ", "))
+			len(rep.Drifted), strings.Join(rep.Drifted, ", "))
 	}
 	return corrected, patchStatus(ctx, s.e.cluster.client, live, before)
 }

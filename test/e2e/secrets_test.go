@@ -223,6 +223,34 @@ func TestGeneratedSecretCopies(t *testing.T) {
 	e.g.Expect(e.gone("v1", "Secret", b, "shared")).To(BeTrue())
 }
 
+// TestGeneratedSecretDriftWarn: under drift: Warn a copy deleted by hand is reported
+// (Drifted condition) and not re-created; a rotation that is due still happens.
+func TestGeneratedSecretDriftWarn(t *testing.T) {
+	e := newEnv(t)
+	b := e.ns + "-b"
+	e.createNamespaces(b)
+	a := inst{name: "a", ns: e.ns, replicas: 0, extra: "  drift: Warn\n  secrets:\n    - name: s\n      rotateAfter: 1h\n" +
+		"      data: {key: {random: {length: 12}}}\n      toNamespaces: [" + b + "]\n"}
+	repo := newGitRepo(t, appRepo("", a))
+	e.syncClean(repo)
+	e.g.Expect(e.c.Delete(e.ctx, e.secret(b, "s"))).To(Succeed())
+	rep := e.driftReport(repo, "a")
+	e.g.Expect(rep.Err).NotTo(HaveOccurred())
+	e.g.Expect(rep.Drifted).To(ConsistOf("Secret/" + b + "/s"))
+	e.g.Expect(rep.Corrected).To(Equal(0))
+	e.g.Expect(e.secret(b, "s")).To(BeNil())
+	mi := e.instance(e.ns, "a")
+	e.g.Expect(conditions.IsTrue(mi, cairnv1.DriftedCondition)).To(BeTrue())
+	e.g.Expect(conditions.GetMessage(mi, cairnv1.DriftedCondition)).To(ContainSubstring("Secret/" + b + "/s"))
+
+	before := e.secretValues("s")
+	e.ageSecret("s", 2*time.Hour)
+	rep = e.driftReport(repo, "a")
+	e.g.Expect(rep.Rotated).To(ConsistOf("Secret/"+e.ns+"/s", "Secret/"+b+"/s"))
+	e.g.Expect(e.secretValues("s")).NotTo(Equal(before))
+	e.g.Expect(e.secret(b, "s").Data).To(Equal(e.secret(e.ns, "s").Data), "the rotation writes the copy too")
+}
+
 // TestGeneratedSecretsAreWrittenAsTheInstanceIdentity: the Secrets are written as
 // the instance's ServiceAccount, so a copy into a namespace it may not write is
 // forbidden, naming that identity.
