@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,8 +154,9 @@ func (e *env) createNamespaces(names ...string) {
 	e.deleteNamespacesAtEnd(names...)
 }
 
-// restartEngine replaces the engine by a new one, as a restart of cairn would.
-func (e *env) restartEngine() {
+// restartEngine replaces the engine by a new one, as a restart of cairn would, and
+// returns the buffer its logs (every level) go to.
+func (e *env) restartEngine() *lockedBuffer {
 	e.t.Helper()
 	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -161,5 +164,8 @@ func (e *env) restartEngine() {
 	opts.RenderCacheDir = e.t.TempDir()
 	opts.DefaultTimeout = time.Minute
 	opts.Progress = e.progress
+	logs := &lockedBuffer{}
+	opts.Log = funcr.New(func(prefix, args string) { fmt.Fprintln(logs, prefix, args) }, funcr.Options{Verbosity: 10})
 	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
+	return logs
 }

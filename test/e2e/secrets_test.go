@@ -79,7 +79,7 @@ func TestGeneratedSecretsKeepTheirValues(t *testing.T) {
 	// the CR and adopts the Secrets with their values.
 	e.g.Expect(e.c.Delete(e.ctx, e.instance(e.ns, "a"))).To(Succeed())
 	e.g.Eventually(func() *cairnv1.ModuleInstance { return e.instance(e.ns, "a") }).Should(BeNil())
-	e.restartEngine()
+	logs := e.restartEngine()
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), result(res, e.ns, "a").Message)
 	e.g.Expect(e.secretValues("db", "api", "web-tls")).To(Equal(values))
@@ -94,6 +94,10 @@ func TestGeneratedSecretsKeepTheirValues(t *testing.T) {
 	e.g.Expect(e.secretValues("db")).To(Equal(pick(values, "db")))
 	e.g.Expect(string(e.secret(e.ns, "api").Data["key"])).To(MatchRegexp(`^[A-Za-z0-9]{24}$`))
 	e.expectNoValue(res, e.secretValues("db", "api", "web-tls"))
+	e.g.Expect(logs.String()).To(ContainSubstring(`"secret"="` + e.ns + `/api" "action"="rotate"`))
+	for _, v := range append(needles(values), needles(e.secretValues("api"))...) {
+		e.g.Expect(logs.String()).NotTo(ContainSubstring(v))
+	}
 }
 
 // TestGeneratedSecretRotateAfter: a Secret whose cairn.dev/generated-at is older
