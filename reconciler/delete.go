@@ -2,9 +2,11 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -20,6 +23,32 @@ import (
 
 // deleteConcurrency bounds the deletions of one stage in flight at once.
 const deleteConcurrency = 16
+
+// deleteOrder is the reverse of the apply order, after the first stage of workloads
+// and every kind not listed here (custom resources among them): services and
+// config, then RBAC, then Namespaces, and CustomResourceDefinitions last. Each
+// stage is gone before the next begins, so no workload outlives its config or
+// identity and no custom resource outlives its definition.
+var deleteOrder = []map[string]bool{
+	{"Service": true, "Ingress": true, "IngressClass": true, "ConfigMap": true, "Secret": true,
+		"PersistentVolumeClaim": true, "NetworkPolicy": true, "PodDisruptionBudget": true,
+		"Endpoints": true, "EndpointSlice": true, "LimitRange": true, "ResourceQuota": true,
+		"PriorityClass": true, "StorageClass": true, "PersistentVolume": true},
+	{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true},
+	{"Namespace": true},
+	{"CustomResourceDefinition": true},
+}
+
+// deleteStageOf is the stage in which u is deleted: 0 for workloads and unlisted
+// kinds, else 1 + its index in deleteOrder.
+func deleteStageOf(u *unstructured.Unstructured) int {
+	for i, kinds := range deleteOrder {
+		if kinds[u.GetKind()] {
+			return i + 1
+		}
+	}
+	return 0
+}
 
 // deleteStage deletes objects concurrently. Each live object is read first and left
 // alone unless it carries cairn's managed-by label and the instance's label (and,
@@ -33,31 +62,50 @@ func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.U
 		mu          sync.Mutex
 		entries     []ssa.ChangeSetEntry
 		terminating []*unstructured.Unstructured
-		errs        []error
-		wg          sync.WaitGroup
-		sem         = make(chan struct{}, deleteConcurrency)
+	)
+	errs := forEachObject(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
+		action, live, err := deleteOne(ctx, c, u, key, uid)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		entries = append(entries, changeSetEntry(u, action))
+		if action == ssa.DeletedAction && stillTerminating(live) {
+			terminating = append(terminating, u)
+		}
+		return nil
+	})
+	return entries, terminating, errors.Join(errs...)
+}
+
+// forEachObject runs fn for every object, at most n at once, and returns the errors.
+func forEachObject(objects []*unstructured.Unstructured, n int, fn func(*unstructured.Unstructured) error) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, n)
 	)
 	for _, u := range objects {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			action, live, err := deleteOne(ctx, c, u, key, uid)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
+			if err := fn(u); err != nil {
+				mu.Lock()
 				errs = append(errs, err)
-				return
-			}
-			entries = append(entries, ssa.ChangeSetEntry{ObjMetadata: object.UnstructuredToObjMetadata(u),
-				GroupVersion: u.GroupVersionKind().GroupVersion().String(), Subject: ssautils.FmtUnstructured(u), Action: action})
-			if action == ssa.DeletedAction && stillTerminating(live) {
-				terminating = append(terminating, u)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return entries, terminating, errors.Join(errs...)
+	return errs
+}
+
+func changeSetEntry(u *unstructured.Unstructured, action ssa.Action) ssa.ChangeSetEntry {
+	return ssa.ChangeSetEntry{ObjMetadata: object.UnstructuredToObjMetadata(u),
+		GroupVersion: u.GroupVersionKind().GroupVersion().String(), Subject: ssautils.FmtUnstructured(u), Action: action}
 }
 
 // deleteOne deletes one object if it is this instance's; it reports Deleted only for
@@ -85,6 +133,46 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	return ssa.DeletedAction, live, nil
 }
 
+// orphanObjects leaves objects in place and takes cairn's labels off those that are
+// still the instance's (read first, patched on the UID that was read), so that no
+// later instance of the same name adopts or prunes them. It returns how many it
+// released.
+func orphanObjects(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key, uid string) (int, error) {
+	var released atomic.Int32
+	errs := forEachObject(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
+		ok, err := orphanOne(ctx, c, u, key, uid)
+		if ok {
+			released.Add(1)
+		}
+		return err
+	})
+	return int(released.Load()), errors.Join(errs...)
+}
+
+func orphanOne(ctx context.Context, c client.Client, u *unstructured.Unstructured, key, uid string) (bool, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	err := c.Get(ctx, client.ObjectKeyFromObject(u), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: failed to read before orphaning: %w", describe(u), err)
+	case !ownedBy(live, key, uid):
+		return false, nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{
+		cairnv1.ManagedByLabel: nil, cairnv1.InstanceLabel: nil, cairnv1.InstanceUIDLabel: nil}}})
+	err = c.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch))
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: failed to remove cairn's labels: %w", describe(u), err)
+	}
+	return true, nil
+}
+
 // ownedBy reports whether the live object is the instance's: it carries cairn's
 // managed-by label and the instance label key, and, when uid is given and the object
 // carries an instance UID label, that label is uid. An object labelled by a same-named
@@ -100,9 +188,11 @@ func ownedBy(live *unstructured.Unstructured, key, uid string) bool {
 }
 
 // stillTerminating tells whether a deleted object may linger: it has finalizers, or it
-// is a Namespace (whose contents are deleted first).
+// is a Namespace (whose contents are deleted first) or a Pod (graceful deletion).
+// Every other object is gone when its DELETE returns.
 func stillTerminating(live *unstructured.Unstructured) bool {
-	return len(live.GetFinalizers()) > 0 || (live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "")
+	core := live.GroupVersionKind().Group == ""
+	return len(live.GetFinalizers()) > 0 || (core && (live.GetKind() == "Namespace" || live.GetKind() == "Pod"))
 }
 
 // waitGone polls until every object is gone, with backoff, or the timeout.

@@ -46,7 +46,7 @@ func actionCell(i InstancePlan) string {
 }
 
 func (i InstancePlan) changes() bool {
-	return len(i.Create)+len(i.Configure)+len(i.Prune) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
+	return len(i.Create)+len(i.Configure)+len(i.Prune)+len(i.Orphan) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
 		len(i.Warnings) > 0 || secretsChange(i.Secrets)
 }
 
@@ -73,6 +73,11 @@ func (i InstancePlan) markdownSection() string {
 		writeLines(&b, "+ ", i.Create)
 		writeLines(&b, "! ", i.Configure)
 		writeLines(&b, "- ", i.Prune)
+		b.WriteString("```\n\n")
+	}
+	if len(i.Orphan) > 0 {
+		fmt.Fprintf(&b, "**Orphan %d objects** (prune: false: they stay in the cluster, without cairn's labels):\n\n```\n", len(i.Orphan))
+		writeLines(&b, "", i.Orphan)
 		b.WriteString("```\n\n")
 	}
 	for _, w := range i.Warnings {

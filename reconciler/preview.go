@@ -35,6 +35,8 @@ type InstancePlan struct {
 	Configure []string `json:"configure,omitempty"`
 	Unchanged int      `json:"unchanged,omitempty"`
 	Prune     []string `json:"prune,omitempty"`
+	// Orphan lists the objects a removed instance with prune: false leaves in place.
+	Orphan []string `json:"orphan,omitempty"`
 	// PruneVerdict says whether the guards would let the prune happen.
 	PruneVerdict string `json:"pruneVerdict,omitempty"`
 	Error        string `json:"error,omitempty"`
@@ -203,6 +205,10 @@ func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
 		return ip
 	}
 	ip.Prune = describeIDs(rs.stale)
+	if len(rs.orphan) > 0 {
+		ip.Orphan = describeIDs(rs.orphan)
+		ip.Why = fmt.Sprintf("removed from Git, prune: false: orphan %d objects", len(ip.Orphan))
+	}
 	switch {
 	case !s.removeOK:
 		ip.PruneVerdict = fmt.Sprintf("refused: files could not be parsed: %v", s.set.Unparsed)

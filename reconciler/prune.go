@@ -130,10 +130,9 @@ func (g pruneGuard) refuse(format string, args ...any) *Failure {
 	return failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...)
 }
 
-// deleteStale deletes the stale objects of one instance, in reverse apply order
-// (workloads and the rest, then RBAC, then namespaces and definitions), each stage
-// gone before the next; only objects that still carry the instance's labels are
-// deleted (see deleteStage).
+// deleteStale deletes the stale objects of one instance in reverse apply order
+// (see deleteStages), each stage gone before the next; only objects that still carry
+// the instance's labels are deleted (see deleteStage).
 func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
 	objects, err := s.stale.objects()
 	if err != nil {
@@ -153,19 +152,11 @@ func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeo
 	return all, nil
 }
 
-// deleteStages groups objects: workloads and the rest, then RBAC, then namespaces and
-// definitions.
+// deleteStages groups objects in reverse apply order (see deleteStage for the kinds).
 func deleteStages(objects []*unstructured.Unstructured) [][]*unstructured.Unstructured {
-	stages := make([][]*unstructured.Unstructured, 3)
+	stages := make([][]*unstructured.Unstructured, len(deleteOrder)+1)
 	for _, u := range objects {
-		switch u.GetKind() {
-		case "Namespace", "CustomResourceDefinition":
-			stages[2] = append(stages[2], u)
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-			stages[1] = append(stages[1], u)
-		default:
-			stages[0] = append(stages[0], u)
-		}
+		stages[deleteStageOf(u)] = append(stages[deleteStageOf(u)], u)
 	}
 	out := stages[:0]
 	for _, s := range stages {

@@ -26,9 +26,9 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	}
 	s.removedSets = map[string]removedSet{}
 	for _, live := range s.removed {
-		ps, err := s.removedPrune(ctx, live)
-		s.removedSets[live.Namespace+"/"+live.Name] = removedSet{ps, err}
-		sets = append(sets, ps)
+		rs := s.removedPrune(ctx, live)
+		s.removedSets[live.Namespace+"/"+live.Name] = rs
+		sets = append(sets, rs.pruneSet)
 	}
 	s.pruneErr = s.guard.checkSync(sets, len(s.live))
 }
@@ -60,21 +60,30 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	return ps
 }
 
-// removedSet is what a removed instance would delete, read once per sync; err is set
-// when its inventory could not be read (the instance is then not removed).
+// removedSet is what a removed instance would delete (or, with prune: false,
+// orphan), read once per sync; err is set when its inventory could not be read (the
+// instance is then not removed).
 type removedSet struct {
 	*pruneSet
-	err error
+	orphan inventory
+	err    error
 }
 
-func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance) (*pruneSet, error) {
+// removedPrune reads what a removed instance would delete. With prune: false
+// nothing is: every object of its inventory is orphaned.
+func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance) removedSet {
 	old, err := loadInventory(ctx, s.e.cluster.client, live)
 	if err != nil {
 		old = inventory{}
 	}
-	ps := s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
-	ps.before, ps.removed = len(old), true
-	return ps, err
+	rs := removedSet{err: err}
+	if !pruneEnabled(live) {
+		rs.pruneSet, rs.orphan = &pruneSet{key: s.instanceLabel(live), stale: inventory{}}, old
+	} else {
+		rs.pruneSet = s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+	}
+	rs.before, rs.removed = len(old), true
+	return rs
 }
 
 func (s *syncRun) instanceLabel(mi *cairnv1.ModuleInstance) string {

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -20,7 +21,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
 		if f := s.removeInstance(ctx, live, &res); f != nil {
-			res.Action, res.Reason, res.Message = "Failed", f.Reason, f.Error()
+			res.Action, res.Reason, res.Message, res.Retry = "Failed", f.Reason, f.Error(), f.Kind
 			s.recordRemovalFailure(ctx, live, f)
 		}
 		s.results = append(s.results, res)
@@ -40,9 +41,12 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if rs.err != nil {
 		return transient(cairnv1.ReasonPruneFailed, rs.err)
 	}
-	m, err := s.e.cluster.Manager(live.Namespace, live.Spec.ServiceAccountName)
+	m, err := s.e.cluster.Manager(live.Namespace, s.serviceAccount(live))
 	if err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	if !pruneEnabled(live) {
+		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
 	ps := rs.pruneSet
 	s.e.progress("remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
@@ -55,6 +59,28 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason, res.Message = "Deleted", "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
+	return nil
+}
+
+// orphanInstance removes the CR of an instance with prune: false and leaves its
+// objects in place, without cairn's labels (see orphanObjects), as the instance's
+// identity.
+func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
+	res *InstanceResult) *Failure {
+	objects, err := rs.orphan.objects()
+	if err != nil {
+		return stalled(cairnv1.ReasonPruneFailed, err)
+	}
+	s.e.progress("remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
+	n, err := orphanObjects(ctx, c, objects, rs.key, string(live.UID))
+	if err != nil {
+		return classify(cairnv1.ReasonPruneFailed, err)
+	}
+	if err := s.deleteCR(ctx, live); err != nil {
+		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	res.Action, res.Reason = "Deleted", "Removed"
+	res.Message = fmt.Sprintf("removed from Git: prune is false, orphaned %d objects (left in place without cairn's labels)", n)
 	return nil
 }
 

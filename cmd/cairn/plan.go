@@ -107,6 +107,7 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		printList(w, "+ create", i.Create)
 		printList(w, "~ configure", i.Configure)
 		printList(w, "- prune", i.Prune)
+		printList(w, "  orphan", i.Orphan)
 		if i.Unchanged > 0 {
 			fmt.Fprintf(w, "  = %d unchanged\n", i.Unchanged)
 		}
