@@ -33,8 +33,10 @@ type applyReport struct {
 }
 
 // applyObjects server-side applies the objects whose hash differs from the last
-// inventory, one request each (no GET, no dry-run): CRDs, Namespaces and cluster roles
-// first, waited on, then the rest. Unchanged objects cost nothing; drift on them is
+// inventory, one request each (no GET): CRDs, Namespaces and cluster roles first,
+// waited on, then the rest. When two or more objects changed, they are validated by
+// a server-side dry-run before the first write (see dryRunStage); one changed object
+// is applied directly, its apply being atomic. Unchanged objects cost nothing; drift on them is
 // found by the separate drift check. An immutable-field change is refused unless the
 // object is annotated cairn.dev/force: "true", in which case it is recreated.
 func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
@@ -53,11 +55,23 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 			rest = append(rest, u)
 		}
 	}
+	validate := len(first)+len(rest) >= 2
+	early, later := splitByDefinitions(first, rest)
+	if validate {
+		if err := dryRunStage(ctx, m.Client(), append(append([]*unstructured.Unstructured{}, first...), early...)); err != nil {
+			return rep, err
+		}
+	}
 	if err := applyStage(ctx, m.Client(), first, last, rep); err != nil {
 		return rep, err
 	}
 	if err := waitHealthy(ctx, m.Client(), rep.live, timeout); err != nil {
 		return rep, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
+	}
+	if validate {
+		if err := dryRunStage(ctx, m.Client(), later); err != nil {
+			return rep, err
+		}
 	}
 	return rep, applyStage(ctx, m.Client(), rest, last, rep)
 }
@@ -73,36 +87,28 @@ func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
 // all that failed are returned together, each naming its object.
 func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
 	rep *applyReport) error {
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, applyConcurrency)
-	)
-	for _, u := range objects {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			live, err := applyOne(ctx, c, u)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			rep.applied[objectID(u)] = true
-			rep.live = append(rep.live, live)
-			rep.add(u, actionFor(u, last))
-		}()
+	var mu sync.Mutex
+	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+		live, err := applyOne(ctx, c, u)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rep.applied[objectID(u)] = true
+		rep.live = append(rep.live, live)
+		rep.add(u, actionFor(u, last))
+		return nil
+	})
+	if f := joinFailures(errs); f != nil {
+		return f
 	}
-	wg.Wait()
-	return joinFailures(errs)
+	return nil
 }
 
 // joinFailures reports every failed object in one Failure: stalled when any failure
 // stalls (a retry would not help it), else transient.
-func joinFailures(errs []error) error {
+func joinFailures(errs []error) *Failure {
 	if len(errs) == 0 {
 		return nil
 	}
@@ -131,15 +137,25 @@ func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	if err == nil {
 		return live, nil
 	}
+	if isImmutable(err) && forced(u) {
+		return recreate(ctx, c, u)
+	}
+	return nil, applyFailure(u, "apply", err)
+}
+
+// forced reports whether u may be recreated when a change needs it.
+func forced(u *unstructured.Unstructured) bool {
+	return u.GetAnnotations()[cairnv1.ForceAnnotation] == "true"
+}
+
+// applyFailure types the API server's refusal of u's apply (or its dry-run, step).
+func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 	if isImmutable(err) {
-		if u.GetAnnotations()[cairnv1.ForceAnnotation] == "true" {
-			return recreate(ctx, c, u)
-		}
-		return nil, stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
+		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
 			describe(u), err, cairnv1.ForceAnnotation))
 	}
-	return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
+	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
 }
 
 func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {

@@ -31,7 +31,7 @@ import (
 )
 
 // applyRecorder sees every request of a client. It records the server-side apply
-// requests for ConfigMaps of one namespace and, when armed, holds every request once
+// requests (not their dry-runs) for ConfigMaps of one namespace and, when armed, holds every request once
 // a given number of them has been sent, until released: the test stops the API server
 // in between, so the fault lands at a known point of the apply.
 type applyRecorder struct {
@@ -86,7 +86,7 @@ func (a *applyRecorder) observe(req *http.Request) chan struct{} {
 
 func (a *applyRecorder) configMapApply(req *http.Request) (string, bool) {
 	prefix := "/api/v1/namespaces/" + a.namespace + "/configmaps/"
-	if req.Method != http.MethodPatch || !strings.HasPrefix(req.URL.Path, prefix) ||
+	if req.Method != http.MethodPatch || !strings.HasPrefix(req.URL.Path, prefix) || req.URL.Query().Get("dryRun") != "" ||
 		!strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
 		return "", false
 	}

@@ -1,0 +1,62 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+// dryRunStage validates objects with a server-side dry-run of the same apply patch
+// (same field manager, forced ownership), all of them, before any is written. When
+// one fails, the error names every object that failed with the API server's message,
+// and the caller writes nothing of the stage. An immutable-field change of an object
+// annotated cairn.dev/force passes: its apply recreates it.
+func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) error {
+	if len(objects) == 0 {
+		return nil
+	}
+	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+		obj := u.DeepCopy()
+		//nolint:staticcheck // a server-side apply patch of an unstructured object
+		err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager), client.DryRunAll)
+		if err == nil || (isImmutable(err) && forced(u)) {
+			return nil
+		}
+		return applyFailure(u, "dry-run", err)
+	})
+	f := joinFailures(errs)
+	if f == nil {
+		return nil
+	}
+	f.Err = fmt.Errorf("validation before writing failed, nothing of it was written: %w", f.Err)
+	return f
+}
+
+// splitByDefinitions splits the objects of the second apply stage into those that can
+// be dry-run before the first stage is written and those that cannot: objects in a
+// Namespace, or of a kind defined by a CRD, that the first stage creates or changes.
+// Those are dry-run after the first stage is applied and established, before any of
+// the second stage is written.
+func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later []*unstructured.Unstructured) {
+	namespaces := map[string]bool{}
+	for _, u := range first {
+		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
+			namespaces[u.GetName()] = true
+		}
+	}
+	kinds := render.CRDScopes(first)
+	for _, u := range rest {
+		if _, defined := kinds[schema.GroupKind{Group: u.GroupVersionKind().Group, Kind: u.GetKind()}]; defined || namespaces[u.GetNamespace()] {
+			later = append(later, u)
+		} else {
+			early = append(early, u)
+		}
+	}
+	return early, later
+}
