@@ -142,15 +142,43 @@ func (s *syncRun) findRemoved() {
 }
 
 // specDigest covers everything from Git that the render and apply of mi depend on:
-// its spec, the Platform's spec, and the module Registry's spec.
+// its spec, the Platform's spec, and the spec of every Registry its render uses (see
+// usedRegistries), so that a changed key, CA or credentials reference re-renders and
+// re-verifies every instance that uses that Registry.
 func (s *syncRun) specDigest(mi *cairnv1.ModuleInstance) string {
 	parts := []any{mi.Spec, s.set.Platform.Spec}
-	if mi.Spec.Module.CUE != nil {
-		if reg := s.set.Registry(s.set.Platform.Spec.ModuleRegistry); reg != nil {
-			parts = append(parts, reg.Spec)
-		}
+	for _, reg := range usedRegistries(s.set, mi) {
+		parts = append(parts, reg.Name, reg.Spec)
 	}
 	return digestJSON(parts)
+}
+
+// usedRegistries are the Registries the render of mi reads or writes: its chart's
+// (by the hostname of the chart URL), the Platform's moduleRegistry for a CUE module
+// or for any module rendered against catalogs, and the publish Registry when the
+// Platform publishes renders. Sorted by name, without repeats.
+func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv1.Registry {
+	p := set.Platform.Spec
+	used := map[string]bool{}
+	if c := mi.Spec.Module.Chart; c != nil {
+		if ref, err := parseChart(c); err == nil {
+			for _, reg := range set.Registries {
+				used[reg.Name] = used[reg.Name] || reg.Spec.Hostname == ref.host
+			}
+		}
+	} else if mi.Spec.Module.CUE != nil || len(p.Catalogs) > 0 {
+		used[p.ModuleRegistry] = true
+	}
+	if p.Render.Publish != nil {
+		used[p.Render.Publish.Registry] = true
+	}
+	var out []*cairnv1.Registry
+	for _, reg := range set.Registries {
+		if used[reg.Name] {
+			out = append(out, reg)
+		}
+	}
+	return out
 }
 
 func digestJSON(v any) string {

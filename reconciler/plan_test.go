@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
 )
 
 func TestChangesTouches(t *testing.T) {
@@ -54,4 +55,45 @@ func TestInventoryRoundTripsThroughSecretEncoding(t *testing.T) {
 	out, err := decodeEntries(data)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal(in))
+}
+
+func TestUsedRegistries(t *testing.T) {
+	reg := func(name, host string) *cairnv1.Registry {
+		r := &cairnv1.Registry{}
+		r.Name, r.Spec.Hostname = name, host
+		return r
+	}
+	regs := []*cairnv1.Registry{reg("charts", "charts.example.com:5000"), reg("modules", "modules.example.com"),
+		reg("other", "other.example.com"), reg("rendered", "rendered.example.com")}
+	chart := cairnv1.ModuleSource{Chart: &cairnv1.ChartSource{URL: "oci://charts.example.com:5000/hello", Version: "0.1.0"}}
+	cue := cairnv1.ModuleSource{CUE: &cairnv1.CUEModule{Path: "example.com/m@v0", Version: "v0.1.0"}}
+	local := cairnv1.ModuleSource{Local: &cairnv1.LocalModule{Path: "./m"}}
+	catalogs := []cairnv1.Catalog{{Module: "example.com/catalog@v0", Version: "v0.1.0"}}
+	publish := &cairnv1.PublishTarget{Registry: "rendered", Repository: "r"}
+	cases := []struct {
+		name     string
+		module   cairnv1.ModuleSource
+		catalogs []cairnv1.Catalog
+		publish  *cairnv1.PublishTarget
+		want     []string
+	}{
+		{"chart: the registry of its host", chart, catalogs, nil, []string{"charts"}},
+		{"cue module: the module registry", cue, nil, nil, []string{"modules"}},
+		{"local module without catalogs: none", local, nil, nil, nil},
+		{"local module with catalogs: the module registry", local, catalogs, nil, []string{"modules"}},
+		{"publishing adds the publish registry", chart, nil, publish, []string{"charts", "rendered"}},
+		{"chart of an undeclared host: none", cairnv1.ModuleSource{Chart: &cairnv1.ChartSource{URL: "oci://elsewhere/x", Version: "1"}}, nil, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set := &declarations.Set{Platform: &cairnv1.Platform{}, Registries: regs}
+			set.Platform.Spec.ModuleRegistry, set.Platform.Spec.Catalogs, set.Platform.Spec.Render.Publish = "modules", c.catalogs, c.publish
+			mi := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: c.module}}
+			var names []string
+			for _, r := range usedRegistries(set, mi) {
+				names = append(names, r.Name)
+			}
+			NewWithT(t).Expect(names).To(Equal(c.want))
+		})
+	}
 }
