@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
 )
 
 // Removal: an instance whose file leaves Git, as the identity that applied it, with
@@ -28,7 +27,7 @@ func TestRemovalWithPruneFalseOrphansTheObjects(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	plan, err := e.engine.Plan(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	ip := planOf(plan.Instances, e.ns, "a")
+	ip := planOf(plan, e.ns, "a")
 	e.g.Expect(ip.Action).To(Equal("Delete"))
 	e.g.Expect(ip.Prune).To(BeEmpty())
 	e.g.Expect(ip.Orphan).To(ConsistOf("Deployment/"+e.ns+"/a", "ConfigMap/"+e.ns+"/a-x", "ConfigMap/"+e.ns+"/a-y"))
@@ -105,14 +104,4 @@ func (e *env) grantNamespace(ns string, verbs ...string) {
 	}
 	e.g.Expect(e.c.Create(e.ctx, role)).To(Succeed())
 	e.g.Expect(e.c.Create(e.ctx, binding)).To(Succeed())
-}
-
-// planOf returns the plan of one instance.
-func planOf(items []reconciler.InstancePlan, ns, name string) reconciler.InstancePlan {
-	for _, i := range items {
-		if i.Namespace == ns && i.Name == name {
-			return i
-		}
-	}
-	return reconciler.InstancePlan{Action: "Missing"}
 }
