@@ -88,8 +88,9 @@ func needles(values map[string]map[string]string) []string {
 }
 
 // expectCertificate checks a generated TLS Secret: its type and keys, the key
-// matches the certificate, and the chain to its CA verifies for every name.
-func (e *env) expectCertificate(s *corev1.Secret, names ...string) {
+// matches the certificate, and the chain to its CA verifies for every name. It
+// returns the certificate.
+func (e *env) expectCertificate(s *corev1.Secret, names ...string) *x509.Certificate {
 	e.t.Helper()
 	e.g.Expect(s.Type).To(Equal(corev1.SecretTypeTLS))
 	e.g.Expect(s.Data).To(HaveKey("ca.crt"))
@@ -108,6 +109,7 @@ func (e *env) expectCertificate(s *corev1.Secret, names ...string) {
 		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: n})
 		e.g.Expect(err).NotTo(HaveOccurred(), "the chain verifies for %s", n)
 	}
+	return leaf
 }
 
 // ageSecret sets the generated-at annotation of a Secret of the test's namespace to age ago.

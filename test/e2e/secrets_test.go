@@ -59,7 +59,9 @@ func TestGeneratedSecretsKeepTheirValues(t *testing.T) {
 	e.g.Expect(at).To(BeTemporally("~", time.Now(), time.Minute))
 	e.g.Expect(e.inventoryEntries(e.ns, "a")).To(ContainElements(
 		HaveField("ID", e.ns+"_db__Secret"), HaveField("ID", e.ns+"_api__Secret"), HaveField("ID", e.ns+"_web-tls__Secret")))
-	e.expectCertificate(e.secret(e.ns, "web-tls"), "web."+e.ns+".svc", "web")
+	cert := e.expectCertificate(e.secret(e.ns, "web-tls"), "web."+e.ns+".svc", "web")
+	e.g.Expect(cert.Subject.CommonName).To(Equal("web." + e.ns + ".svc"))
+	e.g.Expect(cert.NotAfter).To(BeTemporally("~", time.Now().Add(48*time.Hour), time.Minute), "validFor")
 
 	values := e.secretValues("db", "api", "web-tls")
 	e.expectNoValue(res, values)
