@@ -123,7 +123,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
-	if f := s.syncSecrets(ctx, m.Client(), r); f != nil {
+	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
 		return f
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
@@ -132,7 +132,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
 	}
-	if f := s.syncRenderedNamespaceSecrets(ctx, m.Client(), r); f != nil {
+	if f := s.writeSecrets(ctx, m.Client(), r); f != nil {
 		return f
 	}
 	if f := s.pruneInstance(ctx, m, r); f != nil {

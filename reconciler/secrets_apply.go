@@ -50,11 +50,11 @@ func (d *secretDecl) resolve(now time.Time) error {
 	return nil
 }
 
-// write writes the targets of d that change and that include selects (nil: all),
-// the original first, and calls done after each write.
-func (d *secretDecl) write(ctx context.Context, c client.Client, now time.Time, include, done func(*secretTarget) bool) error {
+// write writes the targets of d that change, the original first, and calls done
+// after each write.
+func (d *secretDecl) write(ctx context.Context, c client.Client, now time.Time, done func(*secretTarget)) error {
 	for _, t := range d.targets {
-		if t.action == secretKeep || (include != nil && !include(t)) {
+		if t.action == secretKeep {
 			continue
 		}
 		if err := d.resolve(now); err != nil {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -28,11 +27,11 @@ type secretOutcome struct {
 	action secretAction
 }
 
-// syncSecrets brings the generated Secrets of r to their declaration, as the
-// instance's identity c, before the rendered objects are applied (workloads find
-// their Secrets at start). Copies into namespaces the render itself creates wait
-// for syncRenderedNamespaceSecrets.
-func (s *syncRun) syncSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+// readInstanceSecrets reads, as the instance's identity c, the live generated
+// Secrets of r and decides what to do with each, before anything of r is written: a
+// Secret that is not the instance's, or a read that is forbidden, fails the
+// instance with nothing written.
+func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
 	if len(r.mi.Spec.Secrets) == 0 {
 		return nil
 	}
@@ -41,23 +40,15 @@ func (s *syncRun) syncSecrets(ctx context.Context, c client.Client, r *instanceR
 		return classify(cairnv1.ReasonApplyFailed, err)
 	}
 	r.secrets = decls
-	later := renderedNamespaces(r.objects)
-	return s.writeSecrets(ctx, c, r, func(t *secretTarget) bool { return !t.copy || !later[t.key.Namespace] })
+	return nil
 }
 
-// syncRenderedNamespaceSecrets writes the copies that syncSecrets left for after
-// the apply, with the values it decided.
-func (s *syncRun) syncRenderedNamespaceSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
-	later := renderedNamespaces(r.objects)
-	if len(r.secrets) == 0 || len(later) == 0 {
-		return nil
-	}
-	return s.writeSecrets(ctx, c, r, func(t *secretTarget) bool { return t.copy && later[t.key.Namespace] })
-}
-
-func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun, include func(*secretTarget) bool) *Failure {
+// writeSecrets writes what readInstanceSecrets decided, once the rendered objects
+// are applied (so they were validated first, and the namespaces the render creates
+// exist); a workload started a moment earlier finds its Secret at its next retry.
+func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
 	for _, d := range r.secrets {
-		if err := d.write(ctx, c, s.now, include, s.reporter(r)); err != nil {
+		if err := d.write(ctx, c, s.now, s.reporter(r)); err != nil {
 			return classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
@@ -66,27 +57,14 @@ func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instance
 
 // reporter returns the callback that reports each write of a generated Secret of r
 // (names and actions only).
-func (s *syncRun) reporter(r *instanceRun) func(*secretTarget) bool {
-	return func(t *secretTarget) bool {
-		s.reportSecret(r, t)
-		return true
-	}
+func (s *syncRun) reporter(r *instanceRun) func(*secretTarget) {
+	return func(t *secretTarget) { s.reportSecret(r, t) }
 }
 
 func (s *syncRun) reportSecret(r *instanceRun, t *secretTarget) {
 	name := "Secret/" + t.key.Namespace + "/" + t.key.Name
 	s.e.progress("secret %s: %s %s (%s)", r.key(), t.action, name, t.why)
 	s.e.opts.Log.Info("generated Secret", "instance", r.key(), "secret", t.key.String(), "action", string(t.action))
-}
-
-func renderedNamespaces(objects []*unstructured.Unstructured) map[string]bool {
-	out := map[string]bool{}
-	for _, u := range objects {
-		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
-			out[u.GetName()] = true
-		}
-	}
-	return out
 }
 
 func hasRotation(spec cairnv1.GeneratedSecret) bool {
@@ -134,7 +112,7 @@ func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
 			continue
 		}
 		r.secrets = append(r.secrets, d)
-		if err := d.write(ctx, m.Client(), s.now, nil, s.reporter(r)); err != nil {
+		if err := d.write(ctx, m.Client(), s.now, s.reporter(r)); err != nil {
 			return err
 		}
 	}
@@ -190,7 +168,7 @@ func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instance
 		if !d.changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
 			continue
 		}
-		if err := d.write(ctx, c, time.Now(), nil, s.reporter(r)); err != nil {
+		if err := d.write(ctx, c, time.Now(), s.reporter(r)); err != nil {
 			return err
 		}
 		if rotation {

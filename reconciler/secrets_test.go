@@ -111,7 +111,7 @@ func TestSecretWriteKeepsValues(t *testing.T) {
 	ctx := context.Background()
 	decls, err := readSecrets(ctx, c, secretsInstance(spec), "uid-2", secretsNow, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(decls[0].write(ctx, c, secretsNow, nil, func(*secretTarget) bool { return true })).To(Succeed())
+	g.Expect(decls[0].write(ctx, c, secretsNow, func(*secretTarget) {})).To(Succeed())
 
 	var a, b corev1.Secret
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "shared"}, &a)).To(Succeed())
@@ -139,7 +139,7 @@ func TestSecretCreateNeverOverwrites(t *testing.T) {
 	decls, err := readSecrets(ctx, c, secretsInstance(spec), "uid-2", secretsNow, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Create(ctx, liveSecret("team-a", spec, 0, "first"))).To(Succeed())
-	err = decls[0].write(ctx, c, secretsNow, nil, func(*secretTarget) bool { return true })
+	err = decls[0].write(ctx, c, secretsNow, func(*secretTarget) {})
 	g.Expect(err).To(MatchError(ContainSubstring("created by someone else since it was read")))
 	var s corev1.Secret
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, &s)).To(Succeed())

@@ -257,6 +257,30 @@ func TestGeneratedSecretDriftWarn(t *testing.T) {
 	e.g.Expect(e.secret(b, "s").Data).To(Equal(e.secret(e.ns, "s").Data), "the rotation writes the copy too")
 }
 
+// TestGeneratedSecretsAreWrittenAfterTheRender: a render that fails its dry-run
+// writes no generated Secret either; a copy may go to a namespace the render itself
+// creates.
+func TestGeneratedSecretsAreWrittenAfterTheRender(t *testing.T) {
+	e := newEnv(t)
+	d := e.ns + "-d"
+	e.deleteNamespacesAtEnd(d)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"),
+		extra: "  secrets:\n    - name: s\n      data: {key: {random: {length: 12}}}\n      toNamespaces: [" + d + "]\n"}
+	withValues := func(values string) string { return replaceOnce(a.yaml(), "    configs:\n", values+"    configs:\n") }
+	repo := newGitRepo(t, appRepo("", a))
+	repo.commit("bad service", map[string]string{"instances/a.yaml": withValues("    badService: true\n    namespaces: [" + d + "]\n")})
+	r := result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Action).To(Equal("Failed"))
+	e.g.Expect(r.Message).To(ContainSubstring("Service/" + e.ns + "/a-bad"))
+	e.g.Expect(e.secret(e.ns, "s")).To(BeNil(), "nothing is written when the dry-run fails")
+	e.g.Expect(e.configMap(e.ns, "a-x")).To(BeNil())
+
+	repo.commit("good", map[string]string{"instances/a.yaml": withValues("    namespaces: [" + d + "]\n")})
+	r = result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), r.Message)
+	e.g.Expect(e.secret(d, "s").Data).To(Equal(e.secret(e.ns, "s").Data))
+}
+
 // TestGeneratedSecretsAreWrittenAsTheInstanceIdentity: the Secrets are written as
 // the instance's ServiceAccount, so a copy into a namespace it may not write is
 // forbidden, naming that identity.
