@@ -54,9 +54,10 @@ type instanceRun struct {
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
 
 // plan decides which instances this revision affects and which left Git. An
-// instance is affected when it is new, not ready (failed instances are always
-// retried), its declaration or the Platform or Registry it uses changed, its local
-// module changed, or a dependency is affected. The diff narrows the candidates; the
+// instance is affected when it is new, failed and due for a retry (see retryDue: at
+// a new revision, or once status.nextRetryAt has passed), its declaration or the
+// Platform or a Registry it uses changed, its local module changed, or a dependency
+// is affected. The diff narrows the candidates; the
 // digests recorded on the CRs decide, so a wrong or missing diff costs time, never
 // correctness.
 func (s *syncRun) plan() {
@@ -93,7 +94,11 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case isSuspended(r.live):
 		return true, "resumed"
 	case !isReady(r.live):
-		return true, "retrying a failed sync"
+		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
+			return true, why
+		}
+	}
+	switch {
 	case r.live.Generation != r.live.Status.ObservedGeneration:
 		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
 	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
@@ -101,6 +106,9 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
 		return true, "local module changed"
+	case !isReady(r.live):
+		_, why := retryDue(r.live, s.rev.SHA, s.now)
+		return false, why
 	}
 	return false, "unchanged"
 }

@@ -20,9 +20,14 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	}
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
+		if due, why := retryDue(live, s.rev.SHA, s.now); !isReady(live) && !due {
+			s.results = append(s.results, (&instanceRun{live: live, why: why}).deferredResult(res))
+			continue
+		}
 		if f := s.removeInstance(ctx, live, &res); f != nil {
 			res.Action, res.Reason, res.Message, res.Retry = "Failed", f.Reason, f.Error(), f.Kind
 			s.recordRemovalFailure(ctx, live, f)
+			res.NextRetryAt = retryTime(live)
 		}
 		s.results = append(s.results, res)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)

@@ -65,10 +65,13 @@ func (r *instanceRun) result() InstanceResult {
 	switch {
 	case r.mi.Spec.Suspend:
 		res.Action, res.Reason, res.Message = "Skipped", "Suspended", "suspended"
+	case !r.affected && !isReady(r.live) && r.live != nil:
+		res = r.deferredResult(res)
 	case !r.affected:
 		res.Action, res.Reason, res.Message = "Unchanged", "", r.why+r.secretNote
 	case r.failure != nil:
 		res.Action, res.Reason, res.Message, res.Retry = "Failed", r.failure.Reason, r.failure.Error(), r.failure.Kind
+		res.NextRetryAt = retryTime(r.live)
 	case r.live != nil && len(r.live.Status.History) == 1:
 		res.Action, res.Reason, res.Message = "Created", "Succeeded", r.summary()
 	default:

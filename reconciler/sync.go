@@ -23,6 +23,8 @@ type SyncResult struct {
 	Instances []InstanceResult
 	// Error is set when the revision could not be used at all (declarations).
 	Error error
+	// RetryAt is when a revision that could not be used is tried again.
+	RetryAt time.Time `json:",omitempty"`
 }
 
 // InstanceResult is what one sync did to one instance.
@@ -40,6 +42,8 @@ type InstanceResult struct {
 	Warnings []string `json:",omitempty"`
 	// Applied counts objects created or configured; Pruned counts deletions.
 	Applied, Unchanged, Pruned int
+	// NextRetryAt is when a failed instance is retried at the same revision.
+	NextRetryAt *time.Time `json:",omitempty"`
 }
 
 // Failed reports whether any instance failed or the revision was unusable.
@@ -93,6 +97,7 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 // changes nothing else.
 func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*SyncResult, error) {
 	res := &SyncResult{Revision: rev.SHA, Error: f}
+	res.RetryAt = time.Now().Add(retryAfter(f.Kind, 1))
 	if rev.SHA != "" {
 		e.opts.Reporter.SyncStarted(rev.SHA, nil)
 		defer e.opts.Reporter.SyncFinished(rev.SHA, res)
@@ -207,8 +212,11 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 		res.Instances = append(res.Instances, r.result())
 	}
 	res.Instances = append(res.Instances, s.results...)
+	retry := s.now.Add(stalledRecheck)
 	for _, inv := range s.set.Invalid {
-		res.Instances = append(res.Instances, invalidResult(inv))
+		ir := invalidResult(inv)
+		ir.NextRetryAt = &retry
+		res.Instances = append(res.Instances, ir)
 	}
 	sort.SliceStable(res.Instances, func(i, j int) bool {
 		a, b := res.Instances[i], res.Instances[j]

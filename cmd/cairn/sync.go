@@ -91,7 +91,9 @@ type syncer struct {
 	errOut io.Writer
 	log    logr.Logger // diagnostics: failed syncs and drift checks
 	last   string
-	failed bool
+	// retryAt is when a failure of the last sync is due for a retry of the same
+	// revision (zero: nothing to retry); see reconciler.SyncResult.NextRetry.
+	retryAt time.Time
 
 	driftEvery time.Duration
 	lastDrift  time.Time
@@ -139,24 +141,37 @@ func (s *syncer) checkDrift(ctx context.Context) error {
 	return nil
 }
 
-// loop polls until ctx ends, and at once when a webhook says the branch moved or a
-// pull request changed. An unchanged branch with nothing to retry costs one ls-remote
-// and nothing else.
+// loop polls until ctx ends, at once when a webhook says the branch moved or a
+// pull request changed, and when the earliest retry of a failed instance is due
+// (even if that falls between two polls). An unchanged branch with nothing to retry
+// costs one ls-remote and nothing else.
 func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	s.step(ctx)
-	for {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for s.step(ctx); ; s.armRetry(retry) {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			s.step(ctx)
+		case <-retry.C:
 			s.step(ctx)
 		case <-s.forge.pushes():
 			s.afterPush(ctx)
 		case pr := <-s.forge.pullRequests():
 			s.forge.plan(ctx, s.engine, s.repo, pr)
 		}
+	}
+}
+
+// armRetry sets timer to fire when the next retry is due (never when none is), at
+// least a second from now, so that a retry that failed early never spins.
+func (s *syncer) armRetry(timer *time.Timer) {
+	timer.Stop()
+	if !s.retryAt.IsZero() {
+		timer.Reset(max(time.Until(s.retryAt), time.Second))
 	}
 }
 
@@ -196,8 +211,10 @@ func (s *syncer) afterPush(ctx context.Context) {
 	}
 }
 
+// poll syncs when the branch moved or a retry is due; a failed instance is retried
+// on its own schedule, never by re-running the whole revision at every poll.
 func (s *syncer) poll(ctx context.Context) (*reconciler.SyncResult, error) {
-	if !s.repo.isDir() && s.last != "" && !s.failed {
+	if !s.repo.isDir() && s.last != "" && !reconciler.RetryDue(s.retryAt, time.Now()) {
 		head, err := s.head(ctx)
 		if err != nil {
 			return nil, err
@@ -228,9 +245,10 @@ func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
 	}
 	res, err := s.engine.Sync(ctx, rev)
 	if res == nil {
+		s.retryAt = time.Now().Add(5 * time.Second) // the cluster could not be used: try again soon
 		return nil, err
 	}
-	s.last, s.failed, s.rev = res.Revision, res.Failed() || err != nil, rev
+	s.last, s.retryAt, s.rev = res.Revision, res.NextRetry(), rev
 	return res, err
 }
 

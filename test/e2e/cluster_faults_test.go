@@ -185,6 +185,10 @@ func TestForbiddenServiceAccountStallsUntilGranted(t *testing.T) {
 
 	e.grantDeployer()
 	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Message).To(ContainSubstring("not retried before"),
+		"a stalled instance is not retried at the same revision before its 30 minutes")
+	repo.commit("retry after the grant", map[string]string{"README.md": "granted\n"})
+	res = e.sync(repo)
 	r := result(res, e.ns, "a")
 	e.g.Expect(r.Ready).To(BeTrue(), r.Message)
 	e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil())

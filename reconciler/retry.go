@@ -1,0 +1,78 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// retryDue decides whether a sync of revision at now retries live, an instance that
+// is not ready: always on a revision it has not attempted yet (a new commit), else
+// once its status.nextRetryAt has passed (5s·2ⁿ up to 5m after a transient or
+// waiting failure, 30m after a stalled one; see retryAfter). It says why.
+func retryDue(live *cairnv1.ModuleInstance, revision string, now time.Time) (bool, string) {
+	next := live.Status.NextRetryAt
+	switch {
+	case live.Status.LastAttemptedRevision != revision:
+		return true, "retrying a failed sync at a new revision"
+	case next == nil:
+		return true, "retrying a failed sync"
+	case !now.Before(next.Time):
+		return true, fmt.Sprintf("retrying a failed sync (%s retry due)", failureKindOf(live))
+	}
+	return false, fmt.Sprintf("not retried before %s (%s)", next.UTC().Format(time.RFC3339), failureKindOf(live))
+}
+
+// failureKindOf reads back how the last failure of mi is retried.
+func failureKindOf(mi *cairnv1.ModuleInstance) FailureKind {
+	switch {
+	case conditions.IsTrue(mi, "Stalled"):
+		return Stalled
+	case conditions.GetReason(mi, "Ready") == cairnv1.ReasonDependencyNotReady:
+		return Waiting
+	}
+	return Transient
+}
+
+// deferredResult is the result of a failed instance whose retry is not due: it is
+// still failed, with its last reason, and says when it is retried.
+func (r *instanceRun) deferredResult(res InstanceResult) InstanceResult {
+	res.Action, res.Retry = "Failed", failureKindOf(r.live)
+	res.Reason = conditions.GetReason(r.live, "Ready")
+	res.Message = r.why + ": " + conditions.GetMessage(r.live, "Ready")
+	res.NextRetryAt = retryTime(r.live)
+	return res
+}
+
+func retryTime(mi *cairnv1.ModuleInstance) *time.Time {
+	if mi == nil || mi.Status.NextRetryAt == nil {
+		return nil
+	}
+	t := mi.Status.NextRetryAt.Time
+	return &t
+}
+
+// NextRetry is the earliest time at which an instance that failed in this sync
+// (or earlier) is due for a retry of the same revision; zero when none is. A
+// revision that could not be used at all is retried after the stalled recheck. A
+// sync loop wakes up then even when the branch has not moved.
+func (r *SyncResult) NextRetry() time.Time {
+	if r.Error != nil {
+		return r.RetryAt
+	}
+	var next time.Time
+	for _, i := range r.Instances {
+		if i.Action == "Failed" && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
+			next = *i.NextRetryAt
+		}
+	}
+	return next
+}
+
+// RetryDue reports whether a retry scheduled at next (zero: none) is due at now.
+func RetryDue(next, now time.Time) bool {
+	return !next.IsZero() && !now.Before(next)
+}

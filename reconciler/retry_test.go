@@ -1,0 +1,83 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+func TestRetryDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	failed := func(kind FailureKind, failures int32, at time.Time, rev string) *cairnv1.ModuleInstance {
+		mi := &cairnv1.ModuleInstance{}
+		mi.Status.Failures = failures - 1
+		f := failuref(kind, cairnv1.ReasonApplyFailed, "boom")
+		if kind == Waiting {
+			f.Reason = cairnv1.ReasonDependencyNotReady
+		}
+		markFailed(mi, rev, f, at)
+		return mi
+	}
+	cases := []struct {
+		name    string
+		live    *cairnv1.ModuleInstance
+		rev     string
+		want    bool
+		wantWhy string
+	}{
+		{"a new commit retries a stalled instance at once", failed(Stalled, 1, now, "old"), "new", true, "new revision"},
+		{"stalled: not before 30 minutes", failed(Stalled, 1, now.Add(-29*time.Minute), "sha"), "sha", false, "2026-12-01T10:01:00Z (Stalled)"},
+		{"stalled: after 30 minutes", failed(Stalled, 1, now.Add(-30*time.Minute), "sha"), "sha", true, "Stalled retry due"},
+		{"transient, first failure: 5s", failed(Transient, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Transient retry due"},
+		{"transient, first failure: not at 4s", failed(Transient, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Transient)"},
+		{"transient, third failure: 20s", failed(Transient, 3, now.Add(-19*time.Second), "sha"), "sha", false, "10:00:01Z"},
+		{"transient backoff is capped at 5m", failed(Transient, 20, now.Add(-5*time.Minute), "sha"), "sha", true, "retry due"},
+		{"waiting backs off like transient", failed(Waiting, 2, now.Add(-10*time.Second), "sha"), "sha", true, "Waiting retry due"},
+		{"no retry time recorded: retried", &cairnv1.ModuleInstance{Status: cairnv1.ModuleInstanceStatus{LastAttemptedRevision: "sha"}}, "sha", true, "retrying a failed sync"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			due, why := retryDue(c.live, c.rev, now)
+			g.Expect(due).To(Equal(c.want), why)
+			g.Expect(why).To(ContainSubstring(c.wantWhy))
+		})
+	}
+}
+
+func TestNextRetryIsTheEarliestFailedInstance(t *testing.T) {
+	g := NewWithT(t)
+	at := func(d time.Duration) *time.Time { x := time.Unix(1000, 0).Add(d); return &x }
+	res := &SyncResult{Instances: []InstanceResult{
+		{Action: "Failed", NextRetryAt: at(30 * time.Minute)},
+		{Action: "Failed", NextRetryAt: at(5 * time.Second)},
+		{Action: "Unchanged"},
+		{Action: "Updated", NextRetryAt: at(time.Second)}, // not failed: ignored
+	}}
+	g.Expect(res.NextRetry()).To(Equal(*at(5 * time.Second)))
+	g.Expect((&SyncResult{}).NextRetry().IsZero()).To(BeTrue())
+	g.Expect((&SyncResult{Error: errFake, RetryAt: *at(0)}).NextRetry()).To(Equal(*at(0)))
+	g.Expect(RetryDue(time.Time{}, time.Now())).To(BeFalse(), "nothing scheduled")
+	g.Expect(RetryDue(*at(0), *at(0))).To(BeTrue())
+	g.Expect(RetryDue(*at(time.Second), *at(0))).To(BeFalse())
+}
+
+var errFake = failuref(Stalled, "X", "x")
+
+func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
+	g := NewWithT(t)
+	live := &cairnv1.ModuleInstance{}
+	markFailed(live, "sha", failuref(Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
+	g.Expect(conditions.IsTrue(live, "Stalled")).To(BeTrue())
+	r := &instanceRun{mi: live, live: live, why: "not retried before x (Stalled)"}
+	res := r.result()
+	g.Expect(res.Action).To(Equal("Failed"))
+	g.Expect(res.Retry).To(Equal(Stalled))
+	g.Expect(res.Reason).To(Equal(cairnv1.ReasonRenderFailed))
+	g.Expect(res.Message).To(Equal("not retried before x (Stalled): bad module"))
+	g.Expect(*res.NextRetryAt).To(Equal(time.Unix(0, 0).Add(30 * time.Minute)))
+}
