@@ -34,13 +34,16 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 }
 
 func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inventory) *pruneSet {
-	if r.rendered == nil || r.live == nil {
+	if r.rendered == nil {
 		return nil
 	}
-	old, err := loadInventory(ctx, s.e.cluster.client, r.live)
+	old, err := s.lastInventory(ctx, r)
 	if err != nil {
 		r.failure = transient(cairnv1.ReasonPruneFailed, err)
 		return nil
+	}
+	if r.live == nil && len(old) == 0 {
+		return nil // a new instance
 	}
 	r.oldInv = old
 	own := r.desiredInventory() // generated Secrets included: they never leave with the render
@@ -54,10 +57,22 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 		return nil
 	}
 	ps := s.guard.split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
-	ps.before, ps.uid = len(old), string(r.live.UID)
+	ps.before = len(old)
+	if r.live != nil {
+		ps.uid = string(r.live.UID) // adopted objects carry the UID of the deleted CR
+	}
 	r.prune = ps
 	r.pruneErr = s.guard.checkInstance(ps)
 	return ps
+}
+
+// lastInventory is the inventory of r's CR, or, without a CR, what it left behind in
+// the cluster (see adoptedInventory).
+func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (inventory, error) {
+	if r.live == nil {
+		return s.adoptedInventory(ctx, r)
+	}
+	return loadInventory(ctx, s.e.cluster.client, r.live)
 }
 
 // removedSet is what a removed instance would delete (or, with prune: false,

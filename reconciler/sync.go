@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -156,7 +157,11 @@ type syncRun struct {
 	moduleDigests map[string]string     // local module directory -> digest of its files
 	pruneErr      error                 // a sync-wide prune refusal
 	removedSets   map[string]removedSet // what each removed instance would delete, by namespace/name
-	results       []InstanceResult
+	// managed and inventorySecrets are cairn's labelled objects, listed once per sync
+	// for the instances without a CR (see adoptedInventory).
+	managed          map[schema.GroupKind]managedObjects
+	inventorySecrets map[string]bool
+	results          []InstanceResult
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -166,7 +171,8 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
 		moduleDigests: map[string]string{},
-		removeOK:      len(set.Unparsed) == 0, readOnly: readOnly,
+		managed:       map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{},
+		removeOK: len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
 	if !readOnly {

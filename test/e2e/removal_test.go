@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -104,4 +107,48 @@ func (e *env) grantNamespace(ns string, verbs ...string) {
 	}
 	e.g.Expect(e.c.Create(e.ctx, role)).To(Succeed())
 	e.g.Expect(e.c.Create(e.ctx, binding)).To(Succeed())
+}
+
+// TestHandDeletedCRLosesNothing: `kubectl delete moduleinstance` takes the inventory
+// with it; the next sync re-creates the CR from Git and finds the instance's objects
+// by label: the one that left the render meanwhile is pruned, the others are kept
+// (same UIDs, no duplicate) and carry the new CR's UID.
+func TestHandDeletedCRLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y", "z")}
+	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
+	repo := newGitRepo(t, appRepo("", a, b))
+	e.syncClean(repo)
+	old := e.instance(e.ns, "a")
+	uids := map[string]types.UID{}
+	for _, n := range []string{"a-x", "a-y"} {
+		uids[n] = e.configMap(e.ns, n).UID
+	}
+	deployment := e.get("apps/v1", "Deployment", e.ns, "a").GetUID()
+
+	e.g.Expect(e.c.Delete(e.ctx, old)).To(Succeed())
+	e.g.Eventually(func() *cairnv1.ModuleInstance { return e.instance(e.ns, "a") }, 10*time.Second).Should(BeNil())
+	a.configs = configs("x", "y")
+	repo.commit("drop a-z", map[string]string{"instances/a.yaml": a.yaml()})
+	r := result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), r.Message)
+	e.g.Expect(r.Pruned).To(Equal(1), r.Message)
+
+	mi := e.instance(e.ns, "a")
+	e.g.Expect(mi.UID).NotTo(Equal(old.UID))
+	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "a-z")).To(BeTrue(), "the object that left the render is pruned")
+	for n, uid := range uids {
+		cm := e.configMap(e.ns, n)
+		e.g.Expect(cm.UID).To(Equal(uid), "%s is kept, not recreated", n)
+		e.g.Expect(cm.Labels).To(HaveKeyWithValue(cairnv1.InstanceUIDLabel, string(mi.UID)))
+	}
+	d := e.get("apps/v1", "Deployment", e.ns, "a")
+	e.g.Expect(d.GetUID()).To(Equal(deployment))
+	e.g.Expect(d.GetLabels()).To(HaveKeyWithValue(cairnv1.InstanceUIDLabel, string(mi.UID)))
+	var cms corev1.ConfigMapList
+	e.g.Expect(e.c.List(e.ctx, &cms, client.InNamespace(e.ns),
+		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "a")})).To(Succeed())
+	e.g.Expect(cms.Items).To(HaveLen(2), "no duplicate, no orphan")
+	e.g.Expect(mi.Status.Inventory.Count).To(Equal(int32(3)))
+	e.g.Expect(e.configMap(e.ns, "b-x")).NotTo(BeNil(), "another instance's objects are not adopted")
 }

@@ -1,0 +1,152 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// An instance whose CR is missing (new in Git, or deleted by hand with kubectl) may
+// still have objects in the cluster from before: its inventory left with the CR,
+// but the objects keep cairn's labels. Before the first apply of such an instance,
+// cairn finds them by label (managed-by cairn and cairn.dev/instance=<ns>.<name>,
+// whatever instance UID they carry) and takes them as the last inventory: objects
+// still rendered are re-applied (and get the new CR's UID label), objects that left
+// the render meanwhile are pruned within the guards, so nothing is duplicated and
+// nothing is left behind. The kinds searched are those of the render, those of an
+// inventory Secret the deleted CR left behind (large inventories), and
+// adoptionKinds; an object of another kind that left the render while the CR was
+// gone is not found (it stays, labelled, and is no longer tracked). Each kind costs
+// one metadata-only LIST per sync, shared by all instances, and only when some
+// instance has no CR.
+
+// adoptionKinds are searched for every instance without a CR: the kinds modules
+// render most.
+var adoptionKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "ServiceAccount"}, {Version: "v1", Kind: "PersistentVolumeClaim"}, {Version: "v1", Kind: "Namespace"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "apps", Version: "v1", Kind: "StatefulSet"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSet"}, {Group: "batch", Version: "v1", Kind: "Job"},
+	{Group: "batch", Version: "v1", Kind: "CronJob"}, {Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+	{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+// managedObjects is cairn's labelled objects of one kind, by instance label.
+type managedObjects map[string]inventory
+
+// adoptedInventory returns the objects of r, an instance without a CR, that are
+// still in the cluster (see the comment above); empty for a new instance.
+func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (inventory, error) {
+	kinds, err := s.adoptionKindsOf(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	key := s.instanceLabel(r.mi)
+	out := inventory{}
+	for _, gvk := range kinds {
+		found, err := s.listManaged(ctx, gvk)
+		if err != nil {
+			return nil, err
+		}
+		out = out.union(found[key])
+	}
+	return out, nil
+}
+
+// adoptionKindsOf lists the kinds to search for r, one version per group and kind.
+func (s *syncRun) adoptionKindsOf(ctx context.Context, r *instanceRun) ([]schema.GroupVersionKind, error) {
+	var kinds []schema.GroupVersionKind
+	for _, u := range r.objects {
+		kinds = append(kinds, u.GroupVersionKind())
+	}
+	left, err := s.leftInventory(ctx, r.mi)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range left {
+		if meta, err := object.ParseObjMetadata(e.ID); err == nil {
+			kinds = append(kinds, meta.GroupKind.WithVersion(versionOf(e.Version)))
+		}
+	}
+	kinds = append(kinds, adoptionKinds...)
+	seen := map[schema.GroupKind]bool{}
+	out := kinds[:0]
+	for _, gvk := range kinds {
+		if !seen[gvk.GroupKind()] {
+			seen[gvk.GroupKind()] = true
+			out = append(out, gvk)
+		}
+	}
+	return out, nil
+}
+
+func versionOf(apiVersion string) string {
+	if _, v, ok := strings.Cut(apiVersion, "/"); ok {
+		return v
+	}
+	return apiVersion
+}
+
+// leftInventory reads the inventory Secret a deleted CR of mi left behind, if any.
+func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
+	if _, err := s.listManaged(ctx, corev1.SchemeGroupVersion.WithKind("Secret")); err != nil {
+		return nil, err // the list also finds the inventory Secrets
+	}
+	if !s.inventorySecrets[mi.Namespace+"/"+inventorySecretName(mi)] {
+		return nil, nil
+	}
+	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
+	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: inventorySecretName(mi)}}
+	return loadInventory(ctx, s.e.cluster.client, owner)
+}
+
+// listManaged lists, once per sync and as cairn, the metadata of every object of
+// gvk labelled as cairn's, grouped by instance label. A kind the cluster does not
+// serve, or that cairn may not list, has no objects to adopt.
+func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) (managedObjects, error) {
+	if found, ok := s.managed[gvk.GroupKind()]; ok {
+		return found, nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := s.e.cluster.client.List(ctx, list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue})
+	switch {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err):
+		list.Items = nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to list %s to find the objects of instances without a CR: %w", gvk.Kind, err)
+	}
+	found := managedObjects{}
+	for _, item := range list.Items {
+		if gvk.Kind == "Secret" && gvk.Group == "" && strings.HasPrefix(item.Name, "cairn-inventory-") {
+			s.inventorySecrets[item.Namespace+"/"+item.Name] = true
+		}
+		key := item.Labels[cairnv1.InstanceLabel]
+		if key == "" {
+			continue
+		}
+		id := object.ObjMetadata{Namespace: item.Namespace, Name: item.Name, GroupKind: gvk.GroupKind()}.String()
+		if found[key] == nil {
+			found[key] = inventory{}
+		}
+		found[key][id] = cairnv1.InventoryEntry{ID: id, Version: gvk.GroupVersion().String()}
+	}
+	s.managed[gvk.GroupKind()] = found
+	return found, nil
+}
