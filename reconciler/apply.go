@@ -30,6 +30,8 @@ type applyReport struct {
 	applied map[string]bool
 	// live holds the API server's responses to the applies, for the health check.
 	live []*unstructured.Unstructured
+	// notes say which objects the per-kind rules left alone (a Job that ran).
+	notes []string
 }
 
 // applyObjects server-side applies the objects whose hash differs from the last
@@ -38,14 +40,18 @@ type applyReport struct {
 // a server-side dry-run before the first write (see dryRunStage); one changed object
 // is applied directly, its apply being atomic. Unchanged objects cost nothing; drift on them is
 // found by the separate drift check. An immutable-field change is refused unless the
-// object is annotated cairn.dev/force: "true", in which case it is recreated.
+// object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
+// follow their own rules first (see settleJobs).
 func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
 	last inventory, timeout time.Duration) (*applyReport, error) {
 	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, rep)
+	if err != nil {
+		return rep, err
+	}
 	var first, rest []*unstructured.Unstructured
 	for _, u := range objects {
-		id, hash := objectID(u), objectHash(u)
-		if e, ok := last[id]; ok && e.Hash == hash && e.Version == u.GetAPIVersion() {
+		if unchangedSince(last, u) {
 			rep.add(u, ssa.UnchangedAction)
 			continue
 		}
@@ -55,7 +61,7 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 			rest = append(rest, u)
 		}
 	}
-	validate := len(first)+len(rest) >= 2
+	validate := len(first)+len(rest)+len(recreates) >= 2
 	early, later := splitByDefinitions(first, rest)
 	if validate {
 		if err := dryRunStage(ctx, m.Client(), append(append([]*unstructured.Unstructured{}, first...), early...)); err != nil {
@@ -69,11 +75,14 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 		return rep, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	}
 	if validate {
-		if err := dryRunStage(ctx, m.Client(), later); err != nil {
+		if err := dryRunStage(ctx, m.Client(), append(later, recreates...)); err != nil {
 			return rep, err
 		}
 	}
-	return rep, applyStage(ctx, m.Client(), rest, last, rep)
+	if err := applyStage(ctx, m.Client(), rest, last, rep); err != nil {
+		return rep, err
+	}
+	return rep, recreateJobs(ctx, m.Client(), recreates, rep)
 }
 
 func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {

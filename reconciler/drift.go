@@ -89,7 +89,12 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	drifted, err := driftedObjects(ctx, m, r.objects, live)
+	inv, err := loadInventory(ctx, s.e.cluster.client, live)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	drifted, err := driftedObjects(ctx, m, withoutAppliedJobs(r.objects, inv), live)
 	if err != nil {
 		rep.Err = err
 		return rep

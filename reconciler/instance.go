@@ -129,6 +129,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.timeout(r.mi))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
+	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
 	}

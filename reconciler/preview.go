@@ -167,6 +167,10 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 			ip.Create = append(ip.Create, describe(u))
 			continue
 		}
+		if isJob(u) && jobApplied(r.oldInv, u) && !forced(u) {
+			ip.Unchanged++ // a Job that ran is left as it is
+			continue
+		}
 		entry, _, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
 			ip.Action, ip.Reason, ip.Error = "Error", cairnv1.ReasonApplyFailed, err.Error()
