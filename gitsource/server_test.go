@@ -2,7 +2,6 @@ package gitsource
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"cairn.dev/cairn/test/harness"
 )
 
 // gitHTTPServer serves the repositories of one directory over smart HTTP on
@@ -94,34 +95,4 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 // hangingListener accepts TCP connections on loopback and never answers.
-func hangingListener(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
+func hangingListener(t *testing.T) string { return harness.HangingListener(t) }

@@ -83,6 +83,14 @@ func TestEmptyRenderNeverPrunes(t *testing.T) {
 	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonPruneGuard))
 	e.g.Expect(r.Message).To(ContainSubstring("render is empty"))
 	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "a")).NotTo(BeNil())
+
+	// spec.allowEmpty: true lets the empty render prune every object.
+	repo.commit("render nothing, on purpose", map[string]string{"instances/a.yaml": empty + "  allowEmpty: true\n"})
+	r = result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", r)
+	e.g.Expect(r.Pruned).To(Equal(2))
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeTrue())
+	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "a-x")).To(BeTrue())
 }
 
 func TestProtectedKindsAndForeignLabelsAreNotPruned(t *testing.T) {
