@@ -1,0 +1,68 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+func labelled(obj client.Object, instance, uid string) client.Object {
+	l := map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}
+	if instance != "" {
+		l[cairnv1.InstanceLabel] = instance
+	}
+	if uid != "" {
+		l[cairnv1.InstanceUIDLabel] = uid
+	}
+	obj.SetLabels(l)
+	return obj
+}
+
+// TestAdoptedInventoryFindsTheInstancesObjectsByLabel: an instance without a CR takes
+// as its last inventory the objects labelled as its own, whatever UID they carry,
+// among the kinds of its render, of a left-over inventory Secret, and the common
+// kinds; nobody else's, nothing unlabelled.
+func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
+	g := NewWithT(t)
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name} }
+	left, err := encodeEntries(inv("ns_gone_batch_Job").entries())
+	g.Expect(err).NotTo(HaveOccurred())
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(
+		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-x")}, "ns.a", "old-uid"),
+		labelled(&appsv1.Deployment{ObjectMeta: meta("a")}, "ns.a", "old-uid"),
+		labelled(&corev1.ServiceAccount{ObjectMeta: meta("a")}, "ns.a", ""),
+		labelled(&corev1.ConfigMap{ObjectMeta: meta("b-x")}, "ns.b", "b-uid"),
+		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-unlabelled")}, "", ""),
+		&corev1.ConfigMap{ObjectMeta: meta("a-plain")},
+		labelled(&corev1.Secret{ObjectMeta: meta("cairn-inventory-a"), Data: map[string][]byte{inventorySecretKey: left}}, "", ""),
+	).Build()
+	s := &syncRun{e: &Engine{cluster: &Cluster{client: c}}, managed: map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{}}
+	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	r := &instanceRun{mi: mi, objects: []*unstructured.Unstructured{cm}}
+
+	kinds, err := s.adoptionKindsOf(context.Background(), r)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kinds).To(ContainElement(HaveField("Kind", "Job")), "a kind of the left-over inventory")
+	found, err := s.adoptedInventory(context.Background(), r)
+	g.Expect(err).NotTo(HaveOccurred())
+	var ids []string
+	for id := range found {
+		ids = append(ids, id)
+	}
+	g.Expect(ids).To(ConsistOf("ns_a-x__ConfigMap", "ns_a_apps_Deployment", "ns_a__ServiceAccount"))
+	g.Expect(found["ns_a_apps_Deployment"].Version).To(Equal("apps/v1"))
+	g.Expect(found["ns_a_apps_Deployment"].Hash).To(BeEmpty(), "an adopted object is always applied again")
+}
