@@ -117,3 +117,38 @@ func TestRegistryTimeoutBoundsEachRequest(t *testing.T) {
 	e.g.Expect(r.Retry).To(Equal(reconciler.Transient), "%+v", r)
 	e.g.Expect(took).To(BeNumerically("<", 20*time.Second), "bounded by the Registry's timeout, not the default: %+v", r)
 }
+
+// TestPruneFalseKeepsWhatLeavesTheRender: with spec.prune: false an object that
+// leaves the render of an instance that stays is left in place.
+func TestPruneFalseKeepsWhatLeavesTheRender(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y"), extra: "  prune: false\n"}
+	repo := newGitRepo(t, appRepo("", a))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	a.configs = configs("x")
+	repo.commit("drop y", map[string]string{"instances/a.yaml": a.yaml()})
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(r.Pruned).To(Equal(0))
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil())
+}
+
+// TestPruneProtectedLetsAStayingInstancePruneANamespace: spec.pruneProtected: true
+// lets prune delete an object of a protected kind (a Namespace) that left the render.
+func TestPruneProtectedLetsAStayingInstancePruneANamespace(t *testing.T) {
+	e := newEnv(t)
+	extraNS := e.ns + "-extra"
+	e.deleteNamespacesAtEnd(extraNS)
+	a := inst{name: "a", ns: e.ns, replicas: 0, extra: "    namespaces: [" + extraNS + "]\n  pruneProtected: true\n"}
+	repo := newGitRepo(t, appRepo("", a))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	e.g.Expect(e.get("v1", "Namespace", "", extraNS)).NotTo(BeNil())
+	a.extra = "  pruneProtected: true\n"
+	repo.commit("drop the namespace", map[string]string{"instances/a.yaml": a.yaml()})
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(r.Pruned).To(Equal(1))
+	e.g.Expect(e.gone("v1", "Namespace", "", extraNS)).To(BeTrue())
+}
