@@ -71,14 +71,7 @@ func TestNamespaceAllowListRefusesOtherNamespaces(t *testing.T) {
 // names the kinds prune never deletes (defaults: TestProtectedKindsAndForeignLabelsAreNotPruned).
 func TestPlatformProtectedKindsReplaceTheDefaults(t *testing.T) {
 	e := newEnv(t)
-	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y")}
-	repo := newGitRepo(t, appRepo("  prune:\n    protectedKinds: [ConfigMap]\n", a))
-	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
-	a.configs = configs("x")
-	repo.commit("drop y", map[string]string{"instances/a.yaml": a.yaml()})
-	res := e.sync(repo)
-	r := result(res, e.ns, "a")
-	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	r := e.syncThenDropY("  prune:\n    protectedKinds: [ConfigMap]\n", "")
 	e.g.Expect(r.Message).To(ContainSubstring("kept 1 object(s) of protected kinds"))
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "ConfigMap is protected by the Platform")
 }
@@ -122,14 +115,7 @@ func TestRegistryTimeoutBoundsEachRequest(t *testing.T) {
 // leaves the render of an instance that stays is left in place.
 func TestPruneFalseKeepsWhatLeavesTheRender(t *testing.T) {
 	e := newEnv(t)
-	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y"), extra: "  prune: false\n"}
-	repo := newGitRepo(t, appRepo("", a))
-	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
-	a.configs = configs("x")
-	repo.commit("drop y", map[string]string{"instances/a.yaml": a.yaml()})
-	res := e.sync(repo)
-	r := result(res, e.ns, "a")
-	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	r := e.syncThenDropY("", "  prune: false\n")
 	e.g.Expect(r.Pruned).To(Equal(0))
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil())
 }
@@ -151,4 +137,20 @@ func TestPruneProtectedLetsAStayingInstancePruneANamespace(t *testing.T) {
 	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(r.Pruned).To(Equal(1))
 	e.g.Expect(e.gone("v1", "Namespace", "", extraNS)).To(BeTrue())
+}
+
+// syncThenDropY syncs instance a with ConfigMaps a-x and a-y (the Platform's spec and
+// the instance's spec get the extra lines), then a commit that drops a-y; it returns
+// that sync's result for a, which must be ready.
+func (e *env) syncThenDropY(platformExtra, instanceExtra string) reconciler.InstanceResult {
+	e.t.Helper()
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y"), extra: instanceExtra}
+	repo := newGitRepo(e.t, appRepo(platformExtra, a))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+	a.configs = configs("x")
+	repo.commit("drop y", map[string]string{"instances/a.yaml": a.yaml()})
+	res := e.sync(repo)
+	r := result(res, e.ns, "a")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	return r
 }
