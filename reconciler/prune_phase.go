@@ -98,6 +98,7 @@ func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance
 		rs.pruneSet = s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
 	}
 	rs.before, rs.removed = len(old), true
+	rs.uid = string(live.UID) // an object labelled with another instance's UID is not this one's
 	return rs
 }
 

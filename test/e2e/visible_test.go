@@ -187,3 +187,24 @@ func TestPruneSkipsAnObjectLabelledWithAnotherInstanceUID(t *testing.T) {
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "another instance's object is not deleted")
 	e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil())
 }
+
+// TestRemovalSkipsAnObjectLabelledWithAnotherInstanceUID: removing an instance
+// deletes only the objects whose instance-uid label is its own; one carrying the
+// same instance key but another UID stays.
+func TestRemovalSkipsAnObjectLabelledWithAnotherInstanceUID(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y")}
+	b := inst{name: "b", ns: e.ns, replicas: 0}
+	repo := newGitRepo(t, appRepo("", a, b))
+	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
+
+	e.g.Expect(e.c.Delete(e.ctx, e.configMap(e.ns, "a-y"))).To(Succeed())
+	e.createConfigMap(e.ns, "a-y", map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue,
+		cairnv1.InstanceLabel: e.ns + ".a", cairnv1.InstanceUIDLabel: "another-instance-uid"})
+	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
+	r := result(e.sync(repo), e.ns, "a")
+	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(e.configMap(e.ns, "a-x")).To(BeNil(), "its own object is deleted")
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "another instance's object is not deleted")
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "b")).NotTo(BeNil())
+}
