@@ -10,9 +10,8 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 TEST_LOG=${TEST_LOG:-test/results/test.json}
 mkdir -p "$(dirname "$TEST_LOG")"
 
-# Every prerequisite first (seconds), then the one-time builds, outside any
-# test's deadline: the Kubernetes binaries and Gitea, cached by version.
-hack/prereqs.sh || exit 1
+# The one-time builds first, outside any test's deadline: the Kubernetes binaries
+# and Gitea, cached by version (make test has run hack/prereqs.sh before this).
 bin=$(hack/build-kube.sh) || exit 1
 gitea=$(hack/build-gitea.sh) || exit 1
 CAIRN_KUBE_BIN=$bin CAIRN_GITEA_DIR=$gitea $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
