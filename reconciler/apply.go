@@ -167,10 +167,14 @@ func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
 }
 
-func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// patchApply sends cairn's server-side apply of u (field manager cairn, forced
+// ownership) with extra options (client.DryRunAll for the validation before writes).
+func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured,
+	extra ...client.PatchOption) (*unstructured.Unstructured, error) {
 	obj := u.DeepCopy()
+	opts := append([]client.PatchOption{client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager)}, extra...)
 	//nolint:staticcheck // a server-side apply patch of an unstructured object
-	err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager))
+	err := c.Patch(ctx, obj, client.Apply, opts...)
 	return obj, err
 }
 
@@ -196,7 +200,7 @@ func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	}
 	live, err = patchApply(ctx, c, u)
 	if err != nil {
-		return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s apply failed: %w", describe(u), err))
+		return nil, applyFailure(u, "apply", err)
 	}
 	return live, nil
 }

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
 )
 
@@ -22,9 +21,7 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 		return nil
 	}
 	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
-		obj := u.DeepCopy()
-		//nolint:staticcheck // a server-side apply patch of an unstructured object
-		err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager), client.DryRunAll)
+		_, err := patchApply(ctx, c, u, client.DryRunAll)
 		if err == nil || (isImmutable(err) && forced(u)) {
 			return nil
 		}
