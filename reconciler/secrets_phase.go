@@ -21,12 +21,6 @@ type SecretPlan struct {
 	Why    string `json:"why,omitempty"`
 }
 
-// secretOutcome is what a sync did to one declaration, for the summary.
-type secretOutcome struct {
-	name   string
-	action secretAction
-}
-
 // readInstanceSecrets reads, as the instance's identity c, the live generated
 // Secrets of r and decides what to do with each, before anything of r is written: a
 // Secret that is not the instance's, or a read that is forbidden, fails the
