@@ -49,8 +49,7 @@ func jobInstanceYAML(name, ns, values string) string {
 		"spec:\n  module:\n    local:\n      path: ./modules/job\n  timeout: 1m\n  values: %s\n", name, ns, values)
 }
 
-// syncJobRepo syncs a repository with the job module and one instance of it, and
-// waits until its Job has succeeded.
+// syncJobRepo syncs a repository with the job module and one instance of it.
 func (e *env) syncJobRepo(name, values string) *gitRepo {
 	e.t.Helper()
 	files := appRepo("")
@@ -59,7 +58,6 @@ func (e *env) syncJobRepo(name, values string) *gitRepo {
 	repo := newGitRepo(e.t, files)
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, name).Ready).To(BeTrue(), "%+v", res)
-	e.waitJobSucceeded(name + "-migrate")
 	return repo
 }
 
@@ -115,6 +113,7 @@ func greetingOf(j *batchv1.Job) string { return j.Spec.Template.Spec.Containers[
 func TestJobRunsOnceUnlessForced(t *testing.T) {
 	e := newEnv(t)
 	repo := e.syncJobRepo("once", "{}")
+	e.waitJobSucceeded("once-migrate")
 	first := e.job("once-migrate")
 
 	repo.commit("change the Job", map[string]string{"instances/once.yaml": jobInstanceYAML("once", e.ns, "{greeting: bonjour}")})
@@ -146,8 +145,12 @@ func TestJobRunsOnceUnlessForced(t *testing.T) {
 func TestJobRemovedByItsTTLIsNotCreatedAgain(t *testing.T) {
 	e := newEnv(t)
 	repo := e.syncJobRepo("ttl", "{ttl: 1}")
-	e.g.Eventually(func() *batchv1.Job { return e.job("ttl-migrate") }, 30*time.Second, 200*time.Millisecond).Should(BeNil(),
-		"the TTL controller removes the finished Job")
+	// The TTL controller deletes only a finished Job, so its absence shows it succeeded;
+	// waiting for Succeeded instead would race the one-second TTL.
+	e.g.Eventually(func() *batchv1.Job {
+		e.completeJobPods("ttl-migrate")
+		return e.job("ttl-migrate")
+	}, 60*time.Second, 200*time.Millisecond).Should(BeNil(), "the Job finishes and the TTL controller removes it")
 
 	e.g.Expect(e.c.Delete(e.ctx, e.configMap(e.ns, "ttl-cfg"))).To(Succeed())
 	rev, err := e.revision(repo)
