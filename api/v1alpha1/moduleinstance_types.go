@@ -15,9 +15,21 @@ type ModuleInstanceSpec struct {
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// ValuesFrom reads values from Secrets in the instance's namespace, as the
+	// instance's identity, merged in order under spec.values (which wins). They are
+	// never copied into the ModuleInstance and are masked in plans and messages.
+	// +optional
+	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
+
 	// ServiceAccountName is impersonated for apply, prune and delete.
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Adopt lets this instance take over objects that already exist and that no
+	// cairn instance owns (created by hand, by Helm or by another tool). Without it,
+	// such an object fails the instance with OwnershipConflict and is left untouched.
+	// +optional
+	Adopt bool `json:"adopt,omitempty"`
 
 	// DependsOn lists instances that must be Ready before this one is applied.
 	// +optional
@@ -55,6 +67,13 @@ type ModuleInstanceSpec struct {
 	// Secrets are generated in the cluster, never stored in Git.
 	// +optional
 	Secrets []GeneratedSecret `json:"secrets,omitempty"`
+}
+
+// ValuesReference names values kept outside Git.
+type ValuesReference struct {
+	// SecretRef is a key of a Secret in the instance's namespace (not cairn's)
+	// holding a YAML or JSON object of values.
+	SecretRef SecretKeyReference `json:"secretRef"`
 }
 
 // ModuleSource is exactly one of CUE, Chart or Local.

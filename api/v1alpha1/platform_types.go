@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -40,6 +41,85 @@ type PlatformSpec struct {
 	// Render sets where rendering runs and where rendered artifacts are published.
 	// +optional
 	Render RenderPolicy `json:"render,omitempty"`
+
+	// ClusterResources are the cluster-scoped kinds that instances applying as cairn
+	// itself (no ServiceAccount) may render. Instances that apply as a ServiceAccount
+	// are bounded by its RBAC instead; a tenant's instances by the tenant's list.
+	// Default: none.
+	// +optional
+	ClusterResources []GroupKind `json:"clusterResources,omitempty"`
+
+	// Limits bound every instance and every declaration file.
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
+
+	// Tenants say who may declare what: the declarations under a tenant's paths are
+	// bounded by its namespaces, its ServiceAccount, its cluster kinds and its limits.
+	// +optional
+	Tenants []Tenant `json:"tenants,omitempty"`
+}
+
+// GroupKind names a kind by API group ("" for the core group) and kind; "*" in either
+// matches every group or every kind.
+type GroupKind struct {
+	// Group is the API group, "" for the core group.
+	// +optional
+	Group string `json:"group"`
+	// Kind is the kind, e.g. Namespace.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+}
+
+// Limits bound instances and the files that declare them. A zero field means its
+// default; a tenant's limits can only tighten the Platform's.
+type Limits struct {
+	// MaxTimeout is the longest spec.timeout an instance may set (default 30m).
+	// +optional
+	MaxTimeout *metav1.Duration `json:"maxTimeout,omitempty"`
+	// RenderMemory is the memory one render may use (default 512Mi); a render that
+	// needs more fails with LimitExceeded.
+	// +optional
+	RenderMemory *resource.Quantity `json:"renderMemory,omitempty"`
+	// MaxFileBytes caps the size of one declaration file (default 1Mi).
+	// +optional
+	MaxFileBytes *resource.Quantity `json:"maxFileBytes,omitempty"`
+	// MaxFileDocuments caps the YAML documents of one declaration file (default 1000).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxFileDocuments *int32 `json:"maxFileDocuments,omitempty"`
+	// MaxModuleBytes caps the files of a local module that a render reads (default 16Mi).
+	// +optional
+	MaxModuleBytes *resource.Quantity `json:"maxModuleBytes,omitempty"`
+	// AllowPruneProtected lets instances set spec.pruneProtected (default false).
+	// +optional
+	AllowPruneProtected *bool `json:"allowPruneProtected,omitempty"`
+	// AllowEmpty lets instances set spec.allowEmpty (default false).
+	// +optional
+	AllowEmpty *bool `json:"allowEmpty,omitempty"`
+}
+
+// Tenant bounds the declarations under its paths.
+type Tenant struct {
+	// Name identifies the tenant in messages.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Paths are globs, relative to the repository root, of the declaration files that
+	// belong to the tenant ("**" matches any number of directories).
+	// +kubebuilder:validation:MinItems=1
+	Paths []string `json:"paths"`
+	// Namespaces are the patterns of the namespaces its instances and their objects may use.
+	// +kubebuilder:validation:MinItems=1
+	Namespaces []string `json:"namespaces"`
+	// ServiceAccount is what its instances apply, prune and delete as, in each
+	// instance's namespace.
+	// +kubebuilder:validation:MinLength=1
+	ServiceAccount string `json:"serviceAccount"`
+	// ClusterResources are the cluster-scoped kinds its instances may render (default none).
+	// +optional
+	ClusterResources []GroupKind `json:"clusterResources,omitempty"`
+	// Limits bound its instances and files, within the Platform's.
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
 }
 
 // Catalog is a CUE module pinned to an exact version.

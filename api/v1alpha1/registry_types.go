@@ -36,7 +36,8 @@ type LocalObjectReference struct {
 	Name string `json:"name"`
 }
 
-// SecretKeyReference names a key of a Secret in cairn's namespace.
+// SecretKeyReference names a key of a Secret: in cairn's namespace for a Registry,
+// in the instance's namespace for spec.valuesFrom.
 type SecretKeyReference struct {
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`

@@ -31,7 +31,9 @@ type Set struct {
 	// must not delete any instance on this revision.
 	Unparsed []string
 
-	instances  map[string]*cairnv1.ModuleInstance
+	instances map[string]*cairnv1.ModuleInstance
+	// tenants maps an instance id to the tenant whose paths hold its declaration.
+	tenants    map[string]*cairnv1.Tenant
 	registries map[string]*cairnv1.Registry
 	// dependents maps an instance id to the ids of the decoded instances, valid or not,
 	// that name it in dependsOn.
@@ -46,6 +48,12 @@ func Key(kind, namespace, name string) string {
 // Instance returns the valid instance namespace/name, or nil.
 func (s *Set) Instance(namespace, name string) *cairnv1.ModuleInstance {
 	return s.instances[instanceID(namespace, name)]
+}
+
+// Tenant returns the tenant whose paths hold the declaration of instance
+// namespace/name, or nil when it is the platform team's (under no tenant's paths).
+func (s *Set) Tenant(namespace, name string) *cairnv1.Tenant {
+	return s.tenants[instanceID(namespace, name)]
 }
 
 // Registry returns the valid Registry name, or nil.
