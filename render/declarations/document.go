@@ -26,9 +26,10 @@ type problem struct {
 	message string
 }
 
-// readDocument identifies, decodes and records one document; documents of other
-// apiVersions are ignored.
-func (l *loader) readDocument(file string, n *yaml.Node, b *budget) {
+// readDocument identifies and decodes one document of f and keeps it in f until the
+// file is admitted (see admit); documents of other apiVersions are ignored.
+func (l *loader) readDocument(f *file, n *yaml.Node, b *budget) {
+	file := f.path
 	root := n
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
@@ -50,7 +51,7 @@ func (l *loader) readDocument(file string, n *yaml.Node, b *budget) {
 		return
 	}
 	obj, errs := decodeDocument(d, b)
-	l.add(d, obj, errs)
+	f.entries = append(f.entries, &entry{doc: d, obj: obj, errs: errs})
 }
 
 func identify(file string, root *yaml.Node) *document {

@@ -145,7 +145,7 @@ func TestFileTooLarge(t *testing.T) {
 	g.Expect(set.Unparsed).To(Equal([]string{"instances/big.yaml"}))
 	g.Expect(set.Invalid).To(HaveLen(1))
 	g.Expect(set.Invalid[0].Reason).To(Equal(ReasonTooLarge))
-	g.Expect(set.Invalid[0].Error()).To(Equal("instances/big.yaml: file is larger than 1048576 bytes"))
+	g.Expect(set.Invalid[0].Error()).To(Equal("instances/big.yaml: file is larger than 1048576 bytes, the cap of the Platform's spec.limits.maxFileBytes"))
 
 	set, err := Load(realistic(), Options{MaxFileBytes: 200})
 	g.Expect(err).To(HaveOccurred(), "the Platform file is over the cap, so there is no Platform")
@@ -154,21 +154,25 @@ func TestFileTooLarge(t *testing.T) {
 	g.Expect(set.Unparsed).To(ContainElements("platform.yaml", "instances/team-a/apps.yaml"))
 }
 
-func TestTooManyDocuments(t *testing.T) {
+func TestTooManyDocumentsFailOnlyTheirFile(t *testing.T) {
 	g := NewWithT(t)
-	// The realistic repository holds 7 documents (one of them empty).
-	_, err := Load(realistic(), Options{MaxDocuments: 7})
-	g.Expect(err).NotTo(HaveOccurred())
+	// instances/team-a/apps.yaml holds 3 documents (one of them empty), platform.yaml 2.
+	set := mustLoad(t, withPlatform("spec:", "spec:\n  limits: {maxFileDocuments: 3}"))
+	g.Expect(set.Unparsed).To(BeEmpty())
 
-	set, err := Load(realistic(), Options{MaxDocuments: 6})
-	g.Expect(err).To(HaveOccurred())
-	e := err.(*Error)
-	g.Expect(e.Reason).To(Equal(ReasonTooManyDocuments))
-	g.Expect(e.File).To(Equal("platform.yaml"))
-	g.Expect(e.Line).To(Equal(24))
-	g.Expect(e.Message).To(ContainSubstring("more than 6 documents"))
-	g.Expect(set.Platform).To(BeNil())
-	g.Expect(set.Instances).To(BeEmpty())
+	set = mustLoad(t, withPlatform("spec:", "spec:\n  limits: {maxFileDocuments: 2}"))
+	g.Expect(set.Unparsed).To(Equal([]string{"instances/team-a/apps.yaml"}))
+	e := errorsIn(set, "instances/team-a/apps.yaml")
+	g.Expect(e).To(HaveLen(1))
+	g.Expect(e[0].Reason).To(Equal(ReasonTooManyDocuments))
+	g.Expect(e[0].Line).To(Equal(33), "the first document over the cap (the empty one)")
+	g.Expect(e[0].Message).To(Equal("file holds more than 2 documents, the cap of the Platform's spec.limits.maxFileDocuments"))
+	g.Expect(names(set)).To(Equal([]string{"infra/cert-manager"}), "the other files' instances are loaded")
+	g.Expect(set.Origins).NotTo(HaveKey("ModuleInstance/team-a/podinfo"), "what the file declares is unknown")
+
+	_, err := Load(withPlatform("spec:", "spec:\n  limits: {maxFileDocuments: 1}"), Options{})
+	g.Expect(err).To(MatchError(ContainSubstring("no Platform is declared (files that could not be read: instances/team-a/apps.yaml, platform.yaml)")),
+		"the Platform's own file is under its caps too")
 }
 
 func TestDuplicateInstance(t *testing.T) {

@@ -13,7 +13,7 @@ const (
 	ReasonInvalidYAML = "InvalidYAML"
 	// ReasonTooLarge is a file over the size cap or a document that expands beyond the caps.
 	ReasonTooLarge = "TooLarge"
-	// ReasonTooManyDocuments is a repository with more documents than allowed.
+	// ReasonTooManyDocuments is a file with more documents than its cap.
 	ReasonTooManyDocuments = "TooManyDocuments"
 	// ReasonDuplicateDeclaration is a (kind, namespace, name) declared more than once.
 	ReasonDuplicateDeclaration = "DuplicateDeclaration"
@@ -31,6 +31,11 @@ const (
 	ReasonDependencyCycle = "DependencyCycle"
 	// ReasonNotAvailable is a declared value of a feature this cairn does not have yet.
 	ReasonNotAvailable = "NotAvailable"
+	// ReasonTenantViolation is a declaration under a tenant's paths that leaves the
+	// tenant's bounds, or a file two tenants claim.
+	ReasonTenantViolation = "TenantViolation"
+	// ReasonLimitExceeded is an instance setting more than the Platform's limits grant.
+	ReasonLimitExceeded = "LimitExceeded"
 	// ReasonInvalidPath is an Options.Path that is not a directory of the tree.
 	ReasonInvalidPath = "InvalidPath"
 )

@@ -147,7 +147,7 @@ func (t *tarjan) popComponent(v string) {
 func (l *loader) fillInstances() {
 	g := l.graph()
 	s := l.set
-	s.instances, s.dependents = map[string]*cairnv1.ModuleInstance{}, map[string][]string{}
+	s.instances, s.dependents, s.tenants = map[string]*cairnv1.ModuleInstance{}, map[string][]string{}, map[string]*cairnv1.Tenant{}
 	pending := map[string]int{}
 	for _, id := range g.ids {
 		for _, dep := range g.edges[id] {
@@ -155,6 +155,9 @@ func (l *loader) fillInstances() {
 		}
 		if e := l.instances[id]; e.valid() {
 			s.instances[id] = e.obj.(*cairnv1.ModuleInstance)
+			if e.owner != nil {
+				s.tenants[id] = e.owner
+			}
 			pending[id] = 0
 		}
 	}

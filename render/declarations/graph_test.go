@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	. "github.com/onsi/gomega"
 )
@@ -96,7 +97,9 @@ func TestLongDependencyChain(t *testing.T) {
 		}
 		docs = append(docs, dependent(name, "i"+strconv.Itoa(i-1)))
 	}
-	set := mustLoad(t, with(map[string]string{"instances/chain.yaml": strings.Join(docs, "---\n")}))
+	fsys := withPlatform("spec:", "spec:\n  limits: {maxFileDocuments: 5000}")
+	fsys["instances/chain.yaml"] = &fstest.MapFile{Data: []byte(strings.Join(docs, "---\n"))}
+	set := mustLoad(t, fsys)
 
 	g.Expect(set.Invalid).To(BeEmpty())
 	g.Expect(set.Instances).To(HaveLen(n + 3))

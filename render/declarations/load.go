@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,20 +19,27 @@ type entry struct {
 	obj       metav1.Object
 	errs      []*Error
 	duplicate bool
+	// refused is a Platform or Registry document declared where it may not be.
+	refused bool
+	// owner is the tenant whose paths hold the document, nil for the platform team's.
+	owner *cairnv1.Tenant
 }
 
 func (e *entry) valid() bool { return e.obj != nil && len(e.errs) == 0 }
 
 // loader holds the state of one Load.
 type loader struct {
-	fsys       fs.FS
-	opts       Options
-	set        *Set
-	documents  int
-	invalid    []*Error
-	platforms  []*entry
-	registries map[string]*entry
-	instances  map[string]*entry
+	fsys    fs.FS
+	opts    Options
+	set     *Set
+	invalid []*Error
+	// files are the files read in the first pass; deferred those too large for it.
+	files, deferred []*file
+	// refusedPlatforms are the Platform documents refused under a tenant's paths.
+	refusedPlatforms []*Error
+	platforms        []*entry
+	registries       map[string]*entry
+	instances        map[string]*entry
 	// declared lists the instance entries in the order they were read, first copies only.
 	declared []*entry
 }
@@ -55,6 +63,7 @@ func Load(fsys fs.FS, opts Options) (*Set, error) {
 	if err := l.readTree(); err != nil {
 		return l.finish(false), err
 	}
+	l.admitFiles()
 	l.validateRegistries()
 	platform, err := l.platform()
 	if err != nil {
@@ -68,11 +77,11 @@ func Load(fsys fs.FS, opts Options) (*Set, error) {
 
 // add records a decoded document, reporting duplicates. Of two Registries the first is
 // kept; of two instances neither is, since either may be the one meant.
-func (l *loader) add(d *document, obj metav1.Object, errs []*Error) {
+func (l *loader) add(e *entry) {
+	d := e.doc
 	if _, ok := l.set.Origins[d.key()]; !ok {
 		l.set.Origins[d.key()] = Origin{File: d.file, Line: d.line}
 	}
-	e := &entry{doc: d, obj: obj, errs: errs}
 	switch d.kind {
 	case cairnv1.PlatformKind:
 		l.platforms = append(l.platforms, e)
@@ -114,11 +123,12 @@ func duplicateError(d, other *document) *Error {
 // platform returns the one valid Platform, or the fatal error that there is none. It is
 // checked against the declared Registries, so they must be validated first.
 func (l *loader) platform() (*cairnv1.Platform, error) {
-	switch len(l.platforms) {
-	case 0:
+	switch {
+	case len(l.platforms) == 0 && len(l.refusedPlatforms) > 0:
+		return nil, joinErrors(slices.Clone(l.refusedPlatforms))
+	case len(l.platforms) == 0:
 		return nil, l.missingPlatform()
-	case 1:
-	default:
+	case len(l.platforms) > 1:
 		first, second := l.platforms[0].doc, l.platforms[1].doc
 		return nil, second.errorAt(problem{ReasonDuplicatePlatform, "",
 			fmt.Sprintf("a repository has exactly one Platform: declared at %s and at %s", at(first.file, first.line), at(second.file, second.line))})
@@ -158,8 +168,8 @@ func (l *loader) validateRegistries() {
 }
 
 func (l *loader) validateInstances(p *cairnv1.Platform) {
-	ctx := instanceContext{platform: p, declared: func(id string) bool { return l.instances[id] != nil }}
 	for _, e := range l.declared {
+		ctx := instanceContext{platform: p, tenant: e.owner, declared: func(id string) bool { return l.instances[id] != nil }}
 		if e.obj != nil {
 			e.errs = append(e.errs, e.doc.errorsAt(ctx.validate(e.obj.(*cairnv1.ModuleInstance)))...)
 		}
@@ -193,6 +203,8 @@ func (l *loader) finish(usable bool) *Set {
 		s.Invalid = append(s.Invalid, e.errs...)
 	}
 	sort.SliceStable(s.Invalid, func(i, j int) bool { return lessError(s.Invalid[i], s.Invalid[j]) })
+	sort.Strings(s.Unparsed)
+	s.Unparsed = slices.Compact(s.Unparsed)
 	l.fillRegistries()
 	if usable {
 		l.fillInstances()

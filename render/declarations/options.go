@@ -2,8 +2,12 @@ package declarations
 
 // Defaults of Options.
 const (
-	DefaultMaxFileBytes int64 = 1 << 20
-	DefaultMaxDocuments       = 10_000
+	// DefaultMaxFileBytes is the ceiling on the size of one file, whatever the Platform
+	// allows: the largest file the tree keeps (gitsource's default cap).
+	DefaultMaxFileBytes int64 = 16 << 20
+	// DefaultMaxFileDocuments is the ceiling on the documents of one file, whatever
+	// the Platform allows.
+	DefaultMaxFileDocuments = 10_000
 	// MaxDepth is the deepest nesting of mappings and sequences a document may have.
 	MaxDepth = 100
 )
@@ -12,15 +16,18 @@ const (
 type Options struct {
 	// Path is the directory inside the tree to read, "." (the root) when empty.
 	Path string
-	// MaxFileBytes caps the size of one file; larger files are rejected unread.
+	// MaxFileBytes is the ceiling on the size of one file: larger files are rejected
+	// unread, whatever the Platform's spec.limits.maxFileBytes says. Below it, a file is
+	// capped by the Platform's limits, tightened by those of the tenant owning it.
 	MaxFileBytes int64
-	// MaxDocuments caps the number of YAML documents in the whole tree.
-	MaxDocuments int
+	// MaxFileDocuments is the ceiling on the YAML documents of one file, whatever the
+	// Platform's spec.limits.maxFileDocuments says.
+	MaxFileDocuments int
 }
 
 // DefaultOptions returns the options Load uses for fields left at zero.
 func DefaultOptions() Options {
-	return Options{Path: ".", MaxFileBytes: DefaultMaxFileBytes, MaxDocuments: DefaultMaxDocuments}
+	return Options{Path: ".", MaxFileBytes: DefaultMaxFileBytes, MaxFileDocuments: DefaultMaxFileDocuments}
 }
 
 func (o Options) withDefaults() Options {
@@ -31,8 +38,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = d.MaxFileBytes
 	}
-	if o.MaxDocuments <= 0 {
-		o.MaxDocuments = d.MaxDocuments
+	if o.MaxFileDocuments <= 0 {
+		o.MaxFileDocuments = d.MaxFileDocuments
 	}
 	return o
 }

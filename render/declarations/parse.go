@@ -12,29 +12,35 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// parseFile splits a file into YAML documents and reads each of them. Only exceeding
-// MaxDocuments is fatal; a file that does not parse is recorded as unparsed as a whole.
-func (l *loader) parseFile(file string, data []byte) error {
-	docs, err := l.splitDocuments(file, data)
-	if err != nil {
-		var fatal *Error
-		if errors.As(err, &fatal) {
-			return fatal
-		}
-		l.unparsed(&Error{Reason: ReasonInvalidYAML, File: file, Line: yamlErrorLine(err), Message: yamlErrorMessage(err)})
-		return nil
+// parseFile splits a file into YAML documents and reads each of them into f. A file
+// that does not parse, or that holds more than maxDocs documents, is recorded as
+// unparsed as a whole.
+func (l *loader) parseFile(f *file, data []byte, maxDocs docCap) bool {
+	docs, err := splitDocuments(data, maxDocs.n+1)
+	f.docs = len(docs)
+	for _, n := range docs {
+		f.docLines = append(f.docLines, contentLine(n))
+	}
+	switch {
+	case err != nil:
+		l.unparsed(&Error{Reason: ReasonInvalidYAML, File: f.path, Line: yamlErrorLine(err), Message: yamlErrorMessage(err)})
+		return false
+	case len(docs) > maxDocs.n:
+		l.unparsed(maxDocs.exceeded(f.path, contentLine(docs[maxDocs.n])))
+		return false
 	}
 	b := expansionBudget(len(data))
 	for _, n := range docs {
-		l.readDocument(file, n, &b)
+		l.readDocument(f, n, &b)
 	}
-	return nil
+	return true
 }
 
-func (l *loader) splitDocuments(file string, data []byte) ([]*yaml.Node, error) {
+// splitDocuments parses at most max documents of data.
+func splitDocuments(data []byte, max int) ([]*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
-	for {
+	for len(docs) < max {
 		n, err := decodeNode(dec)
 		if errors.Is(err, io.EOF) {
 			return docs, nil
@@ -42,12 +48,9 @@ func (l *loader) splitDocuments(file string, data []byte) ([]*yaml.Node, error) 
 		if err != nil {
 			return nil, err
 		}
-		if l.documents++; l.documents > l.opts.MaxDocuments {
-			return nil, &Error{Reason: ReasonTooManyDocuments, File: file, Line: contentLine(n),
-				Message: fmt.Sprintf("the repository holds more than %d documents", l.opts.MaxDocuments)}
-		}
 		docs = append(docs, n)
 	}
+	return docs, nil
 }
 
 // contentLine is the line where a document's content starts, after any "---".

@@ -20,6 +20,8 @@ var digestPattern = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{12
 // instanceContext is what an instance is validated against.
 type instanceContext struct {
 	platform *cairnv1.Platform
+	// tenant owns the instance's file, nil for the platform team's.
+	tenant *cairnv1.Tenant
 	// declared reports whether the instance namespace/name is declared, valid or not.
 	declared func(id string) bool
 }
@@ -34,6 +36,9 @@ func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
 	ps = append(ps, positiveDuration("spec.timeout", s.Timeout)...)
 	ps = append(ps, optionalName("spec.serviceAccountName", s.ServiceAccountName)...)
 	ps = append(ps, namespaceAllowed(c.platform.Spec.Namespaces, "metadata.namespace", mi.Namespace)...)
+	ps = append(ps, validateValuesFrom(s.ValuesFrom)...)
+	ps = append(ps, c.validateTenancy(mi)...)
+	ps = append(ps, c.validateLimits(mi)...)
 	return append(ps, c.validateSecrets(s.Secrets)...)
 }
 

@@ -24,6 +24,9 @@ func validatePlatform(p *cairnv1.Platform, registry registryLookup) []problem {
 	ps = append(ps, validatePatterns("spec.namespaces.deny", s.Namespaces.Deny)...)
 	ps = append(ps, optionalName("spec.defaultServiceAccount", s.DefaultServiceAccount)...)
 	ps = append(ps, registryReference("spec.moduleRegistry", s.ModuleRegistry, registry)...)
+	ps = append(ps, validateGroupKinds("spec.clusterResources", s.ClusterResources)...)
+	ps = append(ps, validateLimits("spec.limits", s.Limits)...)
+	ps = append(ps, validateTenants(s.Tenants)...)
 	return append(ps, validatePublish(s.Render.Publish, registry)...)
 }
 

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 // readTree reads every YAML file under the configured path.
@@ -42,12 +44,40 @@ func (l *loader) visit(root, p string, d fs.DirEntry, err error) error {
 		l.unparsed(&Error{Reason: ReasonInvalidDeclaration, File: p, Message: "not a regular file (symbolic links are not followed)"})
 		return nil
 	}
-	data, rerr := l.readFile(p)
-	if rerr != nil {
-		l.unparsed(rerr)
-		return nil
+	l.readFirst(p, d)
+	return nil
+}
+
+// readFirst reads and parses a file in the first pass, before the Platform's caps are
+// known, within the default cap on its size and the loader's ceiling on its documents.
+// A larger file is deferred until its cap is known (see admitDeferred); one over the
+// loader's ceiling is refused unread.
+func (l *loader) readFirst(p string, d fs.DirEntry) {
+	f := &file{path: p, size: -1}
+	if info, err := d.Info(); err == nil {
+		f.size = info.Size()
 	}
-	return l.parseFile(p, data)
+	first := byteCap{min(l.opts.MaxFileBytes, cairnv1.DefaultMaxFileBytes), ""}
+	switch {
+	case f.size > l.opts.MaxFileBytes:
+		l.unparsed(byteCap{l.opts.MaxFileBytes, ""}.exceeded(p))
+		return
+	case f.size > first.n:
+		l.deferred = append(l.deferred, f)
+		return
+	}
+	data, rerr := l.readFile(p, first)
+	switch {
+	case rerr != nil && rerr.Reason == ReasonTooLarge:
+		l.deferred = append(l.deferred, f)
+	case rerr != nil:
+		l.unparsed(rerr)
+	default:
+		f.size = int64(len(data))
+		if l.parseFile(f, data, docCap{l.opts.MaxFileDocuments, "the loader's ceiling"}) {
+			l.files = append(l.files, f)
+		}
+	}
 }
 
 // isChart reports whether directory p is a Helm chart (holds a Chart.yaml).
@@ -61,21 +91,21 @@ func isYAML(p string) bool {
 }
 
 // readFile reads p, refusing files over the size cap before and while reading them.
-func (l *loader) readFile(p string) ([]byte, *Error) {
-	tooLarge := &Error{Reason: ReasonTooLarge, File: p, Message: fmt.Sprintf("file is larger than %d bytes", l.opts.MaxFileBytes)}
+func (l *loader) readFile(p string, limit byteCap) ([]byte, *Error) {
+	tooLarge := limit.exceeded(p)
 	f, err := l.fsys.Open(p)
 	if err != nil {
 		return nil, &Error{Reason: ReasonInvalidDeclaration, File: p, Message: fmt.Sprintf("failed to open file: %v", err)}
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > l.opts.MaxFileBytes {
+	if info, err := f.Stat(); err == nil && info.Size() > limit.n {
 		return nil, tooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(f, l.opts.MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit.n+1))
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
 		return nil, &Error{Reason: ReasonInvalidDeclaration, File: p, Message: fmt.Sprintf("failed to read file: %v", err)}
-	case int64(len(data)) > l.opts.MaxFileBytes:
+	case int64(len(data)) > limit.n:
 		return nil, tooLarge
 	}
 	return data, nil

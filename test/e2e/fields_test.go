@@ -121,13 +121,14 @@ func TestPruneFalseKeepsWhatLeavesTheRender(t *testing.T) {
 }
 
 // TestPruneProtectedLetsAStayingInstancePruneANamespace: spec.pruneProtected: true
-// lets prune delete an object of a protected kind (a Namespace) that left the render.
+// lets prune delete an object of a protected kind (a Namespace) that left the render,
+// under a Platform that grants it (spec.limits.allowPruneProtected).
 func TestPruneProtectedLetsAStayingInstancePruneANamespace(t *testing.T) {
 	e := newEnv(t)
 	extraNS := e.ns + "-extra"
 	e.deleteNamespacesAtEnd(extraNS)
 	a := inst{name: "a", ns: e.ns, replicas: 0, extra: "    namespaces: [" + extraNS + "]\n  pruneProtected: true\n"}
-	repo := newGitRepo(t, appRepo("", a))
+	repo := newGitRepo(t, appRepo("  limits: {allowPruneProtected: true}\n", a))
 	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
 	e.g.Expect(e.get("v1", "Namespace", "", extraNS)).NotTo(BeNil())
 	a.extra = "  pruneProtected: true\n"

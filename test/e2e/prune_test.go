@@ -73,7 +73,7 @@ func TestPruneGuardHalfOfInstancesRemoved(t *testing.T) {
 func TestEmptyRenderNeverPrunes(t *testing.T) {
 	e := newEnv(t)
 	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
-	repo := newGitRepo(t, appRepo("", a))
+	repo := newGitRepo(t, appRepo("  limits: {allowEmpty: true}\n", a))
 	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
 	a.configs = map[string]string{}
 	a.extra = ""

@@ -118,7 +118,7 @@ func TestRemovalDeletesInReverseApplyOrderEachStageGone(t *testing.T) {
 	e, log := newLoggedEnv(t)
 	group := e.ns + ".test.cairn.dev"
 	e.deleteNamespacesAtEnd(e.ns + "-extra")
-	files := appRepo("", inst{name: "keep", ns: e.ns, replicas: 0})
+	files := appRepo("  limits: {allowPruneProtected: true}\n", inst{name: "keep", ns: e.ns, replicas: 0})
 	files["modules/order/order.cue"] = orderModule
 	files["instances/order.yaml"] = localInstanceYAML("order", e.ns, "./modules/order", "{group: "+group+"}") +
 		"  pruneProtected: true\n"

@@ -1,0 +1,219 @@
+package declarations
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	. "github.com/onsi/gomega"
+)
+
+// tenantsSpec declares two tenants; in platform.yaml its lines are 5 to 14.
+const tenantsSpec = `spec:
+  tenants:
+    - name: team-a
+      paths: ["tenants/team-a/**"]
+      namespaces: [team-a, team-a-*]
+      serviceAccount: deployer
+    - name: team-b
+      paths: ["tenants/team-b/**"]
+      namespaces: [team-b, kube-b]
+      serviceAccount: deployer`
+
+const localModule = "  module: {local: {path: ./modules/frontend}}"
+
+// tenantRepo returns the realistic repository with two tenants, extra lines for
+// team-a's entry (indented by six spaces) and for the Platform's spec (by two), and
+// files added.
+func tenantRepo(extraSpec, teamA string, files map[string]string) fstest.MapFS {
+	spec := tenantsSpec
+	if teamA != "" {
+		spec = strings.Replace(spec, "serviceAccount: deployer", "serviceAccount: deployer\n"+teamA, 1)
+	}
+	if extraSpec != "" {
+		spec += "\n" + extraSpec
+	}
+	fsys := withPlatform("spec:", spec)
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	return fsys
+}
+
+// TestInvalidTenant covers every rule of spec.tenants, spec.limits and
+// spec.clusterResources: each is fatal, like every Platform rule.
+func TestInvalidTenant(t *testing.T) {
+	cases := []struct {
+		name, old, replacement string
+		field, message         string
+		line                   int
+	}{
+		{name: "duplicate name", old: "- name: team-b", replacement: "- name: team-a",
+			line: 11, field: "spec.tenants[1].name", message: `tenant "team-a" is declared twice`},
+		{name: "name not a DNS label", old: "- name: team-b", replacement: "- name: Team_B",
+			line: 11, field: "spec.tenants[1].name", message: "invalid"},
+		{name: "invalid glob", old: `paths: ["tenants/team-a/**"]`, replacement: `paths: ["tenants/[team-a/**"]`,
+			line: 8, field: "spec.tenants[0].paths[0]", message: "not a valid glob"},
+		{name: "absolute path", old: `paths: ["tenants/team-a/**"]`, replacement: `paths: ["/tenants/team-a/**"]`,
+			line: 8, field: "spec.tenants[0].paths[0]", message: "must be relative"},
+		{name: "path with ..", old: `paths: ["tenants/team-a/**"]`, replacement: `paths: ["tenants/../**"]`,
+			line: 8, field: "spec.tenants[0].paths[0]", message: "no .."},
+		{name: "no paths", old: `paths: ["tenants/team-a/**"]`, replacement: `paths: []`,
+			line: 8, field: "spec.tenants[0].paths", message: "at least one path glob"},
+		{name: "no namespaces", old: "namespaces: [team-a, team-a-*]", replacement: "namespaces: []",
+			line: 9, field: "spec.tenants[0].namespaces", message: "at least one namespace pattern"},
+		{name: "invalid namespace pattern", old: "namespaces: [team-a, team-a-*]", replacement: "namespaces: [team-a, 'team-[']",
+			line: 9, field: "spec.tenants[0].namespaces[1]", message: "not a valid pattern"},
+		{name: "no serviceAccount", old: "      serviceAccount: deployer\n    - name: team-b", replacement: "    - name: team-b",
+			line: 7, field: "spec.tenants[0].serviceAccount", message: "required"},
+		{name: "invalid serviceAccount", old: "serviceAccount: deployer", replacement: "serviceAccount: Deployer!",
+			line: 10, field: "spec.tenants[0].serviceAccount", message: "invalid"},
+		{name: "tenant clusterResources without kind", old: "serviceAccount: deployer", replacement: "serviceAccount: deployer\n      clusterResources: [{group: rbac.authorization.k8s.io}]",
+			line: 11, field: "spec.tenants[0].clusterResources[0].kind", message: "required"},
+		{name: "platform clusterResources without kind", old: "spec:", replacement: tenantsSpec + "\n  clusterResources:\n    - group: ''",
+			line: 16, field: "spec.clusterResources[0].kind", message: "required"},
+		{name: "maxFileDocuments zero", old: "spec:", replacement: tenantsSpec + "\n  limits:\n    maxFileDocuments: 0",
+			line: 16, field: "spec.limits.maxFileDocuments", message: "at least 1"},
+		{name: "maxTimeout zero", old: "spec:", replacement: tenantsSpec + "\n  limits:\n    maxTimeout: 0s",
+			line: 16, field: "spec.limits.maxTimeout", message: "greater than zero"},
+		{name: "tenant maxFileBytes zero", old: "serviceAccount: deployer", replacement: "serviceAccount: deployer\n      limits: {maxFileBytes: '0'}",
+			line: 11, field: "spec.tenants[0].limits.maxFileBytes", message: "greater than zero"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			platform := strings.Replace(platformYAML, "spec:", tenantsSpec, 1)
+			platform = strings.Replace(platform, tc.old, tc.replacement, 1)
+			if tc.old == "spec:" {
+				platform = strings.Replace(platformYAML, "spec:", tc.replacement, 1)
+			}
+			set, err := Load(with(map[string]string{"platform.yaml": platform + "---\n" + registryYAML}), Options{})
+
+			var e *Error
+			g.Expect(errors.As(err, &e)).To(BeTrue(), "got %v", err)
+			g.Expect(e.Reason).To(Equal(ReasonInvalidDeclaration))
+			g.Expect(e.Field).To(Equal(tc.field))
+			g.Expect(e.Line).To(Equal(tc.line))
+			g.Expect(e.Message).To(ContainSubstring(tc.message))
+			g.Expect(e.Error()).To(HavePrefix("platform.yaml:%d: Platform cluster: %s", tc.line, tc.field))
+			g.Expect(set.Platform).To(BeNil())
+		})
+	}
+}
+
+func TestTenantOwnsTheDeclarationsUnderItsPaths(t *testing.T) {
+	g := NewWithT(t)
+	set := mustLoad(t, tenantRepo("", "", map[string]string{
+		"tenants/team-a/deep/app.yaml": instanceDoc("team-a-web", "app", localModule, "  serviceAccountName: deployer"),
+		"tenants/team-b/app.yaml":      instanceDoc("team-b", "app", localModule),
+	}))
+
+	g.Expect(set.Invalid).To(BeEmpty())
+	g.Expect(set.Tenant("team-a-web", "app")).NotTo(BeNil())
+	g.Expect(set.Tenant("team-a-web", "app").Name).To(Equal("team-a"), `"**" matches any number of directories`)
+	g.Expect(set.Tenant("team-b", "app").Name).To(Equal("team-b"))
+	g.Expect(set.Tenant("team-b", "app")).To(BeIdenticalTo(&set.Platform.Spec.Tenants[1]))
+	g.Expect(set.Tenant("team-a", "podinfo")).To(BeNil(), "instances/ is the platform team's")
+}
+
+// TestTenantInstanceRules covers every rule an instance under a tenant's paths obeys:
+// the instance is refused, the rest loads, and the problem names the rule, file, line
+// and field.
+func TestTenantInstanceRules(t *testing.T) {
+	cases := []struct {
+		name, namespace string
+		spec            []string
+		reason, field   string
+		line            int
+		message         string
+	}{
+		{name: "namespace of another tenant", namespace: "team-b", spec: []string{localModule},
+			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5,
+			message: `tenant team-a: namespace "team-b" is not one of [team-a team-a-*]`},
+		{name: "namespace of the platform team", namespace: "infra", spec: []string{localModule},
+			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5,
+			message: `tenant team-a: namespace "infra" is not one of [team-a team-a-*]`},
+		{name: "another ServiceAccount", namespace: "team-a", spec: []string{localModule, "  serviceAccountName: admin"},
+			reason: ReasonTenantViolation, field: "spec.serviceAccountName", line: 8,
+			message: `tenant team-a: must be empty or the tenant's ServiceAccount "deployer", not "admin"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			set := mustLoad(t, tenantRepo("", "", map[string]string{"tenants/team-a/app.yaml": instanceDoc(tc.namespace, "app", tc.spec...)}))
+
+			errs := errorsIn(set, "tenants/team-a/app.yaml")
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Reason).To(Equal(tc.reason))
+			g.Expect(errs[0].Field).To(Equal(tc.field))
+			g.Expect(errs[0].Line).To(Equal(tc.line))
+			g.Expect(errs[0].Message).To(Equal(tc.message))
+			g.Expect(set.Instance(tc.namespace, "app")).To(BeNil())
+			g.Expect(set.Origins).To(HaveKey("ModuleInstance/"+tc.namespace+"/app"), "its last good state is kept, not removed")
+			g.Expect(names(set)).To(ContainElements("team-a/podinfo", "infra/cert-manager"))
+		})
+	}
+}
+
+func TestTenantNamespaceStillPassesThePlatformPolicy(t *testing.T) {
+	g := NewWithT(t)
+	set := mustLoad(t, tenantRepo("", "", map[string]string{"tenants/team-b/app.yaml": instanceDoc("kube-b", "app", localModule)}))
+
+	errs := errorsIn(set, "tenants/team-b/app.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonNamespaceDenied))
+	g.Expect(errs[0].Message).To(Equal(`namespace "kube-b" is denied by the Platform's pattern "kube-*"`))
+}
+
+func TestFileClaimedByTwoTenantsIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	fsys := tenantRepo("", "", map[string]string{"tenants/team-a/app.yaml": instanceDoc("team-a", "app", localModule)})
+	platform := strings.Replace(platformYAML, "spec:", strings.Replace(tenantsSpec, `"tenants/team-b/**"`, `"tenants/*/app.yaml"`, 1), 1)
+	fsys["platform.yaml"] = &fstest.MapFile{Data: []byte(platform + "---\n" + registryYAML)}
+	set := mustLoad(t, fsys)
+
+	g.Expect(set.Unparsed).To(Equal([]string{"tenants/team-a/app.yaml"}), "what it declares is unknown")
+	errs := errorsIn(set, "tenants/team-a/app.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
+	g.Expect(errs[0].Message).To(Equal(`file belongs to more than one tenant: team-a (paths ["tenants/team-a/**"]) and team-b (paths ["tenants/*/app.yaml"])`))
+}
+
+// TestPlatformUnderATenantPathIsRefused: a tenant cannot replace, shadow or duplicate
+// the Platform, nor a Registry.
+func TestPlatformUnderATenantPathIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	smuggled := strings.Replace(platformYAML, `allow: ["team-*", "infra"]`, `allow: ["*"]`, 1)
+	smuggled = strings.Replace(smuggled, "deny: [\"kube-*\"]", "deny: []", 1)
+	registry := strings.Replace(registryYAML, "registry.example.com:5000", "evil.example.com", 1)
+	set := mustLoad(t, tenantRepo("", "", map[string]string{
+		"tenants/team-a/platform.yaml": "# smuggled\n" + smuggled,
+		"tenants/team-a/registry.yaml": registry + "---\n" + instanceDoc("team-a", "app", localModule),
+	}))
+
+	g.Expect(set.Platform.Spec.Namespaces.Allow).To(Equal([]string{"team-*", "infra"}), "the real Platform is kept")
+	g.Expect(set.Platform.Spec.Tenants).To(HaveLen(2))
+	g.Expect(set.Origins["Platform//cluster"]).To(Equal(Origin{File: "platform.yaml", Line: 1}))
+	g.Expect(set.Registry("internal").Spec.Hostname).To(Equal("registry.example.com:5000"), "the real Registry is kept")
+	g.Expect(set.Instance("team-a", "app")).NotTo(BeNil(), "the tenant's own instance in the same file loads")
+
+	errs := errorsIn(set, "tenants/team-a/platform.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
+	g.Expect(errs[0].Error()).To(Equal(`tenants/team-a/platform.yaml:2: Platform cluster: tenant team-a: a Platform may not be declared under the tenant's paths ["tenants/team-a/**"]`))
+	errs = errorsIn(set, "tenants/team-a/registry.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Error()).To(Equal(`tenants/team-a/registry.yaml:1: Registry internal: tenant team-a: a Registry may not be declared under the tenant's paths ["tenants/team-a/**"]`))
+}
+
+func TestOnlyPlatformUnderItsOwnTenantPathIsFatal(t *testing.T) {
+	g := NewWithT(t)
+	platform := strings.Replace(platformYAML, "spec:", strings.Replace(tenantsSpec, `"tenants/team-a/**"`, `"*.yaml"`, 1), 1)
+	_, err := Load(with(map[string]string{"platform.yaml": platform + "---\n" + registryYAML}), Options{})
+
+	var e *Error
+	g.Expect(errors.As(err, &e)).To(BeTrue(), "got %v", err)
+	g.Expect(e.Reason).To(Equal(ReasonTenantViolation))
+	g.Expect(e.Error()).To(ContainSubstring(`platform.yaml:1: Platform cluster: tenant team-a: a Platform may not be declared under the tenant's paths ["*.yaml"]`))
+}

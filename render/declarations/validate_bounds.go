@@ -1,0 +1,69 @@
+package declarations
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// validateTenancy checks an instance under a tenant's paths against the tenant: its
+// namespace is one of the tenant's, and it applies as the tenant's ServiceAccount.
+func (c instanceContext) validateTenancy(mi *cairnv1.ModuleInstance) []problem {
+	t := c.tenant
+	if t == nil {
+		return nil
+	}
+	var ps []problem
+	if !(cairnv1.NamespacePolicy{Allow: t.Namespaces}).Allows(mi.Namespace) {
+		ps = append(ps, problem{ReasonNamespaceDenied, "metadata.namespace",
+			fmt.Sprintf("tenant %s: namespace %q is not one of %v", t.Name, mi.Namespace, t.Namespaces)})
+	}
+	if sa := mi.Spec.ServiceAccountName; sa != "" && sa != t.ServiceAccount {
+		ps = append(ps, problem{ReasonTenantViolation, "spec.serviceAccountName",
+			fmt.Sprintf("tenant %s: must be empty or the tenant's ServiceAccount %q, not %q", t.Name, t.ServiceAccount, sa)})
+	}
+	return ps
+}
+
+// validateLimits checks what an instance sets against the Platform's limits, tightened
+// by its tenant's: the longest timeout and the grants to loosen the prune guards.
+func (c instanceContext) validateLimits(mi *cairnv1.ModuleInstance) []problem {
+	spec := &c.platform.Spec
+	own, eff := spec.Effective(nil), spec.Effective(c.tenant)
+	var ps []problem
+	if d := mi.Spec.Timeout; d != nil && d.Duration > eff.MaxTimeout {
+		ps = append(ps, problem{ReasonLimitExceeded, "spec.timeout", fmt.Sprintf("%s exceeds the longest timeout allowed, %s (%s)",
+			d.Duration, eff.MaxTimeout, limitField(spec, c.tenant, "maxTimeout", eff.MaxTimeout < own.MaxTimeout))})
+	}
+	if mi.Spec.PruneProtected && !eff.AllowPruneProtected {
+		ps = append(ps, c.notGranted("spec.pruneProtected", "allowPruneProtected", own.AllowPruneProtected))
+	}
+	if mi.Spec.AllowEmpty && !eff.AllowEmpty {
+		ps = append(ps, c.notGranted("spec.allowEmpty", "allowEmpty", own.AllowEmpty))
+	}
+	return ps
+}
+
+// notGranted reports a field the limits do not grant: the tenant's limit when the
+// Platform grants it, else the Platform's.
+func (c instanceContext) notGranted(field, limit string, platformGrants bool) problem {
+	return problem{ReasonLimitExceeded, field,
+		fmt.Sprintf("not granted: %s is not true", limitField(&c.platform.Spec, c.tenant, limit, platformGrants))}
+}
+
+// validateValuesFrom checks that each entry names a Secret and a key.
+func validateValuesFrom(refs []cairnv1.ValuesReference) []problem {
+	var ps []problem
+	for i, r := range refs {
+		field := fmt.Sprintf("spec.valuesFrom[%d].secretRef", i)
+		ps = append(ps, requiredName(field+".name", r.SecretRef.Name)...)
+		if r.SecretRef.Key == "" {
+			ps = append(ps, required(field+".key")...)
+		} else {
+			ps = append(ps, invalid(field+".key", validation.IsConfigMapKey(r.SecretRef.Key))...)
+		}
+	}
+	return ps
+}
