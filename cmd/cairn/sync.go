@@ -22,6 +22,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 		interval time.Duration
 		drift    time.Duration
 		quiet    bool
+		lockWait time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "sync",
@@ -59,16 +60,18 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 			}
 			defer closeFn()
 			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: drift, forge: fw}
-			if once {
-				if !cmd.Flags().Changed("drift-interval") {
-					s.driftEvery = 0 // a one-off sync checks drift only when asked
+			if once && !cmd.Flags().Changed("drift-interval") {
+				s.driftEvery = 0 // a one-off sync checks drift only when asked
+			}
+			return syncLease(ctx, kube, &repo, lockWait, log, func(ctx context.Context) error {
+				if once {
+					return s.once(ctx)
 				}
-				return s.once(ctx)
-			}
-			if err := fw.listen(ctx); err != nil {
-				return err
-			}
-			return s.loop(ctx, interval)
+				if err := fw.listen(ctx); err != nil {
+					return err
+				}
+				return s.loop(ctx, interval)
+			})
 		},
 	}
 	repo.register(cmd, false)
@@ -79,6 +82,8 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
 		"how often live objects are compared with Git (spec.drift: Correct re-applies, Warn reports); with --once, any positive value checks once after the sync")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	cmd.Flags().DurationVar(&lockWait, "lock-timeout", time.Minute,
+		"how long to wait for another sync of the cluster (the holder of the Lease cairn-sync in cairn's namespace) before failing")
 	return cmd
 }
 

@@ -93,6 +93,11 @@ func installCRDs(t *testing.T, ctx context.Context, rc *reconciler.Cluster) {
 		}
 		objs = append(objs, u)
 	}
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(reconciler.DefaultNamespace) // as cairn install does: the sync Lease lives there
+	objs = append(objs, ns)
 	if _, err := m.ApplyAllStaged(ctx, objs, ssa.DefaultApplyOptions()); err != nil {
 		t.Fatalf("failed to install the CRDs: %v", err)
 	}

@@ -57,7 +57,11 @@ func installCRDs(t *testing.T, ctx context.Context, cluster *reconciler.Cluster)
 		}
 		objs = append(objs, u)
 	}
-	if _, err := m.ApplyAllStaged(ctx, objs, ssaDefaults()); err != nil {
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(reconciler.DefaultNamespace) // as cairn install does: the sync Lease lives there
+	if _, err := m.ApplyAllStaged(ctx, append(objs, ns), ssaDefaults()); err != nil {
 		t.Fatal(err)
 	}
 }
