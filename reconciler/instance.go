@@ -36,6 +36,10 @@ func (s *syncRun) applyAll(ctx context.Context) {
 			s.waitDependencies(r)
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if interrupted(ctx) {
+				s.reportInterrupted(ctx, r)
+				return
+			}
 			s.syncInstance(ctx, r)
 		}()
 	}
@@ -80,6 +84,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	defer cancel()
 	if err := s.mirrorInstance(ctx, r); err != nil {
 		r.setFailure(classify(cairnv1.ReasonApplyFailed, err))
+		r.interrupt(ctx)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 		return
 	}
@@ -145,7 +150,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	s.e.progress("wait %s", r.key())
 	err = waitHealthy(ctx, m.Client(), r.appliedLive, s.timeout(r.mi))
-	markHealthy(r.live, len(r.appliedLive), err)
+	if !interrupted(ctx) { // an interrupted wait says nothing of the objects' health
+		markHealthy(r.live, len(r.appliedLive), err)
+	}
 	if err != nil {
 		return classify(cairnv1.ReasonHealthCheckFailed, err)
 	}
@@ -220,6 +227,11 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 // record writes the outcome to the instance's status: on success the new inventory
 // and digests; on failure only the attempt (the last good state stays).
 func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.ModuleInstance) {
+	if r.failure != nil {
+		r.interrupt(ctx)
+	}
+	ctx, cancel := finishing(ctx) // an interrupted sync still records what it did
+	defer cancel()
 	mi := r.live
 	if r.affected {
 		mi.Status.Artifacts = r.artifacts

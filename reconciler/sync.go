@@ -26,6 +26,8 @@ type SyncResult struct {
 	Error error
 	// RetryAt is when a revision that could not be used is tried again.
 	RetryAt time.Time `json:",omitempty"`
+	// Interrupted says the sync was stopped (SIGTERM, a lost Lease) before it ended.
+	Interrupted bool `json:",omitempty"`
 }
 
 // InstanceResult is what one sync did to one instance.
@@ -205,15 +207,20 @@ func (s *syncRun) run(ctx context.Context) {
 	s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
 	s.markInvalid(ctx)
 	s.renderAll(ctx)
-	s.checkPrunes(ctx)
-	s.applyAll(ctx)
+	if !interrupted(ctx) {
+		s.checkPrunes(ctx)
+	}
+	s.applyAll(ctx) // when interrupted, only records the instances in flight
+	if interrupted(ctx) {
+		return
+	}
 	s.rotateUnaffected(ctx)
 	s.removeInstances(ctx)
 }
 
 // finish records the sync on the Platform CR and returns the result.
 func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
-	res := &SyncResult{Revision: s.rev.SHA}
+	res := &SyncResult{Revision: s.rev.SHA, Interrupted: interrupted(ctx)}
 	for _, r := range s.runs {
 		res.Instances = append(res.Instances, r.result())
 	}
@@ -265,10 +272,16 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.Repository = s.e.opts.Repository
 	p.Status.LastAttemptedRevision = s.rev.SHA
+	p.Status.Instances = countInstances(res)
+	if interrupted(ctx) {
+		markPlatformInterrupted(ctx, p, s.rev.SHA)
+		ctx, cancel := finishing(ctx)
+		defer cancel()
+		return patchStatus(ctx, s.e.cluster.client, p, before)
+	}
 	p.Status.LastSyncedRevision = s.rev.SHA
 	now := metav1.NewTime(s.now)
 	p.Status.LastSyncTime = &now
-	p.Status.Instances = countInstances(res)
 	conditions.Delete(p, "Stalled")
 	if res.Failed() {
 		conditions.MarkFalse(p, "Ready", "InstancesFailed", "%d of %d instances are not ready at %s",

@@ -36,6 +36,9 @@ const (
 	ReasonRegistryNotReady   = "RegistryNotReady"
 	ReasonArtifactFailed     = "ArtifactFailed"
 	ReasonPublishFailed      = "PublishFailed"
+	// ReasonInterrupted is a sync stopped before it ended (SIGTERM, a lost sync
+	// Lease): transient, the next sync resumes it.
+	ReasonInterrupted = "Interrupted"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

@@ -110,6 +110,9 @@ func (s *syncer) once(ctx context.Context) error {
 	if res != nil {
 		printSyncResult(s.out, res)
 	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("sync interrupted: %w", context.Cause(ctx))
+	}
 	if err != nil {
 		return err
 	}
@@ -277,7 +280,11 @@ func printSyncResult(w io.Writer, res *reconciler.SyncResult) {
 		fmt.Fprintf(w, "revision %s not synced: %v\n", res.Revision, res.Error)
 		return
 	}
-	fmt.Fprintf(w, "synced revision %s\n", res.Revision)
+	if res.Interrupted {
+		fmt.Fprintf(w, "sync of revision %s interrupted\n", res.Revision)
+	} else {
+		fmt.Fprintf(w, "synced revision %s\n", res.Revision)
+	}
 	for _, i := range res.Instances {
 		fmt.Fprintf(w, "  %-40s %-9s %s\n", i.Namespace+"/"+i.Name, i.Action, i.Message)
 		for _, warning := range i.Warnings {

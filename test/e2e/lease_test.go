@@ -130,6 +130,7 @@ func TestStaleLeaseOfADeadHolderIsTakenOver(t *testing.T) {
 type stuckSync struct {
 	bin  string
 	repo *gitRepo
+	sha  string // the repository's head
 	proc *cairnProcess
 }
 
@@ -168,6 +169,9 @@ func (e *env) startStuckSync(t *testing.T) *stuckSync {
 			"  namespace: %s\nspec:\n  module:\n    local:\n      path: ./modules/stuck\n  wait: true\n  timeout: 2m\n", e.ns),
 	}
 	st := &stuckSync{bin: buildCairn(t), repo: newGitRepo(t, files)}
+	head, err := st.repo.r.Head()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	st.sha = head.Hash().String()
 	st.proc = startCairnProcess(t, st.bin, "sync", "--once", "--repo", st.repo.url(),
 		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir())
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "stuck-config") != nil }, 60*time.Second, 100*time.Millisecond).

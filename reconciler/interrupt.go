@@ -1,0 +1,61 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// finishTimeout bounds the status writes that finish an interrupted sync.
+const finishTimeout = 5 * time.Second
+
+// interrupted reports whether ctx ended because the sync was stopped (SIGTERM, a
+// lost Lease), not because a deadline passed.
+func interrupted(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
+
+// finishing returns ctx while it lasts; once it has ended, a context detached from it
+// that lasts finishTimeout, so that the outcome of the work done is still recorded.
+func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+}
+
+// interruption is the transient failure of an instance whose sync was stopped by ctx.
+func interruption(ctx context.Context, key string) *Failure {
+	return transient(cairnv1.ReasonInterrupted,
+		fmt.Errorf("the sync of %s was interrupted (%v): the next sync resumes it", key, context.Cause(ctx)))
+}
+
+// interrupt makes r's outcome Interrupted when ctx was stopped: whatever failed after
+// that failed because of it, and is reported once, as that.
+func (r *instanceRun) interrupt(ctx context.Context) {
+	if interrupted(ctx) {
+		r.failure = interruption(ctx, r.key())
+	}
+}
+
+// markPlatformInterrupted records on p that the sync of sha stopped before it ended:
+// Ready is False with reason Interrupted, neither Stalled nor Reconciling, and the
+// last synced revision stays, so the next sync does the rest.
+func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha string) {
+	conditions.Delete(p, "Stalled")
+	conditions.Delete(p, "Reconciling")
+	conditions.MarkFalse(p, "Ready", cairnv1.ReasonInterrupted, "the sync of %s was interrupted (%v) with %d of %d instances not finished",
+		shortSHA(sha), context.Cause(ctx), p.Status.Instances.Failed, p.Status.Instances.Total)
+}
+
+// reportInterrupted reports, once, an instance the interrupted sync never started;
+// its CR keeps the state of its last sync.
+func (s *syncRun) reportInterrupted(ctx context.Context, r *instanceRun) {
+	r.interrupt(ctx)
+	s.e.progress("%s %s", r.key(), r.outcome())
+	s.logOutcome(ctx, r)
+	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
+}

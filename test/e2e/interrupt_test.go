@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// TestSIGTERMMidSyncIsInterrupted: SIGTERM while `cairn sync --once` waits on an
+// instance that never becomes healthy (timeout 2m) ends the process within seconds;
+// the instance reads Interrupted (transient: retried, not Stalled), reported once,
+// and the Platform is finished: Interrupted, neither Stalled nor Reconciling, its
+// last synced revision not moved to the unfinished one.
+func TestSIGTERMMidSyncIsInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.deleteNamespacesAtEnd(e.ns)
+	st := e.startStuckSync(t)
+	e.g.Eventually(st.proc.out.String, 30*time.Second, 50*time.Millisecond).Should(ContainSubstring("wait "+e.ns+"/stuck"),
+		"the sync waits on the Deployment")
+
+	took, err := st.proc.stop(10 * time.Second)
+	out := st.proc.out.String()
+	t.Logf("exited %s after SIGTERM (%v):\n%s", took.Round(time.Millisecond), err, indent(out))
+	e.g.Expect(took).To(BeNumerically("<", 5*time.Second))
+	e.g.Expect(st.proc.cmd.ProcessState.ExitCode()).To(Equal(1))
+	e.g.Expect(out).To(ContainSubstring("Error: sync interrupted: terminated signal received"))
+	e.g.Expect(out).To(ContainSubstring("sync of revision " + st.sha + " interrupted\n"))
+	e.g.Expect(out).To(MatchRegexp(e.ns + `/stuck\s+Failed\s+the sync of ` + e.ns + `/stuck was interrupted \(terminated signal received\)`))
+	e.g.Expect(strings.Count(out, `msg="instance failed"`)).To(Equal(1), "reported once")
+	e.g.Expect(out).NotTo(ContainSubstring("context canceled"), "no cascade of cancelled calls")
+	e.g.Expect(out).NotTo(ContainSubstring("failed to patch status"))
+
+	mi := e.instance(e.ns, "stuck")
+	ready := conditions.Get(mi, "Ready")
+	e.g.Expect(ready).NotTo(BeNil())
+	e.g.Expect(ready.Status).To(BeEquivalentTo("False"))
+	e.g.Expect(ready.Reason).To(Equal(cairnv1.ReasonInterrupted))
+	e.g.Expect(conditions.Has(mi, "Stalled")).To(BeFalse(), "transient, not Stalled")
+	e.g.Expect(conditions.GetReason(mi, "Reconciling")).To(Equal(cairnv1.ReasonInterrupted), "retried")
+	e.g.Expect(conditions.Has(mi, cairnv1.HealthyCondition)).To(BeFalse(), "an interrupted wait says nothing of health")
+	e.g.Expect(mi.Status.History).NotTo(BeEmpty())
+	e.g.Expect(mi.Status.History[0].Reason).To(Equal(cairnv1.ReasonInterrupted))
+	e.g.Expect(mi.Status.NextRetryAt).NotTo(BeNil())
+
+	p := e.platformCR()
+	e.g.Expect(conditions.GetReason(p, "Ready")).To(Equal(cairnv1.ReasonInterrupted), "%+v", p.Status.Conditions)
+	e.g.Expect(conditions.IsFalse(p, "Ready")).To(BeTrue())
+	e.g.Expect(conditions.Has(p, "Stalled")).To(BeFalse())
+	e.g.Expect(conditions.Has(p, "Reconciling")).To(BeFalse(), "the Platform is not left Reconciling")
+	e.g.Expect(p.Status.LastAttemptedRevision).To(Equal(st.sha))
+	e.g.Expect(p.Status.LastSyncedRevision).To(BeEmpty(), "an interrupted sync does not count as synced")
+	e.g.Expect(e.syncLease().Spec.HolderIdentity).To(HaveValue(BeEmpty()), "the Lease is freed at exit")
+}
