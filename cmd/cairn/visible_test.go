@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -125,4 +129,58 @@ func TestWebhookRejectionIsLogged(t *testing.T) {
 		HaveKeyWithValue("logger", "webhooks"), HaveKeyWithValue("status", BeNumerically("==", 401)),
 		HaveKeyWithValue("event", "push"))))
 	g.Expect(logs.String()).NotTo(ContainSubstring("hook-s3cret"))
+}
+
+// TestUnsignedWebhookFloodDoesNotStarveSignedPushes: from the forge's own address
+// (as behind a reverse proxy), a flood of unsigned and wrongly signed deliveries far
+// beyond the rate budget is refused (401, then 429), and a correctly signed push
+// that follows is still accepted and wakes the sync loop.
+func TestUnsignedWebhookFloodDoesNotStarveSignedPushes(t *testing.T) {
+	g := NewWithT(t)
+	const key = "hook-s3cret"
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	g.Expect(os.WriteFile(secretFile, []byte(key+"\n"), 0o600)).To(Succeed())
+	port, err := harness.FreePort()
+	g.Expect(err).NotTo(HaveOccurred())
+	url := fmt.Sprintf("http://127.0.0.1:%d/hooks/gitea", port)
+	w, err := newForgeWiring(&forgeFlags{listen: fmt.Sprintf("127.0.0.1:%d", port), webhookSecretFile: secretFile},
+		&repoFlags{branch: "main"}, logr.Discard())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.close()
+	g.Expect(w.listen(context.Background())).To(Succeed())
+
+	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "testdata", "gitea_push.json"))
+	g.Expect(err).NotTo(HaveOccurred())
+	post := func(signature string) int {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("X-Gitea-Event", "push")
+		if signature != "" {
+			req.Header.Set("X-Gitea-Signature", signature)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	g.Eventually(func() int { return post("") }, 5*time.Second, 20*time.Millisecond).Should(Equal(http.StatusUnauthorized))
+	codes := map[int]int{}
+	for i := range 300 {
+		sig := []string{"", "00ff", hmacHexOf("wrong-key", body)}[i%3]
+		codes[post(sig)]++
+	}
+	t.Logf("flood of 300 unsigned or wrongly signed deliveries: %v", codes)
+	g.Expect(codes[http.StatusAccepted]).To(BeZero())
+	g.Expect(codes[http.StatusTooManyRequests]).To(BeNumerically(">=", 250), "the flood is beyond the budget")
+	g.Expect(w.pushes()).NotTo(Receive(), "no junk woke the loop")
+
+	g.Expect(post(hmacHexOf(key, body))).To(Equal(http.StatusAccepted), "the signed push is accepted")
+	g.Eventually(w.pushes()).Should(Receive(), "and wakes the sync loop")
+}
+
+func hmacHexOf(key string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

@@ -28,8 +28,10 @@ type ReceiverOptions struct {
 	Repos []string
 	// MaxBodyBytes caps a delivery's body before it is read (413 beyond).
 	MaxBodyBytes int64
-	// RatePerSecond and RateBurst are the token bucket each source address
-	// gets (429 when empty).
+	// RatePerSecond and RateBurst are the token buckets each source address
+	// gets (429 when empty): one for authenticated deliveries and one of their
+	// own for deliveries that fail the signature check, so that unsigned junk
+	// never spends a signed delivery's budget.
 	RatePerSecond float64
 	RateBurst     int
 	// MaxSources bounds the addresses tracked by the rate limiter.
@@ -59,15 +61,18 @@ func DefaultReceiverOptions() ReceiverOptions {
 
 // Receiver is the http.Handler for POST /hooks/gitea, /hooks/github and
 // /hooks/gitlab. For each delivery it checks, in order: the path (404), the
-// method (405), the source's rate (429), the body size (413), the signature
-// (401), a repeated delivery id (202, ignored), the event and its JSON (400
-// when malformed; 202 and ignored for other events, other branches and other
-// repositories); then it calls emit and answers 202. A panic in a handler is
-// recovered and answered 500.
+// method (405), the body size (413), the signature (401; 429 once the source
+// has spent its budget of rejected deliveries), the source's rate of
+// authenticated deliveries (429), a repeated delivery id (202, ignored), the
+// event and its JSON (400 when malformed; 202 and ignored for other events,
+// other branches and other repositories); then it calls emit and answers 202.
+// A delivery without a signature header is refused before its body is read.
+// A panic in a handler is recovered and answered 500.
 type Receiver struct {
 	opts    ReceiverOptions
 	emit    func(Event)
-	limiter *limiter
+	limiter *limiter // authenticated deliveries
+	rejects *limiter // deliveries that failed the signature check
 	seen    *dedupe
 	repos   map[string]bool
 	limited atomic.Int64 // deliveries refused by the rate limiter
@@ -87,6 +92,7 @@ func NewReceiver(opts ReceiverOptions, emit func(Event)) (*Receiver, error) {
 	r := &Receiver{
 		opts: opts, emit: emit,
 		limiter: newLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxSources),
+		rejects: newLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxSources),
 		seen:    newDedupe(opts.DedupeWindow, 1024),
 		repos:   map[string]bool{},
 	}
@@ -121,22 +127,23 @@ func (o ReceiverOptions) withDefaults() ReceiverOptions {
 
 // hookSource is one forge's way of signing and describing deliveries.
 type hookSource struct {
-	name     string
-	secret   string
-	verify   func(secret string, h http.Header, body []byte) error
-	event    func(h http.Header) string
-	delivery func(h http.Header) string
-	parse    func(event string, body []byte) (Event, error)
+	name      string
+	secret    string
+	signature string // the header that carries the signature or token
+	verify    func(secret string, h http.Header, body []byte) error
+	event     func(h http.Header) string
+	delivery  func(h http.Header) string
+	parse     func(event string, body []byte) (Event, error)
 }
 
 func (r *Receiver) source(path string) *hookSource {
 	switch strings.TrimSuffix(path, "/") {
 	case "/hooks/" + SourceGitea:
-		return &hookSource{SourceGitea, r.opts.GiteaSecret, verifyGitea, header("X-Gitea-Event"), header("X-Gitea-Delivery"), parseGitea}
+		return &hookSource{SourceGitea, r.opts.GiteaSecret, "X-Gitea-Signature", verifyGitea, header("X-Gitea-Event"), header("X-Gitea-Delivery"), parseGitea}
 	case "/hooks/" + SourceGitHub:
-		return &hookSource{SourceGitHub, r.opts.GitHubSecret, verifyGitHub, header("X-GitHub-Event"), header("X-GitHub-Delivery"), parseGitHub}
+		return &hookSource{SourceGitHub, r.opts.GitHubSecret, "X-Hub-Signature-256", verifyGitHub, header("X-GitHub-Event"), header("X-GitHub-Delivery"), parseGitHub}
 	case "/hooks/" + SourceGitLab:
-		return &hookSource{SourceGitLab, r.opts.GitLabSecret, verifyGitLab, header("X-Gitlab-Event"), gitlabDelivery, parseGitLab}
+		return &hookSource{SourceGitLab, r.opts.GitLabSecret, "X-Gitlab-Token", verifyGitLab, header("X-Gitlab-Event"), gitlabDelivery, parseGitLab}
 	}
 	return nil
 }
@@ -187,11 +194,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (int, string)
 	case req.Method != http.MethodPost:
 		w.Header().Set("Allow", http.MethodPost)
 		return http.StatusMethodNotAllowed, "POST only"
-	case !r.limiter.allow(remoteHost(req), time.Now()):
-		w.Header().Set("Retry-After", "1")
-		return http.StatusTooManyRequests, "rate limited"
 	case req.ContentLength > r.opts.MaxBodyBytes:
 		return http.StatusRequestEntityTooLarge, "body too large"
+	case req.Header.Get(src.signature) == "":
+		return r.unauthorized(w, req, errNoSignature)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
@@ -202,9 +208,26 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (int, string)
 		return http.StatusBadRequest, "failed to read the body"
 	}
 	if err := src.verify(src.secret, req.Header, body); err != nil {
-		return http.StatusUnauthorized, err.Error()
+		return r.unauthorized(w, req, err)
+	}
+	if !r.limiter.allow(remoteHost(req), time.Now()) {
+		return rateLimited(w)
 	}
 	return r.handle(src, req, body)
+}
+
+// unauthorized answers a delivery that failed the signature check: 401 while its
+// source has budget for rejected deliveries left, 429 beyond.
+func (r *Receiver) unauthorized(w http.ResponseWriter, req *http.Request, err error) (int, string) {
+	if !r.rejects.allow(remoteHost(req), time.Now()) {
+		return rateLimited(w)
+	}
+	return http.StatusUnauthorized, err.Error()
+}
+
+func rateLimited(w http.ResponseWriter) (int, string) {
+	w.Header().Set("Retry-After", "1")
+	return http.StatusTooManyRequests, "rate limited"
 }
 
 // handle parses an authenticated delivery and emits its event.
