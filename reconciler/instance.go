@@ -107,7 +107,7 @@ func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
 		return err
 	}
 	mi := r.mi.DeepCopy()
-	if err := mirror(ctx, s.e.cluster.client, mi, map[string]string{specDigestAnnotation: r.specDigest}); err != nil {
+	if err := mirror(ctx, s.e.cluster.client, mi, s.instanceAnnotations(r)); err != nil {
 		return err
 	}
 	r.live = mi

@@ -12,13 +12,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
 )
 
 // Annotations cairn keeps on the CRs it mirrors from Git.
 const (
 	specDigestAnnotation = "cairn.dev/spec-digest"
 	originAnnotation     = "cairn.dev/origin"
+	// sourceAnnotation is the file that declares an instance, relative to the path
+	// cairn reads: while that file cannot be read, the instance is neither applied nor
+	// removed (see heldFile).
+	sourceAnnotation = "cairn.dev/source"
 )
+
+// instanceAnnotations are the annotations cairn sets on the CR of r's instance.
+func (s *syncRun) instanceAnnotations(r *instanceRun) map[string]string {
+	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
+	return map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File}
+}
 
 // mirror server-side applies the declaration obj (spec from Git) as cairn and reads
 // back the live object, so that kubectl edits are reverted and the UID is known.

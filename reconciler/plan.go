@@ -136,13 +136,18 @@ func (s *syncRun) markDependents(r *instanceRun) {
 }
 
 // findRemoved lists the CRs whose declaration left Git. An invalid declaration still
-// names its instance, so that instance is kept.
+// names its instance, so that instance is kept; so is one whose file could not be read
+// (see heldFile): it is held, neither applied nor removed.
 func (s *syncRun) findRemoved() {
 	for key, live := range s.live {
 		if s.byKey[key] != nil {
 			continue
 		}
 		if _, declared := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, live.Namespace, live.Name)]; declared {
+			continue
+		}
+		if _, held := s.heldFile(live); held {
+			s.held = append(s.held, live)
 			continue
 		}
 		s.removed = append(s.removed, live)

@@ -109,6 +109,11 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	for _, live := range s.removed {
 		plan.Instances = append(plan.Instances, s.previewRemoval(live))
 	}
+	for _, live := range s.held {
+		f := s.heldFailure(live)
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: "Error",
+			Reason: f.Reason, Error: f.Error(), PruneVerdict: "refused: its file could not be read"})
+	}
 	for _, inv := range set.Invalid {
 		ns, name := splitKey(inv.Object)
 		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: "Error", Reason: inv.Reason, Error: inv.Error()})
@@ -213,10 +218,7 @@ func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
 		ip.Orphan = describeIDs(rs.orphan)
 		ip.Why = fmt.Sprintf("removed from Git, prune: false: orphan %d objects", len(ip.Orphan))
 	}
-	switch {
-	case !s.removeOK:
-		ip.PruneVerdict = fmt.Sprintf("refused: files could not be parsed: %v", s.set.Unparsed)
-	case s.pruneErr != nil:
+	if s.pruneErr != nil {
 		ip.PruneVerdict = s.pruneErr.Error()
 	}
 	return ip

@@ -3,7 +3,9 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,12 +14,10 @@ import (
 )
 
 // removeInstances deletes the objects of instances that left Git, dependents first,
-// then their CRs. Nothing is removed when a file of the revision could not be parsed
-// (the instances it declares are unknown) or when the prune guards refuse.
+// then their CRs, unless the prune guards refuse. An instance held by a file that could
+// not be read is not removed: it is marked failed and keeps its objects.
 func (s *syncRun) removeInstances(ctx context.Context) {
-	if len(s.removed) == 0 {
-		return
-	}
+	s.holdInstances(ctx)
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
 		if due, why := retryDue(live, s.rev.SHA, s.now); !isReady(live) && !due {
@@ -35,10 +35,6 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 }
 
 func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *Failure {
-	if !s.removeOK {
-		return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
-			"instance is not declared, but files could not be parsed (%v): not removing it", s.set.Unparsed)
-	}
 	if s.pruneErr != nil {
 		return classify(cairnv1.ReasonPruneGuard, s.pruneErr)
 	}
@@ -87,6 +83,55 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 	res.Action, res.Reason = "Deleted", "Removed"
 	res.Message = fmt.Sprintf("removed from Git: prune is false, orphaned %d objects (left in place without cairn's labels)", n)
 	return nil
+}
+
+// heldFile returns the file that could not be read and may still declare live, an
+// instance no file that was read declares: the file its CR records as its source
+// (sourceAnnotation) when that file is unparsed, or, for a CR that records none, the
+// unparsed files (conservatively, any of them may declare it).
+func (s *syncRun) heldFile(live *cairnv1.ModuleInstance) (string, bool) {
+	if len(s.set.Unparsed) == 0 {
+		return "", false
+	}
+	src, recorded := live.Annotations[sourceAnnotation]
+	if !recorded || src == "" {
+		return strings.Join(s.set.Unparsed, ", "), true
+	}
+	return src, slices.Contains(s.set.Unparsed, src)
+}
+
+// heldFailure says why a held instance is neither applied nor removed, with the problem
+// of its file.
+func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *Failure {
+	file, _ := s.heldFile(live)
+	if src := live.Annotations[sourceAnnotation]; src == "" {
+		return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+			"instance is not declared in the files that could be read, and its CR does not record its source file: "+
+				"not removing it while files could not be read (%s)", file)
+	}
+	why := "could not be read"
+	for _, inv := range s.set.Invalid {
+		if inv.File == file && inv.Object == "" {
+			why = inv.Error()
+			break
+		}
+	}
+	return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+		"declared in %s, which could not be read (%s): keeping its objects and last good state, not removing it", file, why)
+}
+
+// holdInstances marks failed the instances held by a file that could not be read.
+func (s *syncRun) holdInstances(ctx context.Context) {
+	for _, live := range s.held {
+		f := s.heldFailure(live)
+		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: "Failed", Reason: f.Reason, Message: f.Error(), Retry: f.Kind}
+		if !s.readOnly {
+			s.recordRemovalFailure(ctx, live, f)
+		}
+		res.NextRetryAt = retryTime(live)
+		s.results = append(s.results, res)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)
+	}
 }
 
 func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {

@@ -1,5 +1,7 @@
 package reconciler
 
+import "slices"
+
 // Reporter is told what a sync does, as it happens, so the outcome can be reported
 // where people look (commit statuses on the forge). Calls come from several
 // goroutines; implementations must not block (queue and return).
@@ -31,7 +33,7 @@ func (s *syncRun) touched() []InstanceKey {
 			out = append(out, InstanceKey{r.mi.Namespace, r.mi.Name})
 		}
 	}
-	for _, live := range s.removed {
+	for _, live := range append(slices.Clone(s.removed), s.held...) {
 		out = append(out, InstanceKey{live.Namespace, live.Name})
 	}
 	for _, inv := range s.set.Invalid {

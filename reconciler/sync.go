@@ -148,7 +148,8 @@ type syncRun struct {
 	byKey    map[string]*instanceRun // namespace/name
 	live     map[string]*cairnv1.ModuleInstance
 	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
-	removeOK bool                      // the revision is complete enough to remove instances
+	held     []*cairnv1.ModuleInstance // CRs whose declaration is in a file that could not be read
+	removeOK bool                      // every file could be read: stale Registries may be removed
 	readOnly bool                      // a plan: nothing is written
 
 	supplyOnce sync.Once

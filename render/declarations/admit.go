@@ -84,6 +84,16 @@ func (l *loader) refuse(e *entry, t *cairnv1.Tenant) {
 		fmt.Sprintf("tenant %s: a %s may not be declared under the tenant's paths %q", t.Name, e.doc.kind, t.Paths)}))
 }
 
+// foreignNamespace refuses an instance declared under tenant t's paths in a namespace
+// that is not t's. The instance is left out entirely, as if it were not declared: it may
+// name another's instance, which must neither be marked failed nor become a duplicate.
+func foreignNamespace(d *document, t *cairnv1.Tenant) *Error {
+	e := d.errorAt(problem{ReasonNamespaceDenied, "metadata.namespace",
+		fmt.Sprintf("tenant %s: namespace %q is not one of %v (ModuleInstance %s is refused)", t.Name, d.namespace, t.Namespaces, d.object())})
+	e.Kind, e.Object = "", ""
+	return e
+}
+
 // owner returns the tenant owning file (nil: the platform team), or the error that two
 // tenants claim it.
 func owner(spec *cairnv1.PlatformSpec, file string) (*cairnv1.Tenant, *Error) {
@@ -114,6 +124,8 @@ func (l *loader) admit(spec *cairnv1.PlatformSpec, f *file) {
 		case e.refused:
 		case t != nil && e.doc.kind != cairnv1.ModuleInstanceKind:
 			l.refuse(e, t)
+		case t != nil && !(cairnv1.NamespacePolicy{Allow: t.Namespaces}).Allows(e.doc.namespace):
+			l.invalid = append(l.invalid, foreignNamespace(e.doc, t))
 		default:
 			e.owner = t
 			l.add(e)

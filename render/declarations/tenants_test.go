@@ -127,13 +127,16 @@ func TestTenantInstanceRules(t *testing.T) {
 		reason, field   string
 		line            int
 		message         string
+		// refused: the instance is left out as if undeclared, so that it cannot mark
+		// another's instance failed or make it a duplicate.
+		refused bool
 	}{
 		{name: "namespace of another tenant", namespace: "team-b", spec: []string{localModule},
-			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5,
-			message: `tenant team-a: namespace "team-b" is not one of [team-a team-a-*]`},
+			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5, refused: true,
+			message: `tenant team-a: namespace "team-b" is not one of [team-a team-a-*] (ModuleInstance team-b/app is refused)`},
 		{name: "namespace of the platform team", namespace: "infra", spec: []string{localModule},
-			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5,
-			message: `tenant team-a: namespace "infra" is not one of [team-a team-a-*]`},
+			reason: ReasonNamespaceDenied, field: "metadata.namespace", line: 5, refused: true,
+			message: `tenant team-a: namespace "infra" is not one of [team-a team-a-*] (ModuleInstance infra/app is refused)`},
 		{name: "another ServiceAccount", namespace: "team-a", spec: []string{localModule, "  serviceAccountName: admin"},
 			reason: ReasonTenantViolation, field: "spec.serviceAccountName", line: 8,
 			message: `tenant team-a: must be empty or the tenant's ServiceAccount "deployer", not "admin"`},
@@ -150,10 +153,30 @@ func TestTenantInstanceRules(t *testing.T) {
 			g.Expect(errs[0].Line).To(Equal(tc.line))
 			g.Expect(errs[0].Message).To(Equal(tc.message))
 			g.Expect(set.Instance(tc.namespace, "app")).To(BeNil())
-			g.Expect(set.Origins).To(HaveKey("ModuleInstance/"+tc.namespace+"/app"), "its last good state is kept, not removed")
 			g.Expect(names(set)).To(ContainElements("team-a/podinfo", "infra/cert-manager"))
+			if tc.refused {
+				g.Expect(set.Origins).NotTo(HaveKey("ModuleInstance/" + tc.namespace + "/app"))
+				g.Expect(errs[0].Object).To(BeEmpty())
+				return
+			}
+			g.Expect(set.Origins).To(HaveKey("ModuleInstance/"+tc.namespace+"/app"), "its last good state is kept, not removed")
+			g.Expect(errs[0].Object).To(Equal(tc.namespace + "/app"))
 		})
 	}
+}
+
+func TestTenantCannotShadowAnotherTenantsInstance(t *testing.T) {
+	g := NewWithT(t)
+	set := mustLoad(t, tenantRepo("", "", map[string]string{
+		"tenants/team-b/app.yaml":  instanceDoc("team-b", "app", localModule),
+		"tenants/team-a/grab.yaml": instanceDoc("team-b", "app", localModule, "  values: {grabbed: true}"),
+	}))
+
+	g.Expect(set.Instance("team-b", "app")).NotTo(BeNil(), "the victim is no duplicate")
+	g.Expect(set.Instance("team-b", "app").Spec.Values).To(BeNil())
+	g.Expect(set.Origins["ModuleInstance/team-b/app"].File).To(Equal("tenants/team-b/app.yaml"))
+	g.Expect(errorsIn(set, "tenants/team-b/app.yaml")).To(BeEmpty())
+	g.Expect(errorsIn(set, "tenants/team-a/grab.yaml")).To(HaveLen(1))
 }
 
 func TestTenantNamespaceStillPassesThePlatformPolicy(t *testing.T) {

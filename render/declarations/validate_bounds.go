@@ -8,23 +8,18 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
-// validateTenancy checks an instance under a tenant's paths against the tenant: its
-// namespace is one of the tenant's, and it applies as the tenant's ServiceAccount.
+// validateTenancy checks that an instance under a tenant's paths applies as the
+// tenant's ServiceAccount (its namespace is checked on admission, see admit).
 func (c instanceContext) validateTenancy(mi *cairnv1.ModuleInstance) []problem {
 	t := c.tenant
 	if t == nil {
 		return nil
 	}
-	var ps []problem
-	if !(cairnv1.NamespacePolicy{Allow: t.Namespaces}).Allows(mi.Namespace) {
-		ps = append(ps, problem{ReasonNamespaceDenied, "metadata.namespace",
-			fmt.Sprintf("tenant %s: namespace %q is not one of %v", t.Name, mi.Namespace, t.Namespaces)})
-	}
 	if sa := mi.Spec.ServiceAccountName; sa != "" && sa != t.ServiceAccount {
-		ps = append(ps, problem{ReasonTenantViolation, "spec.serviceAccountName",
-			fmt.Sprintf("tenant %s: must be empty or the tenant's ServiceAccount %q, not %q", t.Name, t.ServiceAccount, sa)})
+		return []problem{{ReasonTenantViolation, "spec.serviceAccountName",
+			fmt.Sprintf("tenant %s: must be empty or the tenant's ServiceAccount %q, not %q", t.Name, t.ServiceAccount, sa)}}
 	}
-	return ps
+	return nil
 }
 
 // validateLimits checks what an instance sets against the Platform's limits, tightened
