@@ -84,6 +84,9 @@ func (r *dirReader) file(p string) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: not a regular file", ErrUnsafePath)
 	}
+	if r.b.isOversized(fi.Size()) {
+		return r.b.addOversized(p, fi.Size())
+	}
 	if err := r.b.reserve(p, fi.Size()); err != nil {
 		return err
 	}

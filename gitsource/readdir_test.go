@@ -68,9 +68,6 @@ func TestReadDirRejects(t *testing.T) {
 		"upper-case .GIT": {want: ErrUnsafePath, path: ".GIT", setup: func(t *testing.T, dir string) {
 			writeFiles(t, dir, map[string]string{".GIT/config": "x"})
 		}},
-		"file over the cap": {want: ErrTooLarge, path: "big", limits: Limits{MaxFileBytes: 10}, setup: func(t *testing.T, dir string) {
-			writeFiles(t, dir, map[string]string{"big": strings.Repeat("x", 11)})
-		}},
 		"too many files": {want: ErrTooLarge, limits: Limits{MaxFiles: 1}, setup: func(t *testing.T, dir string) {
 			writeFiles(t, dir, map[string]string{"a": "a", "b": "b"})
 		}},
@@ -89,6 +86,18 @@ func TestReadDirRejects(t *testing.T) {
 			g.Expect(err.Error()).NotTo(ContainSubstring("/etc/passwd"))
 		})
 	}
+}
+
+func TestReadDirListsAFileOverTheCapWithoutItsContent(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"big": strings.Repeat("x", 1025), "small": "ok"})
+	tree, err := ReadDir(dir, Limits{MaxFileBytes: 1024})
+	g.Expect(err).NotTo(HaveOccurred())
+	expectOversized(g, tree, "big")
+	small, ok := tree.Bytes("small")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(small).To(Equal([]byte("ok")))
 }
 
 func TestReadDirMissing(t *testing.T) {

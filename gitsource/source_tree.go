@@ -146,6 +146,9 @@ func (w *treeWalk) file(p string, h plumbing.Hash) error {
 	if err != nil {
 		return err
 	}
+	if w.b.isOversized(size) {
+		return w.b.addOversized(p, size)
+	}
 	if err := w.b.reserve(p, size); err != nil {
 		return err
 	}

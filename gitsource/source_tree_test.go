@@ -95,8 +95,6 @@ var treeCases = []treeCase{
 			"a.yaml":     {content: "a"},
 			"vendor/lib": {mode: filemode.Submodule, content: "0123456789abcdef0123456789abcdef01234567"},
 		})},
-	{name: "file over the cap", want: ErrTooLarge, path: "big.yaml", limits: Limits{MaxFileBytes: 1024},
-		build: files(map[string]fileSpec{"big.yaml": {content: strings.Repeat("x", 1025)}})},
 	{name: "total over the cap", want: ErrTooLarge, limits: Limits{MaxTotalBytes: 1500},
 		build: files(map[string]fileSpec{"a": {content: strings.Repeat("a", 1000)}, "b": {content: strings.Repeat("b", 1000)}})},
 	{name: "too many files", want: ErrTooLarge, limits: Limits{MaxFiles: 2},
@@ -153,6 +151,47 @@ func TestTreeAcceptsExecutableAndNestedFiles(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(tree.Files()).To(Equal([]string{".github/ci.yaml", ".gitignore", "a/b/c/d/e.yaml", "bin/run.sh"}))
 	g.Expect(tree.Size()).To(Equal(int64(len("#!/bin/sh\n") + len("deep\n") + len("x\n") + len("ci\n"))))
+}
+
+// TestTreeListsAFileOverTheCapWithoutItsContent: one oversized file does not fail
+// the tree; it is listed with its size, and opening or reading it fails with
+// ErrTooLarge, naming the cap, so that it fails only what reads it.
+func TestTreeListsAFileOverTheCapWithoutItsContent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newFixture(t)
+	sha := repo.commitTree(repo.buildTree(map[string]fileSpec{
+		"big/big.yaml": {content: strings.Repeat("x", 1025)},
+		"small.yaml":   {content: "ok\n"},
+	}))
+	s, err := New(Options{URL: repo.url(), CacheDir: t.TempDir(), Limits: Limits{MaxFileBytes: 1024}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.Fetch(ctx, sha)).To(Succeed())
+	tree, err := s.Tree(ctx, sha, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	expectOversized(g, tree, "big/big.yaml")
+	g.Expect(tree.Size()).To(Equal(int64(3)), "the oversized file does not count towards the total")
+
+	sub, err := tree.Sub("big")
+	g.Expect(err).NotTo(HaveOccurred())
+	expectOversized(g, sub, "big.yaml")
+	g.Expect(sub.Digest()).To(Equal(tree.DigestDir("big")))
+	g.Expect(sub.Digest()).NotTo(Equal((&Tree{}).Digest()))
+}
+
+func expectOversized(g *WithT, tree *Tree, p string) {
+	g.Expect(tree.Files()).To(ContainElement(p))
+	info, err := tree.Stat(p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Size()).To(Equal(int64(1025)))
+	_, err = tree.Open(p)
+	g.Expect(err).To(MatchError(ErrTooLarge))
+	g.Expect(err.Error()).To(ContainSubstring("file is 1025 bytes, limit 1024"))
+	_, err = tree.ReadFile(p)
+	g.Expect(err).To(MatchError(ErrTooLarge))
+	_, ok := tree.Bytes(p)
+	g.Expect(ok).To(BeFalse())
+	g.Expect(tree.Oversized(p)).To(MatchError(ErrTooLarge))
 }
 
 func TestTreeUnknownCommit(t *testing.T) {

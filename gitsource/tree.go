@@ -14,11 +14,20 @@ import (
 // Tree is an immutable set of regular files held in memory, keyed by
 // validated, slash-separated relative paths. Directories are implied by the
 // file paths. It implements fs.FS, fs.ReadFileFS, fs.ReadDirFS and fs.StatFS.
+//
+// A file over Limits.MaxFileBytes is listed with its size but its content is
+// not read: opening or reading it fails with ErrTooLarge, so that one
+// oversized file fails only what reads it (see Oversized).
 type Tree struct {
 	files map[string][]byte
-	paths []string            // sorted
-	dirs  map[string][]string // dir ("." for the root) -> sorted child names
-	size  int64
+	// oversized maps the files over the size cap to their size; files holds
+	// them with no content.
+	oversized map[string]int64
+	paths     []string            // sorted
+	dirs      map[string][]string // dir ("." for the root) -> sorted child names
+	size      int64
+	// maxFileBytes is the cap the oversized files exceed.
+	maxFileBytes int64
 }
 
 // Files returns the paths of all files, sorted.
@@ -27,10 +36,23 @@ func (t *Tree) Files() []string {
 }
 
 // Bytes returns the content of the file at path. The slice is shared: do not
-// modify it.
+// modify it. An oversized file has no content: ok is false.
 func (t *Tree) Bytes(path string) ([]byte, bool) {
+	if _, big := t.oversized[path]; big {
+		return nil, false
+	}
 	b, ok := t.files[path]
 	return b, ok
+}
+
+// Oversized returns the error of a file over the size cap (wrapping
+// ErrTooLarge), or nil for any other path.
+func (t *Tree) Oversized(path string) error {
+	n, big := t.oversized[path]
+	if !big {
+		return nil
+	}
+	return fmt.Errorf("%w: file is %d bytes, limit %d: its content is not read", ErrTooLarge, n, t.maxFileBytes)
 }
 
 // Size returns the total size of all files in bytes.
@@ -50,10 +72,17 @@ func (t *Tree) Sub(dir string) (*Tree, error) {
 	if _, ok := t.dirs[dir]; !ok {
 		return nil, fmt.Errorf("failed to open directory %s: %w", quotePath(dir), fs.ErrNotExist)
 	}
-	b := newTreeBuilder(Limits{}.withDefaults())
+	b := newTreeBuilder(Limits{MaxFileBytes: t.maxFileBytes}.withDefaults())
 	b.unlimited = true
 	for _, p := range t.under(dir) {
-		if err := b.add(strings.TrimPrefix(p, dir+"/"), t.files[p]); err != nil {
+		rel := strings.TrimPrefix(p, dir+"/")
+		var err error
+		if n, big := t.oversized[p]; big {
+			err = b.addOversized(rel, n)
+		} else {
+			err = b.add(rel, t.files[p])
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -104,10 +133,18 @@ func (t *Tree) DigestDir(dir string) string {
 				rel = strings.TrimPrefix(p, dir+"/")
 			}
 			var n [8]byte
-			binary.BigEndian.PutUint64(n[:], uint64(len(t.files[p])))
+			size, big := t.oversized[p]
+			if !big {
+				size = int64(len(t.files[p]))
+			}
+			binary.BigEndian.PutUint64(n[:], uint64(size))
 			h.Write([]byte(rel))
 			h.Write([]byte{0})
 			h.Write(n[:])
+			if big {
+				// Its content is unknown: its size stands for it.
+				h.Write([]byte{0xff})
+			}
 			h.Write(t.files[p])
 		}
 	}
@@ -120,12 +157,13 @@ type treeBuilder struct {
 	limits    Limits
 	unlimited bool // for Sub: the files were checked already
 	files     map[string][]byte
+	oversized map[string]int64
 	dirs      map[string]struct{}
 	size      int64
 }
 
 func newTreeBuilder(l Limits) *treeBuilder {
-	return &treeBuilder{limits: l, files: map[string][]byte{}, dirs: map[string]struct{}{}}
+	return &treeBuilder{limits: l, files: map[string][]byte{}, oversized: map[string]int64{}, dirs: map[string]struct{}{}}
 }
 
 // reserve checks that a file of size n at p fits the limits before its
@@ -144,6 +182,28 @@ func (b *treeBuilder) reserve(p string, n int64) error {
 	return nil
 }
 
+// isOversized reports whether a file of n bytes is over the size cap: it is
+// then listed (addOversized) but not read.
+func (b *treeBuilder) isOversized(n int64) bool {
+	return !b.unlimited && n > b.limits.MaxFileBytes
+}
+
+// addOversized lists a file over the size cap without its content. It counts
+// against the number of files, not against the total size.
+func (b *treeBuilder) addOversized(p string, n int64) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	if !b.unlimited && len(b.files) >= b.limits.MaxFiles {
+		return fmt.Errorf("%w: tree exceeds %d files", ErrTooLarge, b.limits.MaxFiles)
+	}
+	if err := b.place(p, nil); err != nil {
+		return err
+	}
+	b.oversized[p] = n
+	return nil
+}
+
 // add stores a file; p must not have been added or implied as a directory.
 func (b *treeBuilder) add(p string, data []byte) error {
 	if err := checkPath(p); err != nil {
@@ -152,6 +212,16 @@ func (b *treeBuilder) add(p string, data []byte) error {
 	if err := b.reserve(p, int64(len(data))); err != nil {
 		return err
 	}
+	if err := b.place(p, data); err != nil {
+		return err
+	}
+	b.size += int64(len(data))
+	return nil
+}
+
+// place stores data at p, which must not have been added or implied as a
+// directory.
+func (b *treeBuilder) place(p string, data []byte) error {
 	if _, dup := b.files[p]; dup {
 		return fmt.Errorf("%w: duplicate path", ErrUnsafePath)
 	}
@@ -165,13 +235,12 @@ func (b *treeBuilder) add(p string, data []byte) error {
 		b.dirs[d] = struct{}{}
 	}
 	b.files[p] = data
-	b.size += int64(len(data))
 	return nil
 }
 
 // tree freezes the builder into a Tree.
 func (b *treeBuilder) tree() *Tree {
-	t := &Tree{files: b.files, size: b.size, dirs: map[string][]string{".": nil}}
+	t := &Tree{files: b.files, oversized: b.oversized, size: b.size, maxFileBytes: b.limits.MaxFileBytes, dirs: map[string][]string{".": nil}}
 	for p := range b.files {
 		t.paths = append(t.paths, p)
 	}

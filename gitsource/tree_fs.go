@@ -24,6 +24,9 @@ func (t *Tree) Open(name string) (fs.File, error) {
 	if info.IsDir() {
 		return &treeDir{info: info, entries: t.entries(name)}, nil
 	}
+	if err := t.Oversized(name); err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
 	return &treeFile{info: info, Reader: bytes.NewReader(t.files[name])}, nil
 }
 
@@ -35,6 +38,9 @@ func (t *Tree) ReadFile(name string) ([]byte, error) {
 	}
 	if info.IsDir() {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrInvalid}
+	}
+	if err := t.Oversized(name); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
 	return bytes.Clone(t.files[name]), nil
 }
@@ -59,6 +65,9 @@ func (t *Tree) Stat(name string) (fs.FileInfo, error) {
 func (t *Tree) stat(op, name string) (*treeInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if n, big := t.oversized[name]; big {
+		return &treeInfo{name: path.Base(name), size: n}, nil
 	}
 	if b, ok := t.files[name]; ok {
 		return &treeInfo{name: path.Base(name), size: int64(len(b))}, nil

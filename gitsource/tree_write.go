@@ -9,7 +9,8 @@ import (
 // WriteTo materialises the tree under dir (created if missing): regular files
 // 0644 and directories 0755. Writes go through an os.Root, so nothing is
 // written outside dir even if dir already holds symlinks; existing files are
-// overwritten, other content of dir is left alone.
+// overwritten, other content of dir is left alone. Oversized files, whose
+// content is not held, are not written.
 func (t *Tree) WriteTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create directory %s: %w", quotePath(dir), err)
@@ -20,6 +21,9 @@ func (t *Tree) WriteTo(dir string) error {
 	}
 	defer root.Close()
 	for _, p := range t.paths {
+		if _, big := t.oversized[p]; big {
+			continue
+		}
 		if err := writeFile(root, p, t.files[p]); err != nil {
 			return fmt.Errorf("failed to write %s: %w", quotePath(p), err)
 		}

@@ -50,19 +50,15 @@ func (l *loader) visit(root, p string, d fs.DirEntry, err error) error {
 
 // readFirst reads and parses a file in the first pass, before the Platform's caps are
 // known, within the default cap on its size and the loader's ceiling on its documents.
-// A larger file is deferred until its cap is known (see admitDeferred); one over the
-// loader's ceiling is refused unread.
+// A larger file is deferred until its cap is known (see admitDeferred), which is at
+// most the loader's ceiling: it is refused unread when over its cap.
 func (l *loader) readFirst(p string, d fs.DirEntry) {
 	f := &file{path: p, size: -1}
 	if info, err := d.Info(); err == nil {
 		f.size = info.Size()
 	}
 	first := byteCap{min(l.opts.MaxFileBytes, cairnv1.DefaultMaxFileBytes), ""}
-	switch {
-	case f.size > l.opts.MaxFileBytes:
-		l.unparsed(byteCap{l.opts.MaxFileBytes, ""}.exceeded(p))
-		return
-	case f.size > first.n:
+	if f.size > first.n {
 		l.deferred = append(l.deferred, f)
 		return
 	}

@@ -329,26 +329,37 @@ func TestSymlinksAreRefusedBeforeAnythingIsApplied(t *testing.T) {
 	}
 }
 
-func TestFileOverSizeCapIsRefusedBeforeAnythingIsApplied(t *testing.T) {
+// TestFileOverSizeCapFailsOnlyWhatReadsIt: a file over the Git source's size cap is
+// listed without its content; a file nothing reads stops nothing, and the module that
+// reads one fails alone, naming the file and the cap.
+func TestFileOverSizeCapFailsOnlyWhatReadsIt(t *testing.T) {
 	e := newEnv(t)
 	limits := gitsource.Limits{MaxFileBytes: 256 << 10}
 	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
-	repo := newGitRepo(t, appRepo("", a))
+	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
+	files := appRepo("", a)
+	files["modules/b/b.cue"] = strings.Replace(appModule, "package app", "package b", 1)
+	files["modules/b/cue.mod/module.cue"] = appModuleFile
+	files["instances/b.yaml"] = strings.Replace(b.yaml(), "./modules/app", "./modules/b", 1)
+	repo := newGitRepo(t, files)
 	res, err := e.trySyncLimited(repo, limits)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(res.Failed()).To(BeFalse())
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	good := res.Revision
 
 	a.configs = configs("x", "y")
 	blob := strings.Repeat("cairn-oversized-content\n", 20_000)
-	repo.commit("add a large file", map[string]string{"assets/blob.txt": blob, "instances/a.yaml": a.yaml()})
+	repo.commit("add large files", map[string]string{"assets/blob.txt": blob, "modules/b/blob.cue": "// " + blob, "instances/a.yaml": a.yaml()})
 	res, err = e.trySyncLimited(repo, limits)
-	e.g.Expect(res).To(BeNil())
-	e.g.Expect(err).To(MatchError(gitsource.ErrTooLarge))
-	e.g.Expect(gitsource.Reason(err)).To(Equal("SourceTooLarge"))
-	e.g.Expect(err.Error()).To(And(ContainSubstring(`"assets/blob.txt"`), ContainSubstring("limit 262144")))
-	e.g.Expect(err.Error()).NotTo(ContainSubstring("cairn-oversized-content"))
-	e.expectUntouched(good)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	ra := result(res, e.ns, "a")
+	e.g.Expect(ra.Ready).To(BeTrue(), "%+v", ra)
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "the commit is applied: nothing reads assets/blob.txt")
+	rb := result(res, e.ns, "b")
+	e.g.Expect(rb.Action).To(Equal("Failed"), "%+v", rb)
+	e.g.Expect(rb.Message).To(And(ContainSubstring("blob.cue"), ContainSubstring("limit 262144")))
+	e.g.Expect(rb.Message).NotTo(ContainSubstring("cairn-oversized-content"))
+	e.expectLastGood("b", good, "x")
 }
 
 func TestDeletedBranchChangesNothing(t *testing.T) {
