@@ -146,7 +146,7 @@ func (l *loader) admitDeferred(spec *cairnv1.PlatformSpec, f *file) {
 		return
 	}
 	f.size = int64(len(data))
-	if !l.parseFile(f, data, docs) {
+	if !l.parseFile(f, data, docs.n) {
 		return
 	}
 	for _, e := range f.entries {

@@ -13,10 +13,10 @@ import (
 )
 
 // parseFile splits a file into YAML documents and reads each of them into f. A file
-// that does not parse, or that holds more than maxDocs documents, is recorded as
-// unparsed as a whole.
-func (l *loader) parseFile(f *file, data []byte, maxDocs docCap) bool {
-	docs, err := splitDocuments(data, maxDocs.n+1)
+// that does not parse is recorded as unparsed as a whole (false). Of a file holding more
+// than maxDocs documents none is read: admit refuses it under the cap that applies.
+func (l *loader) parseFile(f *file, data []byte, maxDocs int) bool {
+	docs, err := splitDocuments(data, maxDocs+1)
 	f.docs = len(docs)
 	for _, n := range docs {
 		f.docLines = append(f.docLines, contentLine(n))
@@ -25,9 +25,8 @@ func (l *loader) parseFile(f *file, data []byte, maxDocs docCap) bool {
 	case err != nil:
 		l.unparsed(&Error{Reason: ReasonInvalidYAML, File: f.path, Line: yamlErrorLine(err), Message: yamlErrorMessage(err)})
 		return false
-	case len(docs) > maxDocs.n:
-		l.unparsed(maxDocs.exceeded(f.path, contentLine(docs[maxDocs.n])))
-		return false
+	case len(docs) > maxDocs:
+		return true
 	}
 	b := expansionBudget(len(data))
 	for _, n := range docs {

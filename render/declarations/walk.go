@@ -70,7 +70,7 @@ func (l *loader) readFirst(p string, d fs.DirEntry) {
 		l.unparsed(rerr)
 	default:
 		f.size = int64(len(data))
-		if l.parseFile(f, data, docCap{l.opts.MaxFileDocuments, "the loader's ceiling"}) {
+		if l.parseFile(f, data, l.opts.MaxFileDocuments) {
 			l.files = append(l.files, f)
 		}
 	}
