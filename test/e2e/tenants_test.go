@@ -163,6 +163,18 @@ func TestTenantJunkFilesFailOnlyTheirOwnInstances(t *testing.T) {
 	repo.commit("junk, a deletion and a change", map[string]string{
 		"tenants/a/a.yaml": junk, "tenants/a/big.yaml": blob, "instances/gone.yaml": "", "tenants/b/b.yaml": b.yaml(),
 	})
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	plan, err := e.engine.Plan(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(planOf(plan, e.ns, "gone").Action).To(Equal("Delete"))
+	e.g.Expect(planOf(plan, e.ns, "gone").PruneVerdict).To(Equal("allowed"), "the plan says what the sync does")
+	for _, name := range []string{"a", "big"} {
+		ip := planOf(plan, a.ns, name)
+		e.g.Expect(ip.Action).To(Equal("Error"), "%+v", ip)
+		e.g.Expect(ip.Error).To(And(ContainSubstring("declared in tenants/a/"), ContainSubstring("not removing it")))
+		e.g.Expect(ip.PruneVerdict).To(HavePrefix("refused"))
+	}
 	res := e.sync(repo)
 
 	e.g.Expect(res.Error).NotTo(HaveOccurred())
@@ -213,4 +225,29 @@ func TestUnboundedTimeoutIsRefused(t *testing.T) {
 	e.g.Expect(mi.Status.LastAppliedRevision).To(Equal(good))
 	e.g.Expect(mi.Spec.Timeout.Duration.String()).To(Equal("1m0s"), "the refused spec is not mirrored")
 	e.g.Expect(isTrue(e.instance(b.ns, "b"), "Ready")).To(BeTrue())
+}
+
+// TestInstanceCannotLoosenThePruneGuards: without the Platform's grants, an instance
+// that sets pruneProtected (to delete a Namespace it rendered) or allowEmpty (to
+// delete everything) is refused, and the objects stay.
+func TestInstanceCannotLoosenThePruneGuards(t *testing.T) {
+	e := newEnv(t)
+	extraNS := e.ns + "-extra"
+	e.deleteNamespacesAtEnd(extraNS)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"), extra: "    namespaces: [" + extraNS + "]\n"}
+	repo := newGitRepo(t, appRepo("", a))
+	good := e.syncClean(repo)
+
+	for _, tc := range []struct{ field, limit string }{
+		{"pruneProtected", "allowPruneProtected"}, {"allowEmpty", "allowEmpty"},
+	} {
+		a.extra = "  " + tc.field + ": true\n"
+		repo.commit("loosen "+tc.field, map[string]string{"instances/a.yaml": replaceOnce(a.yaml(), "    configs:\n", "    enabled: false\n    configs:\n")})
+		r := result(e.sync(repo), e.ns, "a")
+		e.g.Expect(r.Action).To(Equal("Failed"), "%+v", r)
+		e.g.Expect(r.Reason).To(Equal(declarations.ReasonLimitExceeded))
+		e.g.Expect(r.Message).To(ContainSubstring("spec." + tc.field + ": not granted: the Platform's spec.limits." + tc.limit + " is not true"))
+		e.g.Expect(e.get("v1", "Namespace", "", extraNS)).NotTo(BeNil())
+		e.expectLastGood("a", good, "x")
+	}
 }
