@@ -103,3 +103,23 @@ func TestPerFileCaps(t *testing.T) {
 	g.Expect(errs[0].Error()).To(Equal("tenants/team-a/big.yaml: file is larger than 1024 bytes, the cap of tenant team-a: spec.tenants[0].limits.maxFileBytes"))
 	g.Expect(names(set)).To(ContainElement("team-a/big"))
 }
+
+// TestDependencyInAnUnreadFileIsNotDangling: the dependents of an instance whose file
+// is over its caps are not invalid: they wait for it, since the file may declare it.
+func TestDependencyInAnUnreadFileIsNotDangling(t *testing.T) {
+	g := NewWithT(t)
+	junk := strings.Repeat("---\njunk: true\n", 3)
+	set := mustLoad(t, tenantRepo("", "      limits: {maxFileDocuments: 2}", map[string]string{
+		"tenants/team-a/base.yaml": junk,
+		"tenants/team-b/app.yaml":  instanceDoc("team-b", "app", localModule, "  dependsOn: [{name: base, namespace: team-a}]"),
+	}))
+
+	g.Expect(set.Unparsed).To(Equal([]string{"tenants/team-a/base.yaml"}))
+	g.Expect(errorsIn(set, "tenants/team-b/app.yaml")).To(BeEmpty())
+	g.Expect(set.Instance("team-b", "app")).NotTo(BeNil())
+
+	set = mustLoad(t, tenantRepo("", "", map[string]string{
+		"tenants/team-b/app.yaml": instanceDoc("team-b", "app", localModule, "  dependsOn: [{name: base, namespace: team-a}]"),
+	}))
+	g.Expect(errorsIn(set, "tenants/team-b/app.yaml")).To(HaveLen(1), "with every file read, it is dangling")
+}

@@ -169,11 +169,17 @@ func (l *loader) validateRegistries() {
 
 func (l *loader) validateInstances(p *cairnv1.Platform) {
 	for _, e := range l.declared {
-		ctx := instanceContext{platform: p, tenant: e.owner, declared: func(id string) bool { return l.instances[id] != nil }}
+		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared}
 		if e.obj != nil {
 			e.errs = append(e.errs, e.doc.errorsAt(ctx.validate(e.obj.(*cairnv1.ModuleInstance)))...)
 		}
 	}
+}
+
+// mayBeDeclared reports whether instance id is declared, or may be, in a file that could
+// not be read: a dependency there is not dangling, its dependents wait for it.
+func (l *loader) mayBeDeclared(id string) bool {
+	return l.instances[id] != nil || len(l.set.Unparsed) > 0
 }
 
 func joinErrors(errs []*Error) error {

@@ -22,7 +22,8 @@ type instanceContext struct {
 	platform *cairnv1.Platform
 	// tenant owns the instance's file, nil for the platform team's.
 	tenant *cairnv1.Tenant
-	// declared reports whether the instance namespace/name is declared, valid or not.
+	// declared reports whether the instance namespace/name is declared, valid or not,
+	// or may be declared in a file that could not be read.
 	declared func(id string) bool
 }
 
