@@ -43,15 +43,15 @@ type applyReport struct {
 // object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
 // follow their own rules first (see settleJobs).
 func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	last inventory, timeout time.Duration) (*applyReport, error) {
+	last inventory, key []byte, timeout time.Duration) (*applyReport, error) {
 	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
-	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, rep)
+	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, key, rep)
 	if err != nil {
 		return rep, err
 	}
 	var first, rest []*unstructured.Unstructured
 	for _, u := range objects {
-		if unchangedSince(last, u) {
+		if unchangedSince(last, u, key) {
 			rep.add(u, ssa.UnchangedAction)
 			continue
 		}

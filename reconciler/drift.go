@@ -146,7 +146,7 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := applyObjects(ctx, m, drifted, inventory{}, s.timeout(live))
+			res, err := applyObjects(ctx, m, drifted, inventory{}, s.digestKey, s.timeout(live))
 			corrected += len(res.applied)
 			if err != nil {
 				return corrected, err

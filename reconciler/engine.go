@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -70,6 +71,10 @@ type Engine struct {
 	cache    *renderCache
 	verifier *sign.Verifier // signature checks, cached by digest across syncs
 	opts     Options
+
+	keyMu    sync.Mutex
+	key      []byte // the cluster's digest key (see DigestKeySecret), once read
+	localKey []byte // this process's key while the cluster has none (plans)
 }
 
 // New returns an engine for cluster.

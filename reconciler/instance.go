@@ -120,7 +120,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range r.objects {
 		setOwnerLabels(u, r.live)
 	}
-	r.newInv = r.desiredInventory()
+	r.newInv = r.desiredInventory(s.digestKey)
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
@@ -132,7 +132,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		return f
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.timeout(r.mi))
+	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.digestKey, s.timeout(r.mi))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,18 +21,21 @@ func objectID(u *unstructured.Unstructured) string {
 	return object.UnstructuredToObjMetadata(u).String()
 }
 
-// objectHash is a short digest of what is sent to the API server for u.
-func objectHash(u *unstructured.Unstructured) string {
+// objectHash is a short digest of what is sent to the API server for u, keyed with
+// the cluster's digest key (see DigestKeySecret) so that it reveals nothing of u's
+// values (a Secret's above all).
+func objectHash(u *unstructured.Unstructured, key []byte) string {
 	b, _ := json.Marshal(u.Object)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	mac := hmac.New(sha256.New, key)
+	mac.Write(b)
+	return hex.EncodeToString(mac.Sum(nil)[:8])
 }
 
-func inventoryOf(objects []*unstructured.Unstructured) inventory {
+func inventoryOf(objects []*unstructured.Unstructured, key []byte) inventory {
 	inv := make(inventory, len(objects))
 	for _, u := range objects {
 		id := objectID(u)
-		inv[id] = cairnv1.InventoryEntry{ID: id, Version: u.GetAPIVersion(), Hash: objectHash(u)}
+		inv[id] = cairnv1.InventoryEntry{ID: id, Version: u.GetAPIVersion(), Hash: objectHash(u, key)}
 	}
 	return inv
 }

@@ -71,9 +71,9 @@ func jobStarted(live *unstructured.Unstructured) bool {
 // is written: it keeps (records as unchanged, with a note) the Jobs that ran, and
 // returns the objects still to apply and the forced Jobs to recreate after them.
 func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
-	rep *applyReport) (rest, recreates []*unstructured.Unstructured, err error) {
+	key []byte, rep *applyReport) (rest, recreates []*unstructured.Unstructured, err error) {
 	for _, u := range objects {
-		if !isJob(u) || unchangedSince(last, u) {
+		if !isJob(u) || unchangedSince(last, u, key) {
 			rest = append(rest, u)
 			continue
 		}
@@ -118,9 +118,9 @@ func keptJobNote(u, live *unstructured.Unstructured) string {
 }
 
 // unchangedSince reports whether u's hash and version equal its inventory entry.
-func unchangedSince(last inventory, u *unstructured.Unstructured) bool {
+func unchangedSince(last inventory, u *unstructured.Unstructured, key []byte) bool {
 	e, ok := last[objectID(u)]
-	return ok && e.Hash == objectHash(u) && e.Version == u.GetAPIVersion()
+	return ok && e.Hash == objectHash(u, key) && e.Version == u.GetAPIVersion()
 }
 
 // getLive reads the live object of u; nil when it does not exist.

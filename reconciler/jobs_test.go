@@ -50,8 +50,8 @@ func TestWithoutAppliedJobs(t *testing.T) {
 	fresh.SetName("fresh")
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "team-a"}}}
-	inv := inventoryOf([]*unstructured.Unstructured{ran, cm})
-	inv[objectID(fresh)] = inventoryOf([]*unstructured.Unstructured{fresh})[objectID(fresh)]
+	inv := inventoryOf([]*unstructured.Unstructured{ran, cm}, newDigestKey())
+	inv[objectID(fresh)] = inventoryOf([]*unstructured.Unstructured{fresh}, nil)[objectID(fresh)]
 	e := inv[objectID(fresh)]
 	e.Hash = "" // pending: recorded before its apply, never applied
 	inv[objectID(fresh)] = e

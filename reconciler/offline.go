@@ -93,7 +93,8 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	for _, u := range res.Objects {
 		setOwnerLabels(u, mi)
 	}
-	out.Objects, out.Digest, out.Warnings = res.Objects, res.Digest, res.Warnings
+	// No cluster, so no cluster key: a key of this process keeps the digest opaque.
+	out.Objects, out.Digest, out.Warnings = res.Objects, keyedDigest(res, offlineKey()).Digest, res.Warnings
 	out.Generated = describeIDs(generatedInventory(mi))
 	out.Err = checkGeneratedSecrets(res.Objects, mi, set.Platform.Spec.Namespaces)
 	return out

@@ -15,7 +15,7 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	desired := inventory{}
 	for _, r := range s.runs {
 		if r.rendered != nil {
-			desired = desired.union(r.desiredInventory())
+			desired = desired.union(r.desiredInventory(s.digestKey))
 		}
 	}
 	var sets []*pruneSet
@@ -46,7 +46,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 		return nil // a new instance
 	}
 	r.oldInv = old
-	own := r.desiredInventory() // generated Secrets included: they never leave with the render
+	own := r.desiredInventory(s.digestKey) // generated Secrets included: they never leave with the render
 	if len(own) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
 		r.pruneErr = failuref(Stalled, cairnv1.ReasonPruneGuard,
 			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old))

@@ -67,7 +67,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = classify(cairnv1.ReasonSecretConflict, err)
 		return
 	}
-	r.rendered, r.objects, r.warnings = res, res.Objects, res.Warnings
+	r.rendered, r.objects, r.warnings = keyedDigest(res, s.digestKey), res.Objects, res.Warnings
 	if f := s.publish(ctx, r); f != nil {
 		r.failure = f
 	}

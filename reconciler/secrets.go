@@ -100,8 +100,8 @@ func generatedInventory(mi *cairnv1.ModuleInstance) inventory {
 
 // desiredInventory is everything r owns after this sync: its rendered objects and
 // its generated Secrets.
-func (r *instanceRun) desiredInventory() inventory {
-	return inventoryOf(r.objects).union(generatedInventory(r.mi))
+func (r *instanceRun) desiredInventory(key []byte) inventory {
+	return inventoryOf(r.objects, key).union(generatedInventory(r.mi))
 }
 
 // checkGeneratedSecrets refuses, before anything is written, a generated Secret

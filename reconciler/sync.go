@@ -144,6 +144,9 @@ type syncRun struct {
 	guard    pruneGuard
 	now      time.Time
 
+	// digestKey keys the digests recorded over rendered objects (see DigestKeySecret).
+	digestKey []byte
+
 	runs     []*instanceRun          // in dependsOn order
 	byKey    map[string]*instanceRun // namespace/name
 	live     map[string]*cairnv1.ModuleInstance
@@ -178,6 +181,11 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		removeOK: len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
+	key, err := e.digestKey(ctx, !readOnly)
+	if err != nil {
+		return nil, classify(cairnv1.ReasonApplyFailed, err)
+	}
+	s.digestKey = key
 	if !readOnly {
 		if err := s.mirrorPlatform(ctx); err != nil {
 			return nil, classify(cairnv1.ReasonApplyFailed, err)
