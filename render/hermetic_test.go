@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,15 +82,42 @@ func TestRenderIgnoresToolFilesAndLocalOverrides(t *testing.T) {
 	g.Expect(res.Objects[0].GetName()).To(Equal("web"))
 }
 
+// TestRenderCapsModuleFiles: the files a render reads (CUE files and the files
+// they embed) count against Limits.MaxModuleBytes; a file no render reads does not.
 func TestRenderCapsModuleFiles(t *testing.T) {
-	g := NewWithT(t)
-	src := fstest.MapFS{
-		"m/main.cue": {Data: []byte(minimalModule)},
-		"m/big.json": {Data: []byte(strings.Repeat(" ", maxFileBytes+1))},
+	embedding := "@extern(embed)\n" + minimalModule + "x: _ @embed(file=data.json)\n"
+	tests := []struct {
+		name  string
+		files fstest.MapFS
+		err   string // "" means the render succeeds
+	}{
+		{"blob beside the CUE files is not read", fstest.MapFS{
+			"m/main.cue": {Data: []byte(minimalModule)},
+			"m/blob.bin": {Data: []byte(strings.Repeat("x", 5<<10))},
+		}, ""},
+		{"CUE files over the cap", fstest.MapFS{
+			"m/main.cue": {Data: []byte(minimalModule)},
+			"m/big.cue":  {Data: []byte("package app\n// " + strings.Repeat("x", 5<<10) + "\n")},
+		}, `module "m" is too large: the files a render reads (its CUE files and the files they embed) exceed maxModuleBytes (4096 bytes)`},
+		{"embedded file counts", fstest.MapFS{
+			"m/main.cue":  {Data: []byte(embedding)},
+			"m/data.json": {Data: []byte(`{"a": "` + strings.Repeat("x", 5<<10) + `"}`)},
+		}, `module "m" is too large`},
 	}
-	_, err := renderLocal(t, NewRenderer(), src, "m", "")
-	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded))
-	g.Expect(err.Error()).To(HavePrefix("m/big.json: file is larger than"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			req := Request{Name: "web", Namespace: "team-a", Source: tt.files, LocalPath: "m", Limits: Limits{MaxModuleBytes: 4 << 10}}
+			res, err := NewRenderer().Render(context.Background(), req)
+			if tt.err == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(res.Objects).To(HaveLen(1))
+				return
+			}
+			g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded))
+			g.Expect(err.Error()).To(ContainSubstring(tt.err))
+		})
+	}
 }
 
 func TestRenderSyntheticModuleFile(t *testing.T) {

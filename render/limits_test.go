@@ -126,6 +126,6 @@ func TestRenderValuesCap(t *testing.T) {
 
 func TestDefaultLimits(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(DefaultLimits()).To(Equal(Limits{Timeout: 30 * time.Second, MaxObjects: 5000, MaxBytes: 32 << 20}))
-	g.Expect(Limits{MaxObjects: 7}.withDefaults()).To(Equal(Limits{Timeout: 30 * time.Second, MaxObjects: 7, MaxBytes: 32 << 20}))
+	g.Expect(DefaultLimits()).To(Equal(Limits{Timeout: 30 * time.Second, MaxObjects: 5000, MaxBytes: 32 << 20, MaxModuleBytes: 16 << 20, Memory: 512 << 20}))
+	g.Expect(Limits{MaxObjects: 7, Memory: 1 << 20}.withDefaults()).To(Equal(Limits{Timeout: 30 * time.Second, MaxObjects: 7, MaxBytes: 32 << 20, MaxModuleBytes: 16 << 20, Memory: 1 << 20}))
 }

@@ -22,12 +22,20 @@ type Limits struct {
 	MaxObjects int
 	// MaxBytes caps the total size of the exported JSON of the objects.
 	MaxBytes int64
+	// MaxModuleBytes caps the bytes of a local module's files that a render
+	// reads: its CUE files (cue.mod included) and the files they @embed.
+	// Other files in the module's directory are not read and do not count.
+	MaxModuleBytes int64
+	// Memory is the memory budget of the render: the Go heap, stacks and
+	// runtime of the worker process that evaluates it (see RendererOptions).
+	// A render over it fails with LimitExceeded.
+	Memory int64
 }
 
 // DefaultLimits returns the limits used for zero fields: 30s, 5000 objects,
-// 32 MiB.
+// 32 MiB of objects, 16 MiB of module files read, a memory budget of 512 MiB.
 func DefaultLimits() Limits {
-	return Limits{Timeout: 30 * time.Second, MaxObjects: 5000, MaxBytes: 32 << 20}
+	return Limits{Timeout: 30 * time.Second, MaxObjects: 5000, MaxBytes: 32 << 20, MaxModuleBytes: 16 << 20, Memory: 512 << 20}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -40,6 +48,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = d.MaxBytes
+	}
+	if l.MaxModuleBytes <= 0 {
+		l.MaxModuleBytes = d.MaxModuleBytes
+	}
+	if l.Memory <= 0 {
+		l.Memory = d.Memory
 	}
 	return l
 }

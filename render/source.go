@@ -13,12 +13,14 @@ import (
 	"slices"
 	"strings"
 
+	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/inject/embed"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/mod/modfile"
 )
 
-// Caps on the source of one module (and of each dependency).
+// Caps on the source of one module (and of each dependency); the files a
+// render reads from a local module are capped by Limits.MaxModuleBytes.
 const (
 	maxModuleFiles = 10000
 	maxModuleBytes = 64 << 20
@@ -96,7 +98,7 @@ func readLocal(req Request) (*moduleSource, error) {
 	if dir != "." {
 		display = dir + "/"
 	}
-	files, err := readModuleFiles(req.Source, dir, display)
+	files, err := readLocalFiles(req.Source, dir, display, req.Limits.withDefaults().MaxModuleBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -113,48 +115,24 @@ func cleanLocalPath(p string) (string, error) {
 	return clean, nil
 }
 
-// readModuleFiles copies the regular files of the module at dir in fsys.
-// Symbolic links and other irregular files are refused; nested modules (a
-// subdirectory with its own cue.mod), tool files and local-module.cue are
-// left out.
+// readModuleFiles copies the regular files of the module at dir in fsys (see
+// listModuleFiles), within maxModuleBytes.
 func readModuleFiles(fsys fs.FS, dir, display string) (map[string][]byte, error) {
-	info, err := fs.Stat(fsys, dir)
-	if err != nil || !info.IsDir() {
-		return nil, newError(ReasonModuleNotFound, "module directory %q not found", strings.TrimSuffix(display, "/"))
+	names, err := listModuleFiles(fsys, dir, display)
+	if err != nil {
+		return nil, err
 	}
-	files := map[string][]byte{}
+	files := make(map[string][]byte, len(names))
 	var total int64
-	walkErr := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+	for _, rel := range names {
+		data, err := readCapped(fsys, joinRel(dir, rel), display+rel, maxFileBytes)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rel := relPath(dir, p)
-		if skip, err := skipEntry(fsys, p, rel, d); skip || err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return &Error{Reason: ReasonUnsafeModule, File: display + rel, Err: errors.New("not a regular file (symbolic links are not allowed in modules)")}
-		}
-		data, err := readCapped(fsys, p, display+rel)
-		if err != nil {
-			return err
-		}
-		total += int64(len(data))
-		if len(files) >= maxModuleFiles || total > maxModuleBytes {
-			return newError(ReasonLimitExceeded, "module %q is too large: more than %d files or %d bytes", strings.TrimSuffix(display, "/"), maxModuleFiles, maxModuleBytes)
+		if total += int64(len(data)); total > maxModuleBytes {
+			return nil, newError(ReasonLimitExceeded, "module %q is too large: more than %d bytes", strings.TrimSuffix(display, "/"), maxModuleBytes)
 		}
 		files[rel] = data
-		return nil
-	})
-	if walkErr != nil {
-		var e *Error
-		if errors.As(walkErr, &e) {
-			return nil, e
-		}
-		return nil, newError(ReasonModuleNotFound, "failed to read module %q: %w", strings.TrimSuffix(display, "/"), walkErr)
 	}
 	return files, nil
 }
@@ -188,20 +166,20 @@ func isDir(fsys fs.FS, p string) bool {
 	return err == nil && info.IsDir()
 }
 
-// readCapped reads one file, refusing files over maxFileBytes whatever their
+// readCapped reads one file, refusing files over limit bytes whatever their
 // reported size.
-func readCapped(fsys fs.FS, p, display string) ([]byte, error) {
+func readCapped(fsys fs.FS, p, display string, limit int64) ([]byte, error) {
 	f, err := fsys.Open(p)
 	if err != nil {
 		return nil, newError(ReasonModuleNotFound, "failed to open %s: %w", display, err)
 	}
 	defer f.Close()
-	data, err := readAll(f, maxFileBytes+1)
+	data, err := readAll(f, limit+1)
 	if err != nil {
 		return nil, newError(ReasonModuleNotFound, "failed to read %s: %w", display, err)
 	}
-	if len(data) > maxFileBytes {
-		return nil, &Error{Reason: ReasonLimitExceeded, File: display, Err: fmt.Errorf("file is larger than %d bytes", maxFileBytes)}
+	if int64(len(data)) > limit {
+		return nil, &Error{Reason: ReasonLimitExceeded, File: display, Err: fmt.Errorf("file is larger than %d bytes", limit)}
 	}
 	return data, nil
 }
@@ -284,6 +262,18 @@ func (s *moduleSource) check() error {
 // normalised, no parent directory) before evaluation, so that such a module is
 // refused as unsafe rather than failing somewhere in evaluation.
 func checkEmbeds(files map[string][]byte, display string) error {
+	return forEachEmbedding(files, display, func(name string, f *ast.File) error {
+		if _, err := embed.EmbeddedPaths(name, f); err != nil {
+			return fromCUE(ReasonUnsafeModule, err)
+		}
+		return nil
+	})
+}
+
+// forEachEmbedding calls fn with every CUE file that has @embed attributes,
+// parsed; files that do not parse are left to the loader, which reports
+// syntax errors with their positions.
+func forEachEmbedding(files map[string][]byte, display string, fn func(name string, f *ast.File) error) error {
 	for _, name := range sortedKeys(files) {
 		data := files[name]
 		if !strings.HasSuffix(name, ".cue") || !bytes.Contains(data, []byte("@embed")) {
@@ -291,10 +281,10 @@ func checkEmbeds(files map[string][]byte, display string) error {
 		}
 		f, err := parser.ParseFile(display+name, data)
 		if err != nil {
-			continue // the loader reports syntax errors with their positions
+			continue
 		}
-		if _, err := embed.EmbeddedPaths(name, f); err != nil {
-			return fromCUE(ReasonUnsafeModule, err)
+		if err := fn(name, f); err != nil {
+			return err
 		}
 	}
 	return nil
