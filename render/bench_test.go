@@ -13,21 +13,44 @@ var benchRequest = Request{
 }
 
 // BenchmarkRender renders one instance of the webapp example module with a
-// Renderer that has rendered it before: the module is prepared.
+// Renderer that has rendered it before: the module is prepared in its worker.
 func BenchmarkRender(b *testing.B) {
 	r := NewRenderer()
+	defer r.Close()
+	renderBench(b, r) // starts the worker
 	b.ReportAllocs()
 	for b.Loop() {
 		renderBench(b, r)
 	}
 }
 
-// BenchmarkRenderUncached renders the same instance with a new Renderer each
-// time: the module is read, pinned, loaded and evaluated.
+// BenchmarkRenderInProcess is BenchmarkRender without worker processes: the
+// difference is the cost of the worker protocol.
+func BenchmarkRenderInProcess(b *testing.B) {
+	r := newInProcessRenderer()
+	b.ReportAllocs()
+	for b.Loop() {
+		renderBench(b, r)
+	}
+}
+
+// BenchmarkRenderUncached renders the same instance with a new in-process
+// Renderer each time: the module is read, pinned, loaded and evaluated.
 func BenchmarkRenderUncached(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		renderBench(b, NewRenderer())
+		renderBench(b, newInProcessRenderer())
+	}
+}
+
+// BenchmarkRenderNewWorker renders the same instance with a new Renderer each
+// time: a worker process is started, and prepares and evaluates the module.
+func BenchmarkRenderNewWorker(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		r := NewRenderer()
+		renderBench(b, r)
+		r.Close()
 	}
 }
 

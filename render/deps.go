@@ -17,6 +17,9 @@ type depSet struct {
 	cache    *moduleCache // for module files of versions the main module does not list
 	pins     *pinner
 	ctx      context.Context
+	// lookup returns the pinned module file of a version the main module
+	// does not list; nil means the cache (in a worker: the parent).
+	lookup func(module.Version) (*modfile.File, error)
 }
 
 // fetchDeps fetches the dependencies listed in the main module's (pinned)
@@ -89,14 +92,23 @@ func (l *loadRegistry) ModFile(_ context.Context, mv module.Version) (*modfile.F
 	if mf, ok := l.deps.modFiles[mv]; ok {
 		return mf, nil
 	}
-	if l.deps.cache == nil {
-		return nil, fmt.Errorf("module %s is not a dependency of the module and no registry is configured", mv)
+	if l.deps.lookup != nil {
+		return l.deps.lookup(mv)
 	}
-	mf, err := l.deps.cache.modFile(l.deps.ctx, mv)
+	mf, err := l.deps.unlisted(mv)
 	if err != nil {
 		return nil, err
 	}
 	return l.deps.pins.apply(mf, mv.String())
+}
+
+// unlisted reads the module file of a version the main module does not list
+// through the cache, as the registry has it (not pinned).
+func (d *depSet) unlisted(mv module.Version) (*modfile.File, error) {
+	if d.cache == nil {
+		return nil, fmt.Errorf("module %s is not a dependency of the module and no registry is configured", mv)
+	}
+	return d.cache.modFile(d.ctx, mv)
 }
 
 // Fetch implements modconfig.Registry.

@@ -72,24 +72,32 @@
 //
 // # Bounded
 //
-// Each render has a deadline (Limits.Timeout) covering fetch and evaluation.
-// CUE evaluation cannot be interrupted, so it runs in its own goroutine; at
-// the deadline Render returns RenderTimeout and the goroutine runs on until it
-// ends. Evaluations within their deadline hold one of
-// RendererOptions.MaxEvaluations running slots; an abandoned one moves to a
-// pool of RendererOptions.MaxAbandoned so that it stops delaying other
-// renders, and keeps its running slot when that pool is full. So at most
-// MaxEvaluations + MaxAbandoned evaluations exist at once, and later renders
-// wait for a slot within their own deadline. Limits.MaxObjects and
-// Limits.MaxBytes cap the number of objects and the size of their exported
-// JSON; the export stops at the first object over a cap. The caps bound the
-// result, not the memory the CUE evaluator itself uses while evaluating
-// `objects`: a memory budget needs process isolation (render Jobs).
+// Each render has a deadline (Limits.Timeout) covering fetch and evaluation,
+// and a memory budget (Limits.Memory). CUE evaluation can be neither
+// interrupted nor bounded in memory in-process, so renders are evaluated in
+// worker processes: re-executions of the running binary (cairn itself; see
+// ServeWorkerIfRequested), at most RendererOptions.MaxEvaluations, started on
+// demand and reused. The worker watches its own memory every few
+// milliseconds and exits past the budget: the render fails with
+// LimitExceeded. At the deadline the parent kills the worker: the render
+// fails with RenderTimeout and nothing runs on. A dead worker is replaced and
+// fails only its own render. Fetching, signature verification and registry
+// credentials stay in the calling process, which sends a worker the files of
+// the module and its dependencies when it does not have them prepared yet,
+// over a small newline-delimited JSON protocol on its stdin and stdout.
+// RendererOptions.InProcess evaluates in the calling process instead (for
+// tests of evaluation): there an evaluation past its deadline runs on in its
+// goroutine, within MaxEvaluations + MaxAbandoned, and no budget applies.
+// Limits.MaxObjects and Limits.MaxBytes cap the number of objects and the
+// size of their exported JSON; the export stops at the first object over a
+// cap. Limits.MaxModuleBytes caps the bytes of a local module's files that a
+// render reads (its CUE files and the files they @embed; other files are
+// never read and do not count).
 //
 // # Prepared modules
 //
-// A Renderer keeps the modules it has prepared: pinned, with their
-// dependencies fetched, and loaded (parsed and resolved) from the in-memory
+// Each worker (or an InProcess Renderer) keeps the modules it has prepared:
+// pinned, with their dependencies fetched, and loaded (parsed and resolved) from the in-memory
 // file system, without instance and values. A later render of the same module
 // copies the loaded instances, adds its own instance and values and
 // evaluates, and gives the same objects, digest, errors and warnings as a
@@ -98,7 +106,8 @@
 // errors); a registry module by path@version, which CUE's cache never fetches
 // twice; both also by the pinned catalogs, the skew policy, the registry and
 // the cache directory. Only modules that loaded are kept, most recently used
-// first, within RendererOptions.MaxPreparedModules and MaxPreparedBytes.
+// first, within RendererOptions.MaxPreparedModules and MaxPreparedBytes (in
+// a worker also within a quarter of the render's memory budget).
 // A prepared module is never modified after it is made, so renders share it
 // from any goroutine. CUE contexts are not shared: each serves one render at
 // a time, and a few quick renders in turn so that the builtin packages they

@@ -53,7 +53,7 @@ func TestRenderTimeoutFromContext(t *testing.T) {
 // slot before its deadline times out.
 func TestRenderAbandonedEvaluationsAreBounded(t *testing.T) {
 	g := NewWithT(t)
-	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1, MaxAbandoned: 1})
+	r := NewRendererWithOptions(RendererOptions{InProcess: true, MaxEvaluations: 1, MaxAbandoned: 1})
 	slow := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/slow",
 		Limits: Limits{Timeout: 100 * time.Millisecond}}
 	quick := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/nomodfile",
@@ -73,7 +73,7 @@ func TestRenderAbandonedEvaluationsAreBounded(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("waiting for an evaluation slot"))
 
 	// Another Renderer has its own slots.
-	_, err = NewRenderer().Render(context.Background(), quick)
+	_, err = newInProcessRenderer().Render(context.Background(), quick)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 

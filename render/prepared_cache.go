@@ -87,6 +87,17 @@ func (c *preparedCache) add(key preparedKey, mod *preparedModule) {
 	}
 }
 
+// resize sets new bounds, evicting the least recently used modules over
+// them.
+func (c *preparedCache) resize(maxEntries int, maxBytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxEntries, c.maxBytes = maxEntries, maxBytes
+	for c.lru.Len() > 0 && (c.bytes > maxBytes || c.lru.Len() > max(maxEntries, 0)) {
+		c.remove(c.lru.Back())
+	}
+}
+
 func (c *preparedCache) remove(el *list.Element) {
 	e := c.lru.Remove(el).(*preparedEntry)
 	delete(c.byKey, e.key)

@@ -59,7 +59,7 @@ func cachedModules(r *Renderer) int {
 // alone renders req with a new Renderer: no prepared module, no used context.
 func alone(t *testing.T, req Request) renderOutcome {
 	t.Helper()
-	r := NewRenderer()
+	r := newInProcessRenderer()
 	defer r.Close()
 	return outcomeOf(r.Render(context.Background(), req))
 }
@@ -73,7 +73,7 @@ func TestPreparedModuleReused(t *testing.T) {
 		"a/m/main.cue": {Data: []byte(preparedModuleSource)},
 		"b/m/main.cue": {Data: []byte(preparedModuleSource)},
 	}
-	r := NewRenderer()
+	r := newInProcessRenderer()
 	request := func(dir, values string) Request {
 		return Request{Name: "web", Namespace: "team-a", Source: src, LocalPath: dir, Values: []byte(values)}
 	}
@@ -112,7 +112,7 @@ func TestPreparedModuleReused(t *testing.T) {
 // still reads the module (its files are its identity) and nothing else.
 func TestPreparedModuleReadsOnlyTheModule(t *testing.T) {
 	g := NewWithT(t)
-	r := NewRenderer()
+	r := newInProcessRenderer()
 	_, err := renderLocal(t, r, testRepo, "modules/basic", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	rec := &recordingFS{FS: testRepo}
@@ -128,7 +128,7 @@ func TestPreparedModuleReadsOnlyTheModule(t *testing.T) {
 func TestPreparedModuleCatalogs(t *testing.T) {
 	reg := testCatalogs(t)
 	cache := t.TempDir()
-	r := NewRenderer()
+	r := newInProcessRenderer()
 	defer r.Close()
 	tests := []struct {
 		module, pinned, policy string
@@ -198,7 +198,7 @@ func TestPreparedModuleSharedConcurrently(t *testing.T) {
 		return req
 	}
 
-	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 2})
+	r := NewRendererWithOptions(RendererOptions{InProcess: true, MaxEvaluations: 2})
 	for i := range 4 {
 		_, _ = r.Render(context.Background(), request(i))
 	}
@@ -251,7 +251,7 @@ func TestContextReuseKeepsOutcomes(t *testing.T) {
 	}
 
 	g := NewWithT(t)
-	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
+	r := NewRendererWithOptions(RendererOptions{InProcess: true, MaxEvaluations: 1})
 	for round := range 2 {
 		for _, req := range requests {
 			got := outcomeOf(r.Render(context.Background(), req))
@@ -294,10 +294,10 @@ func TestPreparedCacheBounds(t *testing.T) {
 
 func TestPreparedCacheOptions(t *testing.T) {
 	g := NewWithT(t)
-	r := NewRenderer()
+	r := newInProcessRenderer()
 	g.Expect(r.prepared.maxEntries).To(Equal(64))
 	g.Expect(r.prepared.maxBytes).To(Equal(int64(256 << 20)))
-	r = NewRendererWithOptions(RendererOptions{MaxPreparedModules: -1})
+	r = NewRendererWithOptions(RendererOptions{InProcess: true, MaxPreparedModules: -1})
 	_, err := renderLocal(t, r, testRepo, "modules/basic", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cachedModules(r)).To(Equal(0))

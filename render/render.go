@@ -181,36 +181,54 @@ type Result struct {
 
 // RendererOptions configures a Renderer.
 //
-// CUE evaluation cannot be interrupted: a render that passes its deadline
-// returns RenderTimeout, but its evaluation runs on until it ends. Such an
-// abandoned evaluation moves from the running pool to the abandoned pool, so
-// that it no longer delays other renders; when the abandoned pool is full it
-// keeps its running slot. Renders wait for a running slot within their own
-// deadline. At most MaxEvaluations + MaxAbandoned evaluations exist at once.
+// Renders are evaluated in worker processes (see ServeWorkerIfRequested):
+// at most MaxEvaluations at once, each kept alive and reused by one render
+// after another. A worker whose memory passes its render's budget
+// (Limits.Memory) exits and that render fails with LimitExceeded; a render
+// that passes its deadline returns RenderTimeout and its worker is killed;
+// either way the worker is replaced, and no other render is affected.
+// Fetching, verification and registry credentials stay in the calling
+// process, which sends each worker the module's files and the render's input.
 //
-// A Renderer keeps the modules it prepared (pinned, fetched and parsed,
-// without instance and values), most recently used first, so that the next
-// render of the same module only adds its instance and values and evaluates.
-// A local module is known by the digest of its files, so that any change to
-// them prepares it again; a registry module by path@version. Both also by
-// the pinned catalogs, the skew policy, the registry and the cache directory.
+// With InProcess, evaluations run in the calling process: CUE evaluation
+// cannot be interrupted there, so a render that passes its deadline returns
+// RenderTimeout but its evaluation runs on until it ends. Such an abandoned
+// evaluation moves from the running pool to the abandoned pool, so that it no
+// longer delays other renders; when the abandoned pool is full it keeps its
+// running slot. Renders wait for a running slot within their own deadline.
+// At most MaxEvaluations + MaxAbandoned evaluations exist at once, and no
+// memory budget applies.
+//
+// A Renderer (in InProcess mode) and each worker keep the modules they
+// prepared (pinned, fetched and parsed, without instance and values), most
+// recently used first, so that the next render of the same module only adds
+// its instance and values and evaluates. A local module is known by the
+// digest of the files a render reads, so that any change to them prepares it
+// again; a registry module by path@version. Both also by the pinned catalogs,
+// the skew policy, the registry and the cache directory.
 type RendererOptions struct {
-	// MaxEvaluations bounds the evaluations running within their deadline.
+	// MaxEvaluations bounds the renders evaluating at once: the worker
+	// processes, or with InProcess the evaluations within their deadline.
 	MaxEvaluations int
-	// MaxAbandoned bounds the evaluations still running past their deadline
-	// that no longer hold a running slot.
+	// MaxAbandoned bounds, with InProcess, the evaluations still running
+	// past their deadline that no longer hold a running slot.
 	MaxAbandoned int
 	// MaxPreparedModules bounds the prepared modules kept; negative keeps
 	// none.
 	MaxPreparedModules int
 	// MaxPreparedBytes bounds their estimated size in memory (source and
-	// syntax trees); a larger module is not kept.
+	// syntax trees); a larger module is not kept. A worker keeps at most a
+	// quarter of its render's memory budget.
 	MaxPreparedBytes int64
+	// InProcess evaluates in the calling process, without memory budgets and
+	// without stopping evaluations at their deadline: for tests of the
+	// evaluation itself. It must be chosen explicitly.
+	InProcess bool
 }
 
 // DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS),
 // MaxAbandoned = MaxEvaluations, MaxPreparedModules = 64 and
-// MaxPreparedBytes = 256 MiB.
+// MaxPreparedBytes = 256 MiB, with worker processes.
 func DefaultRendererOptions() RendererOptions {
 	n := max(4, runtime.GOMAXPROCS(0))
 	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n, MaxPreparedModules: 64, MaxPreparedBytes: 256 << 20}
@@ -219,11 +237,14 @@ func DefaultRendererOptions() RendererOptions {
 // Renderer renders CUE modules. It is safe for concurrent use and keeps the
 // module registry clients and caches between renders.
 type Renderer struct {
-	slots     chan struct{} // evaluations running within their deadline
-	abandoned chan struct{} // evaluations running past their deadline
+	pool *workerPool // worker processes; nil with InProcess
+	opts RendererOptions
 
-	prepared *preparedCache // modules ready for evaluation
-	contexts *contextPool   // CUE contexts for reuse
+	slots     chan struct{} // InProcess: evaluations running within their deadline
+	abandoned chan struct{} // InProcess: evaluations running past their deadline
+
+	prepared *preparedCache // InProcess: modules ready for evaluation
+	contexts *contextPool   // InProcess: CUE contexts for reuse
 
 	mu      sync.Mutex
 	caches  map[cacheKey]*moduleCache
@@ -251,18 +272,26 @@ func NewRendererWithOptions(o RendererOptions) *Renderer {
 	if o.MaxPreparedBytes <= 0 {
 		o.MaxPreparedBytes = d.MaxPreparedBytes
 	}
-	return &Renderer{
-		slots:     make(chan struct{}, o.MaxEvaluations),
-		abandoned: make(chan struct{}, o.MaxAbandoned),
-		prepared:  newPreparedCache(o.MaxPreparedModules, o.MaxPreparedBytes),
-		contexts:  newContextPool(o.MaxEvaluations),
-		caches:    map[cacheKey]*moduleCache{},
+	r := &Renderer{opts: o, caches: map[cacheKey]*moduleCache{}}
+	if !o.InProcess {
+		r.pool = newWorkerPool(o.MaxEvaluations)
+		// Workers end with the Renderer, also when it is dropped unclosed.
+		runtime.AddCleanup(r, (*workerPool).close, r.pool)
+		return r
 	}
+	r.slots = make(chan struct{}, o.MaxEvaluations)
+	r.abandoned = make(chan struct{}, o.MaxAbandoned)
+	r.prepared = newPreparedCache(o.MaxPreparedModules, o.MaxPreparedBytes)
+	r.contexts = newContextPool(o.MaxEvaluations)
+	return r
 }
 
-// Close removes the cache directory the Renderer created for requests
-// without a CacheDir.
+// Close stops the Renderer's worker processes and removes the cache
+// directory it created for requests without a CacheDir.
 func (r *Renderer) Close() error {
+	if r.pool != nil {
+		r.pool.close()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tempDir == "" {
@@ -295,21 +324,33 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, deadlineOr(ctx, limits, err)
 	}
-	prepared := r.prepared.get(key)
-	var load func() (*preparedModule, error)
-	if prepared == nil {
-		if load, err = r.loader(ctx, req, limits, local, pins); err != nil {
-			return nil, err
-		}
+	var out evaluated
+	if r.pool != nil {
+		out, err = r.renderInWorker(ctx, req, limits, key, local, pins)
+	} else {
+		out, err = r.renderInProcess(ctx, req, limits, key, local, pins)
 	}
-	// Evaluate and export, under the deadline (loading too, when needed).
-	out, err := r.bounded(ctx, limits, func() (evaluated, error) {
-		return r.evaluatePrepared(key, prepared, load, newRenderInput(req, limits))
-	})
 	if err != nil {
 		return nil, err
 	}
-	return assemble(out.objects, req.Namespace, out.module.digest, slices.Clone(out.module.warnings))
+	return assemble(out.objects, req.Namespace, out.digest, slices.Clone(out.warnings))
+}
+
+// renderInProcess evaluates in this process, the prepared module from the
+// Renderer's cache when it is there.
+func (r *Renderer) renderInProcess(ctx context.Context, req Request, limits Limits, key preparedKey, local *moduleSource, pins *pinner) (evaluated, error) {
+	prepared := r.prepared.get(key)
+	var load func() (*preparedModule, error)
+	if prepared == nil {
+		var err error
+		if load, err = r.loader(ctx, req, limits, local, pins); err != nil {
+			return evaluated{}, err
+		}
+	}
+	// Evaluate and export, under the deadline (loading too, when needed).
+	return r.bounded(ctx, limits, func() (evaluated, error) {
+		return r.evaluatePrepared(key, prepared, load, newRenderInput(req, limits))
+	})
 }
 
 // evaluatePrepared loads and keeps the module when it is not prepared yet,
@@ -329,35 +370,45 @@ func (r *Renderer) evaluatePrepared(key preparedKey, p *preparedModule, load fun
 	if err == nil {
 		r.contexts.put(c, time.Since(start))
 	}
-	return evaluated{objs, p}, err
+	return evaluated{objs, p.digest, p.warnings}, err
 }
 
 // loader does what comes before loading a module that is not prepared yet:
 // it completes the source, pins the catalogs and fetches the dependencies
 // (evaluation has no network). The returned function loads the package.
 func (r *Renderer) loader(ctx context.Context, req Request, limits Limits, local *moduleSource, pins *pinner) (func() (*preparedModule, error), error) {
-	// Source: the module's files, from the repository or the registry.
-	src, err := r.source(ctx, req, local)
+	src, deps, err := r.fetchModule(ctx, req, limits, local, pins)
 	if err != nil {
-		return nil, deadlineOr(ctx, limits, err)
-	}
-	// Catalogs: pin the module's catalog dependencies.
-	if err := src.pin(pins); err != nil {
 		return nil, err
-	}
-	// Dependencies: fetch them all before evaluation, which has no network.
-	deps, err := r.fetchDeps(ctx, req, src.modFile, pins)
-	if err != nil {
-		return nil, deadlineOr(ctx, limits, err)
 	}
 	return func() (*preparedModule, error) { return prepare(src, deps, pins) }, nil
 }
 
+// fetchModule completes the module's source and fetches its dependencies.
+func (r *Renderer) fetchModule(ctx context.Context, req Request, limits Limits, local *moduleSource, pins *pinner) (*moduleSource, *depSet, error) {
+	// Source: the module's files, from the repository or the registry.
+	src, err := r.source(ctx, req, local)
+	if err != nil {
+		return nil, nil, deadlineOr(ctx, limits, err)
+	}
+	// Catalogs: pin the module's catalog dependencies.
+	if err := src.pin(pins); err != nil {
+		return nil, nil, err
+	}
+	// Dependencies: fetch them all before evaluation, which has no network.
+	deps, err := r.fetchDeps(ctx, req, src.modFile, pins)
+	if err != nil {
+		return nil, nil, deadlineOr(ctx, limits, err)
+	}
+	return src, deps, nil
+}
+
 // evaluated is the outcome of an evaluation: the exported objects and the
-// module they came from.
+// digest and warnings of the module they came from.
 type evaluated struct {
-	objects []rawObject
-	module  *preparedModule
+	objects  []rawObject
+	digest   string
+	warnings []string
 }
 
 // bounded runs fn in its own goroutine under a running slot, and returns

@@ -12,12 +12,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"cairn.dev/cairn/render"
 )
 
 // errInstancesFailed makes the process exit with code 2.
 var errInstancesFailed = errors.New("one or more instances failed")
 
 func main() {
+	// A render worker is this binary started again by its own Renderer.
+	render.ServeWorkerIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCommand().ExecuteContext(ctx)

@@ -1,0 +1,336 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// workerStartTimeout bounds the start of a worker process, within the
+// render's own deadline.
+const workerStartTimeout = 30 * time.Second
+
+// workerPool keeps the render worker processes of a Renderer: at most size
+// at once, started on demand, reused by one render after another, and
+// replaced when they die or are killed.
+type workerPool struct {
+	tokens chan *workerProc // one per place in the pool: its idle worker, or nil
+	sent   atomic.Int64     // modules sent to workers to prepare
+
+	mu   sync.Mutex
+	live map[*workerProc]struct{}
+}
+
+func newWorkerPool(size int) *workerPool {
+	p := &workerPool{tokens: make(chan *workerProc, size), live: map[*workerProc]struct{}{}}
+	for range size {
+		p.tokens <- nil
+	}
+	return p
+}
+
+// acquire returns an idle worker, or starts one in a free place, waiting
+// for a place within ctx.
+func (p *workerPool) acquire(ctx context.Context) (*workerProc, error) {
+	select {
+	case w := <-p.tokens:
+		if w != nil && !w.exited() {
+			return w, nil
+		}
+		p.forget(w)
+		w, err := p.start(ctx)
+		if err != nil {
+			p.tokens <- nil
+			return nil, err
+		}
+		return w, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// release gives the worker's place back: with the worker when it can serve
+// another render, else after killing it.
+func (p *workerPool) release(w *workerProc, keep bool) {
+	if !keep {
+		w.kill()
+		p.forget(w)
+		w = nil
+	}
+	p.tokens <- w
+}
+
+func (p *workerPool) forget(w *workerProc) {
+	if w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.live, w)
+}
+
+// pids returns the process IDs of the live workers.
+func (p *workerPool) pids() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	for w := range p.live {
+		out = append(out, w.cmd.Process.Pid)
+	}
+	return out
+}
+
+// close kills every worker; renders running in them fail.
+func (p *workerPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w := range p.live {
+		w.kill()
+	}
+}
+
+// start starts a worker: a re-execution of the running binary
+// (os.Executable) that serves renders (ServeWorkerIfRequested). This is
+// cairn running itself, not another program: CUE evaluation can be neither
+// interrupted nor bounded in memory in-process, and a process can be killed.
+// The worker's environment holds nothing but the request to serve; it gets
+// everything a render needs (files, values, pins) over its stdin.
+func (p *workerPool) start(ctx context.Context) (*workerProc, error) {
+	if os.Getenv(workerEnv) != "" {
+		return nil, newError(ReasonRenderFailed, "this process was started as a render worker but does not serve renders: call render.ServeWorkerIfRequested first in main (or TestMain)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, newError(ReasonRenderFailed, "failed to find the executable to start a render worker: %w", err)
+	}
+	w, err := startWorker(exe)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.waitReady(ctx); err != nil {
+		w.kill()
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live[w] = struct{}{}
+	return w, nil
+}
+
+// workerProc is one worker process, seen from the parent.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	enc    *json.Encoder
+	stderr *headBuffer
+
+	msgs    chan workerMessage // closed once the process has exited
+	killed  chan struct{}
+	kill1   sync.Once
+	gone    chan struct{}
+	waitErr error
+}
+
+func startWorker(exe string) (*workerProc, error) {
+	cmd := exec.Command(exe)
+	cmd.Env = []string{workerEnv + "=1"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, newError(ReasonRenderFailed, "failed to start a render worker: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, newError(ReasonRenderFailed, "failed to start a render worker: %w", err)
+	}
+	w := &workerProc{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), stderr: &headBuffer{max: 4 << 10},
+		msgs: make(chan workerMessage), killed: make(chan struct{}), gone: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, newError(ReasonRenderFailed, "failed to start a render worker: %w", err)
+	}
+	go w.read(stdout)
+	return w, nil
+}
+
+// read passes the worker's messages on until its output ends, then reaps it.
+func (w *workerProc) read(r io.Reader) {
+	dec := json.NewDecoder(r)
+	for {
+		var m workerMessage
+		if err := dec.Decode(&m); err != nil {
+			break
+		}
+		select {
+		case w.msgs <- m:
+		case <-w.killed:
+		}
+	}
+	w.kill() // output that is not the protocol ends the worker too
+	w.waitErr = w.cmd.Wait()
+	close(w.gone)
+	close(w.msgs)
+}
+
+func (w *workerProc) waitReady(ctx context.Context) error {
+	timer := time.NewTimer(workerStartTimeout)
+	defer timer.Stop()
+	select {
+	case m, ok := <-w.msgs:
+		if ok && m.Ready {
+			return nil
+		}
+		<-w.gone
+		return newError(ReasonRenderFailed, "render worker did not start (%s): the executable must call render.ServeWorkerIfRequested first in main (or TestMain)", w.exitDescription())
+	case <-timer.C:
+		return newError(ReasonRenderFailed, "render worker did not start within %s", workerStartTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *workerProc) kill() {
+	w.kill1.Do(func() {
+		close(w.killed)
+		_ = w.cmd.Process.Kill()
+		_ = w.stdin.Close()
+	})
+}
+
+func (w *workerProc) exited() bool {
+	select {
+	case <-w.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// workerHandler answers a worker's questions during one render.
+type workerHandler interface {
+	module() (*workerModule, error)
+	modFile(mv string) ([]byte, error)
+}
+
+// call runs job in the worker. keep reports whether the worker can serve
+// another render (it cannot after a deadline, a cancellation or its death).
+func (w *workerProc) call(ctx context.Context, job *workerJob, h workerHandler) (*workerResult, bool, error) {
+	if err := w.enc.Encode(workerMessage{Render: job}); err != nil {
+		return nil, false, w.died(job)
+	}
+	for {
+		select {
+		case m, ok := <-w.msgs:
+			if !ok {
+				return nil, false, w.died(job)
+			}
+			if res, done, err := w.answer(m, h); done {
+				return res, true, err
+			} else if err != nil {
+				return nil, false, w.died(job)
+			}
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// answer handles one message of the worker: done when it ends the render
+// (with its result or error); an error alone when the worker could not be
+// written to.
+func (w *workerProc) answer(m workerMessage, h workerHandler) (*workerResult, bool, error) {
+	switch {
+	case m.Result != nil:
+		return m.Result, true, nil
+	case m.Error != nil:
+		return nil, true, m.Error.toError()
+	case m.Need:
+		mod, err := h.module()
+		if err != nil {
+			return nil, true, errors.Join(err, w.enc.Encode(workerMessage{Abort: true}))
+		}
+		return nil, false, w.enc.Encode(workerMessage{Module: mod})
+	case m.ModFile != "":
+		data, err := h.modFile(m.ModFile)
+		if err != nil {
+			return nil, false, w.enc.Encode(workerMessage{Error: toWorkerError(err)})
+		}
+		return nil, false, w.enc.Encode(workerMessage{ModFileData: data})
+	}
+	return nil, false, nil
+}
+
+// died explains the end of a worker during a render: over its memory budget
+// (LimitExceeded), or another crash, which fails only this render.
+func (w *workerProc) died(job *workerJob) error {
+	w.kill()
+	<-w.gone
+	if w.exitCode() == exitOverBudget {
+		return newError(ReasonLimitExceeded, "render exceeded its memory budget of %s: its worker process was stopped", formatBytes(job.Limits.Memory))
+	}
+	return newError(ReasonRenderFailed, "render worker exited unexpectedly (%s)", w.exitDescription())
+}
+
+func (w *workerProc) exitCode() int {
+	var exit *exec.ExitError
+	if errors.As(w.waitErr, &exit) {
+		return exit.ExitCode()
+	}
+	return -1
+}
+
+// exitDescription is the exit status and, for a fatal runtime error (a stack
+// overflow, say), its one-line message; nothing else of the worker's output,
+// which could quote values.
+func (w *workerProc) exitDescription() string {
+	desc := "exit status unknown"
+	if w.waitErr != nil {
+		desc = w.waitErr.Error()
+	} else if w.cmd.ProcessState != nil {
+		desc = w.cmd.ProcessState.String()
+	}
+	for _, line := range strings.Split(w.stderr.String(), "\n") {
+		if strings.HasPrefix(line, "fatal error: ") {
+			return desc + ": " + line
+		}
+	}
+	return desc
+}
+
+// formatBytes is n in MiB when it is a whole number of them.
+func formatBytes(n int64) string {
+	if n > 0 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (b *headBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,147 @@
+package render
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// workerRequest is a request of a test module with a memory budget.
+func workerRequest(dir string, memory int64, timeout time.Duration) Request {
+	return Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: dir,
+		Limits: Limits{Memory: memory, Timeout: timeout}}
+}
+
+// processGone reports whether the process pid has ended and been reaped.
+func processGone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+// TestWorkerMemoryBudget: a module whose value doubles at each level fails
+// with LimitExceeded naming the budget, well within its deadline; this
+// process stays far below the explosion, and the next render gets a new
+// worker.
+func TestWorkerMemoryBudget(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
+	defer r.Close()
+
+	start := time.Now()
+	_, err := r.Render(context.Background(), workerRequest("modules/explode", 128<<20, time.Minute))
+	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded), "error: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("render exceeded its memory budget of 128 MiB"))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	g.Expect(ms.HeapAlloc).To(BeNumerically("<", 128<<20), "the test process holds the explosion")
+
+	res, err := r.Render(context.Background(), workerRequest("modules/nomodfile", 128<<20, time.Minute))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Objects).NotTo(BeEmpty())
+}
+
+// TestWorkerKilledAtDeadline: a render that passes its deadline returns
+// RenderTimeout and its worker process is killed, not abandoned; the next
+// render starts another.
+func TestWorkerKilledAtDeadline(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
+	defer r.Close()
+	_, err := r.Render(context.Background(), workerRequest("modules/nomodfile", 0, time.Minute))
+	g.Expect(err).NotTo(HaveOccurred())
+	pids := r.pool.pids()
+	g.Expect(pids).To(HaveLen(1))
+
+	_, err = r.Render(context.Background(), workerRequest("modules/slow", 0, 300*time.Millisecond))
+	g.Expect(Reason(err)).To(Equal(ReasonRenderTimeout))
+	g.Expect(err.Error()).To(ContainSubstring("timeout 300ms"))
+	g.Eventually(func() bool { return processGone(pids[0]) }).WithTimeout(5 * time.Second).Should(BeTrue())
+
+	_, err = r.Render(context.Background(), workerRequest("modules/nomodfile", 0, time.Minute))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.pool.pids()).To(HaveLen(1))
+	g.Expect(r.pool.pids()).NotTo(ContainElement(pids[0]))
+}
+
+// TestWorkerReused: renders run one after another in the same worker, which
+// keeps the module prepared: it is sent to the worker once, and again only
+// when its files change.
+func TestWorkerReused(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
+	defer r.Close()
+	first, err := renderLocal(t, r, testRepo, "modules/basic", `{"replicas": 2}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	pids := r.pool.pids()
+	for _, values := range []string{`{"replicas": 3}`, `{"replicas": 2}`} {
+		res, err := renderLocal(t, r, testRepo, "modules/basic", values)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.pool.pids()).To(Equal(pids), "the worker is reused")
+		if values == `{"replicas": 2}` {
+			g.Expect(res.Digest).To(Equal(first.Digest))
+		}
+	}
+	g.Expect(r.pool.sent.Load()).To(Equal(int64(1)), "the worker keeps the module prepared")
+
+	_, err = renderLocal(t, r, testRepo, "modules/nomodfile", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.pool.sent.Load()).To(Equal(int64(2)))
+}
+
+// TestWorkerDeathFailsOnlyItsRender: a worker killed from outside in the
+// middle of a render fails that render with RenderFailed; a render in the
+// other worker finishes, and the pool replaces the dead one.
+func TestWorkerDeathFailsOnlyItsRender(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 2})
+	defer r.Close()
+	var wg sync.WaitGroup
+	var slowErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, slowErr = r.Render(context.Background(), workerRequest("modules/slow", 0, time.Minute))
+	}()
+	g.Eventually(r.pool.pids).WithTimeout(30 * time.Second).Should(HaveLen(1))
+	victim := r.pool.pids()[0]
+	time.Sleep(200 * time.Millisecond) // the slow module is evaluating
+	res, err := renderLocal(t, r, testRepo, "modules/nomodfile", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Objects).NotTo(BeEmpty())
+
+	g.Expect(syscall.Kill(victim, syscall.SIGKILL)).To(Succeed())
+	wg.Wait()
+	g.Expect(Reason(slowErr)).To(Equal(ReasonRenderFailed))
+	g.Expect(slowErr.Error()).To(ContainSubstring("render worker exited unexpectedly (signal: killed)"))
+
+	for range 3 {
+		_, err := renderLocal(t, r, testRepo, "modules/nomodfile", "")
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(r.pool.pids()).NotTo(ContainElement(victim))
+}
+
+// TestWorkerSameResultAsInProcess: a render in a worker gives the objects,
+// digest, module digest and warnings of an in-process render, and the same
+// error with its position.
+func TestWorkerSameResultAsInProcess(t *testing.T) {
+	g := NewWithT(t)
+	w := NewRenderer()
+	defer w.Close()
+	in := newInProcessRenderer()
+	for _, dir := range []string{"modules/basic", "modules/syntax", "modules/notconcrete", "modules/crd"} {
+		got, gotErr := renderLocal(t, w, testRepo, dir, "")
+		want, wantErr := renderLocal(t, in, testRepo, dir, "")
+		if wantErr != nil {
+			g.Expect(gotErr).To(HaveOccurred(), dir)
+			g.Expect(gotErr.Error()).To(Equal(wantErr.Error()), dir)
+			g.Expect(Reason(gotErr)).To(Equal(Reason(wantErr)), dir)
+			continue
+		}
+		g.Expect(gotErr).NotTo(HaveOccurred(), dir)
+		g.Expect(got).To(Equal(want), dir)
+	}
+}
