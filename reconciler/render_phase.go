@@ -82,8 +82,11 @@ func renderFailure(key string, err error) *Failure {
 	}
 	reason := renderReason(err)
 	err = fmt.Errorf("failed to render %s: %w", key, err)
-	if reason == render.ReasonFetchFailed {
+	switch reason {
+	case render.ReasonFetchFailed:
 		return transient(reason, err)
+	case render.ReasonLimitExceeded:
+		return stalled(cairnv1.ReasonLimitExceeded, err)
 	}
 	return stalled(reason, err)
 }
@@ -100,7 +103,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	p := set.Platform
 	req := render.Request{
 		Name: mi.Name, Namespace: mi.Namespace, Source: root,
-		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: opts.RenderLimits,
+		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: renderLimits(set, mi, opts),
 	}
 	if mi.Spec.Values != nil {
 		req.Values = mi.Spec.Values.Raw
@@ -126,6 +129,15 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 			"%s: module needs one of cue, chart or local", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil
+}
+
+// renderLimits are the engine's render limits with the memory budget and the module
+// cap of mi's Platform limits, tightened by its tenant's.
+func renderLimits(set *declarations.Set, mi *cairnv1.ModuleInstance, opts Options) render.Limits {
+	l := opts.RenderLimits
+	eff := set.Platform.Spec.Effective(set.Tenant(mi.Namespace, mi.Name))
+	l.Memory, l.MaxModuleBytes = eff.RenderMemory, eff.MaxModuleBytes
+	return l
 }
 
 // moduleID identifies the module source of r for the render cache: the digest of a

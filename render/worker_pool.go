@@ -274,7 +274,7 @@ func (w *workerProc) died(job *workerJob) error {
 	w.kill()
 	<-w.gone
 	if w.exitCode() == exitOverBudget {
-		return newError(ReasonLimitExceeded, "render exceeded its memory budget of %s: its worker process was stopped", formatBytes(job.Limits.Memory))
+		return newError(ReasonLimitExceeded, "render exceeded its memory budget (renderMemory) of %s: its worker process was stopped", formatBytes(job.Limits.Memory))
 	}
 	return newError(ReasonRenderFailed, "render worker exited unexpectedly (%s)", w.exitDescription())
 }

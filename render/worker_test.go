@@ -32,7 +32,7 @@ func TestWorkerMemoryBudget(t *testing.T) {
 	start := time.Now()
 	_, err := r.Render(context.Background(), workerRequest("modules/explode", 128<<20, time.Minute))
 	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded), "error: %v", err)
-	g.Expect(err.Error()).To(ContainSubstring("render exceeded its memory budget of 128 MiB"))
+	g.Expect(err.Error()).To(ContainSubstring("render exceeded its memory budget (renderMemory) of 128 MiB"))
 	g.Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second))
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

@@ -39,6 +39,9 @@ const (
 	// ReasonInterrupted is a sync stopped before it ended (SIGTERM, a lost sync
 	// Lease): transient, the next sync resumes it.
 	ReasonInterrupted = "Interrupted"
+	// ReasonLimitExceeded: a render passed a limit of the Platform or its tenant
+	// (renderMemory, maxModuleBytes) or of the engine (objects, bytes).
+	ReasonLimitExceeded = "LimitExceeded"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.
