@@ -74,8 +74,10 @@ func (h *holder) run(ctx context.Context) error {
 	}
 	<-h.acquired
 	<-h.done
-	h.opts.Log.Info("released the sync Lease", "lease", h.opts.Namespace+"/"+Name, "identity", h.lock.Identity())
-	if h.lost && h.err != nil {
+	if !h.lost {
+		h.opts.Log.Info("released the sync Lease", "lease", h.opts.Namespace+"/"+Name, "identity", h.lock.Identity())
+	}
+	if h.lost && h.err != nil && !errors.Is(h.err, ErrLost) {
 		return fmt.Errorf("%w: %w", ErrLost, h.err)
 	}
 	if h.lost {

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -55,4 +58,36 @@ func TestSIGTERMMidSyncIsInterrupted(t *testing.T) {
 	e.g.Expect(p.Status.LastAttemptedRevision).To(Equal(st.sha))
 	e.g.Expect(p.Status.LastSyncedRevision).To(BeEmpty(), "an interrupted sync does not count as synced")
 	e.g.Expect(e.syncLease().Spec.HolderIdentity).To(HaveValue(BeEmpty()), "the Lease is freed at exit")
+}
+
+// TestLostLeaseStopsTheSync: another holder takes the Lease while a sync waits on
+// health; the sync cannot renew it, so it stops within the renew deadline rather
+// than go on unguarded, recording the instance as Interrupted, and leaves the Lease
+// to its new holder.
+func TestLostLeaseStopsTheSync(t *testing.T) {
+	e := newEnv(t)
+	e.deleteNamespacesAtEnd(e.ns)
+	st := e.startStuckSync(t)
+	e.g.Eventually(st.proc.out.String, 30*time.Second, 50*time.Millisecond).Should(ContainSubstring("wait " + e.ns + "/stuck"))
+
+	l := e.syncLease()
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = ptr.To("thief_0"), &now, ptr.To[int32](3600)
+	e.g.Expect(e.c.Update(e.ctx, l)).To(Succeed())
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), l) }) // the thief never lets go
+	begin := time.Now()
+	select {
+	case <-st.proc.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the sync went on for 30s without the Lease:\n%s", st.proc)
+	}
+	out := st.proc.out.String()
+	t.Logf("stopped %s after losing the Lease:\n%s", time.Since(begin).Round(time.Millisecond), indent(out))
+	e.g.Expect(time.Since(begin)).To(BeNumerically("<", 15*time.Second), "within the renew deadline (10s)")
+	e.g.Expect(st.proc.cmd.ProcessState.ExitCode()).To(Equal(1))
+	e.g.Expect(out).To(ContainSubstring("Error: lost the sync Lease: the sync stopped"))
+	e.g.Expect(out).NotTo(ContainSubstring("released the sync Lease"), "it was not its to release")
+	e.g.Expect(out).To(ContainSubstring(e.ns + "/stuck was interrupted (lost the sync Lease"))
+	e.g.Expect(conditions.GetReason(e.instance(e.ns, "stuck"), "Ready")).To(Equal(cairnv1.ReasonInterrupted))
+	e.g.Expect(e.syncLease().Spec.HolderIdentity).To(HaveValue(Equal("thief_0")), "the new holder keeps it")
 }
