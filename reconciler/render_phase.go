@@ -48,7 +48,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	var cached bool
 	var err error
 	if r.chart != nil {
-		res, cached, err = renderChart(ctx, s.e.cache, r.chart, req)
+		res, cached, err = renderChart(ctx, s.e.renderer, s.e.cache, r.chart, req)
 	} else {
 		res, cached, err = s.e.renderCached(ctx, req, s.moduleID(r))
 	}

@@ -120,9 +120,16 @@ func (c *chartInput) display() string {
 	return "oci://" + c.ref.host + "/" + c.ref.repo + "@" + c.digest
 }
 
-// renderChart pulls the verified chart by digest and renders it, through the render
-// cache (keyed by the chart digest) when one is given.
-func renderChart(ctx context.Context, cache *renderCache, chart *chartInput, req render.Request) (*render.Result, bool, error) {
+// chartRenderer is a Renderer that also renders charts (render.Renderer, in its
+// worker processes).
+type chartRenderer interface {
+	RenderChart(ctx context.Context, req render.ChartRequest) (*render.Result, error)
+}
+
+// renderChart pulls the verified chart by digest and renders it with renderer when
+// it renders charts (else in this process), through the render cache (keyed by the
+// chart digest) when one is given.
+func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request) (*render.Result, bool, error) {
 	key := cacheKey(req, "chart:"+chart.display())
 	if cache != nil {
 		if res := cache.get(key); res != nil {
@@ -133,10 +140,16 @@ func renderChart(ctx context.Context, cache *renderCache, chart *chartInput, req
 	if err != nil {
 		return nil, false, artifactFailure(err)
 	}
-	res, err := render.RenderChart(ctx, render.ChartRequest{
+	chartReq := render.ChartRequest{
 		Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
 		Digest: chart.digest, Values: req.Values, Limits: req.Limits,
-	})
+	}
+	var res *render.Result
+	if cr, ok := renderer.(chartRenderer); ok {
+		res, err = cr.RenderChart(ctx, chartReq) // in the renderer's worker processes
+	} else {
+		res, err = render.RenderChart(ctx, chartReq)
+	}
 	if err != nil {
 		return nil, false, err
 	}

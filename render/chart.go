@@ -122,8 +122,9 @@ type ChartRequest struct {
 // Templates cannot be interrupted, so each render runs in its own goroutine,
 // which runs on past the deadline until it ends; at most max(4, GOMAXPROCS)
 // such goroutines exist at once, and a render waits for one within its
-// deadline. As for CUE, the limits bound the result, not the memory that
-// templates use while they run.
+// deadline. The limits bound the result, not the memory that templates use
+// while they run: Renderer.RenderChart renders in a worker process, which
+// has a memory budget and is killed at the deadline.
 //
 // Errors are *Error values whose message starts with "chart <req.Chart>: ".
 func RenderChart(ctx context.Context, req ChartRequest) (*Result, error) {

@@ -49,7 +49,9 @@
 // RenderChart renders an OCI Helm chart archive (pulled by digest and
 // verified by the caller) with the Helm SDK, hermetic and bounded; its doc
 // comment is the chart contract. Its output is ordered, namespaced and
-// digested exactly like a CUE module's.
+// digested exactly like a CUE module's. Renderer.RenderChart renders the same
+// in one of the Renderer's worker processes, within the memory budget and
+// killed at the deadline.
 //
 // # Catalogs
 //

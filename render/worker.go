@@ -77,6 +77,12 @@ func serveWorker(in io.Reader, out io.Writer) error {
 			}
 			return fmt.Errorf("failed to read a request: %w", err)
 		}
+		if msg.Chart != nil {
+			if err := s.out.Encode(s.recovered(func() workerMessage { return s.serveChart(msg.Chart) })); err != nil {
+				return fmt.Errorf("failed to write a result: %w", err)
+			}
+			continue
+		}
 		if msg.Render == nil {
 			continue // an abort or answer that came too late
 		}
@@ -93,7 +99,7 @@ func serveWorker(in io.Reader, out io.Writer) error {
 // serve renders one job under its memory budget; there is no reply to a
 // render the parent aborted.
 func (s *workerServer) serve(job *workerJob) (reply workerMessage, ok bool) {
-	s.startBudget(job)
+	s.startBudget(job.Limits.Memory, job.MaxPrepared, job.MaxPreparedBytes)
 	defer s.budget.Store(0)
 	defer func() {
 		if p := recover(); p != nil {
@@ -130,6 +136,16 @@ func (s *workerServer) evaluate(job *workerJob) (evaluated, error) {
 		s.contexts.put(c, time.Since(start))
 	}
 	return evaluated{objs, p.digest, p.warnings}, err
+}
+
+// recovered is fn's reply, or an error reply when it panics.
+func (s *workerServer) recovered(fn func() workerMessage) (reply workerMessage) {
+	defer func() {
+		if p := recover(); p != nil {
+			reply = workerMessage{Error: toWorkerError(newError(ReasonRenderFailed, "rendering panicked: %v", p))}
+		}
+	}()
+	return fn()
 }
 
 // errAborted ends a render whose module the parent could not provide.
@@ -173,12 +189,15 @@ func (s *workerServer) askModFile(mv module.Version) (*modfile.File, error) {
 // startBudget sets the budget of the next render: the garbage collector is
 // asked to keep the process within three quarters of it, and the prepared
 // modules kept are trimmed to the Renderer's bounds and a quarter of it.
-func (s *workerServer) startBudget(job *workerJob) {
-	budget := job.Limits.Memory
+func (s *workerServer) startBudget(budget int64, maxPrepared int, maxPreparedBytes int64) {
 	if budget <= 0 {
 		budget = DefaultLimits().Memory
 	}
-	s.prepared.resize(job.MaxPrepared, min(job.MaxPreparedBytes, budget/4))
+	if maxPrepared != 0 {
+		s.prepared.resize(maxPrepared, min(maxPreparedBytes, budget/4))
+	} else {
+		s.prepared.resize(s.prepared.maxEntries, min(s.prepared.maxBytes, budget/4))
+	}
 	debug.SetMemoryLimit(budget / 4 * 3)
 	s.budget.Store(budget)
 }

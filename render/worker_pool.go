@@ -220,61 +220,63 @@ type workerHandler interface {
 	modFile(mv string) ([]byte, error)
 }
 
-// call runs job in the worker. keep reports whether the worker can serve
-// another render (it cannot after a deadline, a cancellation or its death).
-func (w *workerProc) call(ctx context.Context, job *workerJob, h workerHandler) (*workerResult, bool, error) {
-	if err := w.enc.Encode(workerMessage{Render: job}); err != nil {
-		return nil, false, w.died(job)
+// call sends a render (job or chart) to the worker and returns the message
+// that ends it: a result or an error. keep reports whether the worker can
+// serve another render (it cannot after a deadline, a cancellation or its
+// death). memory is the render's budget, for the error of a worker over it.
+func (w *workerProc) call(ctx context.Context, req workerMessage, memory int64, h workerHandler) (workerMessage, bool, error) {
+	if err := w.enc.Encode(req); err != nil {
+		return workerMessage{}, false, w.died(memory)
 	}
 	for {
 		select {
 		case m, ok := <-w.msgs:
 			if !ok {
-				return nil, false, w.died(job)
+				return workerMessage{}, false, w.died(memory)
 			}
-			if res, done, err := w.answer(m, h); done {
-				return res, true, err
+			if done, err := w.answer(m, h); done {
+				return m, true, err
 			} else if err != nil {
-				return nil, false, w.died(job)
+				return workerMessage{}, false, w.died(memory)
 			}
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return workerMessage{}, false, ctx.Err()
 		}
 	}
 }
 
 // answer handles one message of the worker: done when it ends the render
-// (with its result or error); an error alone when the worker could not be
-// written to.
-func (w *workerProc) answer(m workerMessage, h workerHandler) (*workerResult, bool, error) {
+// (a result, or an error returned as such); an error alone when the worker
+// could not be written to.
+func (w *workerProc) answer(m workerMessage, h workerHandler) (bool, error) {
 	switch {
-	case m.Result != nil:
-		return m.Result, true, nil
+	case m.Result != nil || m.ChartResult != nil:
+		return true, nil
 	case m.Error != nil:
-		return nil, true, m.Error.toError()
-	case m.Need:
+		return true, m.Error.toError()
+	case m.Need && h != nil:
 		mod, err := h.module()
 		if err != nil {
-			return nil, true, errors.Join(err, w.enc.Encode(workerMessage{Abort: true}))
+			return true, errors.Join(err, w.enc.Encode(workerMessage{Abort: true}))
 		}
-		return nil, false, w.enc.Encode(workerMessage{Module: mod})
-	case m.ModFile != "":
+		return false, w.enc.Encode(workerMessage{Module: mod})
+	case m.ModFile != "" && h != nil:
 		data, err := h.modFile(m.ModFile)
 		if err != nil {
-			return nil, false, w.enc.Encode(workerMessage{Error: toWorkerError(err)})
+			return false, w.enc.Encode(workerMessage{Error: toWorkerError(err)})
 		}
-		return nil, false, w.enc.Encode(workerMessage{ModFileData: data})
+		return false, w.enc.Encode(workerMessage{ModFileData: data})
 	}
-	return nil, false, nil
+	return false, nil
 }
 
 // died explains the end of a worker during a render: over its memory budget
 // (LimitExceeded), or another crash, which fails only this render.
-func (w *workerProc) died(job *workerJob) error {
+func (w *workerProc) died(memory int64) error {
 	w.kill()
 	<-w.gone
 	if w.exitCode() == exitOverBudget {
-		return newError(ReasonLimitExceeded, "render exceeded its memory budget (renderMemory) of %s: its worker process was stopped", formatBytes(job.Limits.Memory))
+		return newError(ReasonLimitExceeded, "render exceeded its memory budget (renderMemory) of %s: its worker process was stopped", formatBytes(memory))
 	}
 	return newError(ReasonRenderFailed, "render worker exited unexpectedly (%s)", w.exitDescription())
 }

@@ -24,6 +24,9 @@ import (
 //	parent: {"modFileData":"..."} or {"error":{..}} its contents, or why not
 //	worker: {"result":{...}} or {"error":{...}}     the end of the render
 //
+//	parent: {"chart":{...}}                         a chart render (ChartRequest)
+//	worker: {"chartResult":{...}} or {"error":{...}}
+//
 // A worker serves one render at a time and outlives it.
 type workerMessage struct {
 	Ready       bool          `json:"ready,omitempty"`
@@ -34,6 +37,8 @@ type workerMessage struct {
 	ModFile     string        `json:"modFile,omitempty"`
 	ModFileData []byte        `json:"modFileData,omitempty"`
 	Result      *workerResult `json:"result,omitempty"`
+	Chart       *ChartRequest `json:"chart,omitempty"`
+	ChartResult *chartResult  `json:"chartResult,omitempty"`
 	Error       *workerError  `json:"error,omitempty"`
 }
 

@@ -22,15 +22,17 @@ func (r *Renderer) renderInWorker(ctx context.Context, req Request, limits Limit
 	job := &workerJob{Key: key.id(), Name: req.Name, Namespace: req.Namespace, Values: req.Values, Limits: limits,
 		MaxPrepared: r.opts.MaxPreparedModules, MaxPreparedBytes: r.opts.MaxPreparedBytes}
 	h := &moduleHandler{r: r, ctx: ctx, req: req, limits: limits, local: local, pins: pins}
-	res, keep, err := w.call(ctx, job, h)
+	m, keep, err := w.call(ctx, workerMessage{Render: job}, limits.Memory, h)
 	r.pool.release(w, keep)
 	switch {
 	case err != nil && !keep && ctx.Err() != nil:
 		return evaluated{}, timeoutError(ctx, limits, "during CUE evaluation (its worker process was stopped)")
 	case err != nil:
 		return evaluated{}, err
+	case m.Result == nil:
+		return evaluated{}, newError(ReasonRenderFailed, "render worker answered a CUE render with no result")
 	}
-	return res.evaluated(), nil
+	return m.Result.evaluated(), nil
 }
 
 // moduleHandler answers a worker's questions about the module of one render.
