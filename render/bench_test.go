@@ -63,3 +63,29 @@ func renderBench(b *testing.B, r *Renderer) {
 		b.Fatalf("rendered %d objects, want 5", len(res.Objects))
 	}
 }
+
+// BenchmarkRenderTiny renders a module of one ConfigMap in a worker that has
+// it prepared: mostly the fixed cost of the worker protocol.
+func BenchmarkRenderTiny(b *testing.B) {
+	r := NewRenderer()
+	defer r.Close()
+	benchTiny(b, r)
+}
+
+// BenchmarkRenderTinyInProcess is BenchmarkRenderTiny in this process.
+func BenchmarkRenderTinyInProcess(b *testing.B) {
+	benchTiny(b, newInProcessRenderer())
+}
+
+func benchTiny(b *testing.B, r *Renderer) {
+	req := Request{Name: "web", Namespace: "team-a", Source: testRepo, LocalPath: "modules/nomodfile"}
+	if _, err := r.Render(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Render(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

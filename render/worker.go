@@ -205,10 +205,16 @@ func (s *workerServer) startBudget(budget int64, maxPrepared int, maxPreparedByt
 // watchMemory ends the process, with exitOverBudget, as soon as its memory
 // (what the Go runtime holds from the system: heap, stacks and runtime
 // structures; what debug.SetMemoryLimit bounds) passes the budget of the
-// render being served. CUE evaluation cannot be stopped from within.
+// render being served. CUE evaluation cannot be stopped from within. It also
+// ends the process when its parent is gone, even in the middle of a render.
 func (s *workerServer) watchMemory() {
 	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	for range time.Tick(memoryPoll) {
+	parent := os.Getppid()
+	for tick := 0; ; tick++ {
+		time.Sleep(memoryPoll)
+		if tick%50 == 0 && os.Getppid() != parent {
+			os.Exit(1) // the parent died; the worker was given to another
+		}
 		budget := s.budget.Load()
 		if budget == 0 {
 			continue

@@ -1,8 +1,13 @@
 package render
 
 import (
+	"bufio"
 	"context"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,8 +22,15 @@ func workerRequest(dir string, memory int64, timeout time.Duration) Request {
 		Limits: Limits{Memory: memory, Timeout: timeout}}
 }
 
-// processGone reports whether the process pid has ended and been reaped.
-func processGone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+// processGone reports whether the process pid has ended (reaped, or a zombie
+// left to whoever adopted it).
+func processGone(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && strings.Contains(string(stat), ") Z ")
+}
 
 // TestWorkerMemoryBudget: a module whose value doubles at each level fails
 // with LimitExceeded naming the budget, well within its deadline; this
@@ -144,4 +156,24 @@ func TestWorkerSameResultAsInProcess(t *testing.T) {
 		g.Expect(gotErr).NotTo(HaveOccurred(), dir)
 		g.Expect(got).To(Equal(want), dir)
 	}
+}
+
+// TestWorkerEndsWithItsParent: a worker whose parent is killed in the middle of
+// a render ends too, instead of evaluating on.
+func TestWorkerEndsWithItsParent(t *testing.T) {
+	g := NewWithT(t)
+	parent := exec.Command(os.Args[0])
+	parent.Env = append(os.Environ(), parentEnv+"=1")
+	out, err := parent.StdoutPipe()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(parent.Start()).To(Succeed())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	g.Expect(err).NotTo(HaveOccurred())
+	worker, err := strconv.Atoi(strings.TrimSpace(line))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(processGone(worker)).To(BeFalse())
+
+	g.Expect(parent.Process.Kill()).To(Succeed())
+	_ = parent.Wait()
+	g.Eventually(func() bool { return processGone(worker) }).WithTimeout(5 * time.Second).Should(BeTrue())
 }
