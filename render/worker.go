@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/mod/modfile"
@@ -54,7 +53,22 @@ type workerServer struct {
 	out      *json.Encoder
 	prepared *preparedCache
 	contexts *contextPool
-	budget   atomic.Int64 // of the render being served; 0 between renders
+	budget   renderBudget // of the render being served; 0 between renders
+}
+
+// renderBudget is the memory budget of the render being served. The watcher
+// checks it under the lock, so that once a render has ended (its budget set to
+// 0, before its reply is written) no later exit is blamed on the next one.
+type renderBudget struct {
+	mu    sync.Mutex
+	bytes int64
+}
+
+// Store sets the budget (0: no render).
+func (b *renderBudget) Store(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bytes = n
 }
 
 // serveWorker serves renders until in ends.
@@ -215,23 +229,26 @@ func (s *workerServer) watchMemory() {
 		if tick%50 == 0 && os.Getppid() != parent {
 			os.Exit(1) // the parent died; the worker was given to another
 		}
-		budget := s.budget.Load()
-		if budget == 0 {
-			continue
-		}
-		metrics.Read(samples)
-		used := samples[0].Value.Uint64() - samples[1].Value.Uint64()
-		if used > uint64(budget) && budget < math.MaxInt64 {
-			overBudget(used, budget)
-		}
+		s.budget.check(samples)
 	}
 }
 
-var overBudgetOnce sync.Once
+// check exits, with exitOverBudget, when the process's memory passes the
+// budget of the render being served.
+func (b *renderBudget) check(samples []metrics.Sample) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bytes == 0 {
+		return
+	}
+	metrics.Read(samples)
+	used := samples[0].Value.Uint64() - samples[1].Value.Uint64()
+	if used > uint64(b.bytes) && b.bytes < math.MaxInt64 {
+		overBudget(used, b.bytes)
+	}
+}
 
 func overBudget(used uint64, budget int64) {
-	overBudgetOnce.Do(func() {
-		fmt.Fprintf(os.Stderr, "cairn render worker: memory %d bytes exceeds the render's budget of %d bytes\n", used, budget)
-		os.Exit(exitOverBudget)
-	})
+	fmt.Fprintf(os.Stderr, "cairn render worker: memory %d bytes exceeds the render's budget of %d bytes\n", used, budget)
+	os.Exit(exitOverBudget)
 }
