@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +57,7 @@ func deleteStageOf(u *unstructured.Unstructured) int {
 // DELETE is conditioned on the UID that was read, so an object re-created by someone
 // else meanwhile is never deleted. It returns what it did and the objects still
 // terminating (finalizers, Namespaces), which the caller waits for.
-func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key, uid string) (
+func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, ps *pruneSet) (
 	[]ssa.ChangeSetEntry, []*unstructured.Unstructured, error) {
 	var (
 		mu          sync.Mutex
@@ -64,7 +65,10 @@ func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.U
 		terminating []*unstructured.Unstructured
 	)
 	errs := forEachObject(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
-		action, live, err := deleteOne(ctx, c, u, key, uid)
+		action, live, err := deleteOne(ctx, c, u, ps.key, ps.uid)
+		if err != nil && neverApplied(ps, u, err) {
+			action, err = ssa.SkippedAction, nil
+		}
 		if err != nil {
 			return err
 		}
@@ -106,6 +110,17 @@ func forEachObject(objects []*unstructured.Unstructured, n int, fn func(*unstruc
 func changeSetEntry(u *unstructured.Unstructured, action ssa.Action) ssa.ChangeSetEntry {
 	return ssa.ChangeSetEntry{ObjMetadata: object.UnstructuredToObjMetadata(u),
 		GroupVersion: u.GroupVersionKind().GroupVersion().String(), Subject: ssautils.FmtUnstructured(u), Action: action}
+}
+
+// neverApplied reports whether err, met deleting u, only shows that u was never
+// applied: its inventory entry was recorded before the apply and no apply was
+// confirmed, and the kind is unknown or forbidden to the identity (a refused
+// instance), so there is nothing of it to delete.
+func neverApplied(ps *pruneSet, u *unstructured.Unstructured, err error) bool {
+	if e, ok := ps.stale[objectID(u)]; !ok || e.Hash != "" {
+		return false
+	}
+	return meta.IsNoMatchError(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err)
 }
 
 // deleteOne deletes one object if it is this instance's; it reports Deleted only for

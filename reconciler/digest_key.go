@@ -104,14 +104,6 @@ func (e *Engine) createDigestKey(ctx context.Context, ns string) ([]byte, error)
 	return s.Data[digestKeyField], nil
 }
 
-// namespace is cairn's namespace.
-func (e *Engine) namespace() string {
-	if e.opts.Namespace != "" {
-		return e.opts.Namespace
-	}
-	return DefaultNamespace
-}
-
 // keyedDigest is "hmac-sha256:<hex>" of the render's plain digest under key: it
 // changes whenever the render does, and cannot be recomputed from guessed objects
 // without the key.

@@ -24,6 +24,10 @@ type DriftReport struct {
 	Corrected int
 	// Rotated names the generated Secrets replaced because rotateAfter elapsed.
 	Rotated []string
+	// Foreign names the drifted objects that, on the live object, are no longer the
+	// instance's (relabelled to another instance or stripped of cairn's labels): a
+	// drift check leaves them alone.
+	Foreign []string
 	Err     error
 }
 
@@ -94,11 +98,12 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	drifted, err := driftedObjects(ctx, m, withoutAppliedJobs(r.objects, inv), live)
+	drifted, foreign, err := driftedObjects(ctx, m, withoutAppliedJobs(r.objects, inv), live)
 	if err != nil {
 		rep.Err = err
 		return rep
 	}
+	rep.Foreign = foreign
 	for _, u := range drifted {
 		rep.Drifted = append(rep.Drifted, describe(u))
 	}
@@ -117,22 +122,26 @@ func driftPolicy(mi *cairnv1.ModuleInstance) cairnv1.DriftPolicy {
 }
 
 // driftedObjects returns the rendered objects whose live state differs from what
-// cairn would apply, or that are missing.
+// cairn would apply, or that are missing, and, apart, those of them that the live
+// object no longer says are the instance's (see ownedBy): those are not corrected.
 func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	live *cairnv1.ModuleInstance) ([]*unstructured.Unstructured, error) {
+	live *cairnv1.ModuleInstance) (drifted []*unstructured.Unstructured, foreign []string, err error) {
 	opts := ssa.DefaultDiffOptions()
-	var out []*unstructured.Unstructured
+	key := cairnv1.InstanceKey(live.Namespace, live.Name)
 	for _, u := range objects {
 		setOwnerLabels(u, live)
-		entry, _, _, err := m.Diff(ctx, u, opts)
+		entry, existing, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
-			return nil, classify(cairnv1.ReasonApplyFailed, err)
+			return nil, nil, classify(cairnv1.ReasonApplyFailed, err)
 		}
-		if entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction {
-			out = append(out, u)
+		switch {
+		case entry.Action == ssa.ConfiguredAction && existing != nil && !ownedBy(existing, key, string(live.UID)):
+			foreign = append(foreign, describe(u))
+		case entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction:
+			drifted = append(drifted, u)
 		}
 	}
-	return out, nil
+	return drifted, foreign, nil
 }
 
 // actOnDrift corrects or reports the drift and records the Drifted condition;

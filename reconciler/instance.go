@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +126,12 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
+	if f := s.checkOwnership(ctx, r); f != nil {
+		return f
+	}
+	if len(r.adopted) > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("adopted %d existing object(s): %s", len(r.adopted), strings.Join(r.adopted, ", ")))
+	}
 	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
 	}
@@ -132,7 +139,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		return f
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := applyObjects(ctx, m, r.objects, r.oldInv, s.digestKey, s.timeout(r.mi))
+	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.timeout(r.mi))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
@@ -201,10 +208,31 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 }
 
 func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
-	if mi.Spec.ServiceAccountName != "" {
-		return mi.Spec.ServiceAccountName
+	return effectiveServiceAccount(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi)
+}
+
+// applyBaseline is the inventory whose hashes spare unchanged objects their apply:
+// the last one, or none when the instance now applies as another identity, so that
+// every object is applied again and the API server checks its RBAC again.
+func (s *syncRun) applyBaseline(r *instanceRun) inventory {
+	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == s.serviceAccount(r.mi) {
+		return r.oldInv
 	}
-	return s.platform.Spec.DefaultServiceAccount
+	out := make(inventory, len(r.oldInv))
+	for id, e := range r.oldInv {
+		e.Hash = "-" // applied (a Job that ran stays as it is), but not as this identity
+		out[id] = e
+	}
+	return out
+}
+
+// removalIdentity is what a removed instance deletes as: the identity it last
+// applied as, or, when it never applied, the one its last declaration gives.
+func (s *syncRun) removalIdentity(live *cairnv1.ModuleInstance) string {
+	if live.Status.LastAppliedRevision != "" {
+		return live.Status.ServiceAccount
+	}
+	return s.serviceAccount(live)
 }
 
 func waitEnabled(mi *cairnv1.ModuleInstance) bool {
@@ -252,6 +280,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			mi.Status.SourceDigest = s.sourceDigest(r)
 			mi.Status.ValuesDigest = digestJSON(mi.Spec.Values)
 			mi.Status.RenderDigest = r.rendered.Digest
+			mi.Status.ServiceAccount = s.serviceAccount(r.mi)
 			if r.published != nil {
 				mi.Status.Published = r.published
 			}

@@ -96,6 +96,9 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	// No cluster, so no cluster key: a key of this process keeps the digest opaque.
 	out.Objects, out.Digest, out.Warnings = res.Objects, keyedDigest(res, offlineKey()).Digest, res.Warnings
 	out.Generated = describeIDs(generatedInventory(mi))
-	out.Err = checkGeneratedSecrets(res.Objects, mi, set.Platform.Spec.Namespaces)
+	pl := newPlacement(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
+	if out.Err = pl.checkObjects(res.Objects); out.Err == nil {
+		out.Err = checkGeneratedSecrets(res.Objects, mi, pl)
+	}
 	return out
 }

@@ -49,6 +49,8 @@ type instanceRun struct {
 	// secretNote reports a rotation of an instance the revision does not affect.
 	secrets    []*secretDecl
 	secretNote string
+	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
+	adopted []string
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

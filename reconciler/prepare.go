@@ -13,15 +13,17 @@ import (
 
 // prepare labels the rendered objects of one instance as cairn's, fixes their
 // namespace by the scope of their kind (namespaced objects without one get the
-// instance's, cluster-scoped ones none), and checks the Platform's namespace policy.
+// instance's, cluster-scoped ones none), and checks that each may go where it is
+// placed (see placement).
 func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, mapper meta.RESTMapper,
-	policy cairnv1.NamespacePolicy) error {
+	pl placement) error {
 	crdScopes := render.CRDScopes(objects)
 	for _, u := range objects {
-		if err := setScope(u, mi.Namespace, mapper, crdScopes); err != nil {
+		namespaced, err := setScope(u, mi.Namespace, mapper, crdScopes)
+		if err != nil {
 			return err
 		}
-		if err := checkNamespace(u, policy); err != nil {
+		if err := pl.check(u, namespaced); err != nil {
 			return err
 		}
 		setOwnerLabels(u, mi)
@@ -43,13 +45,13 @@ func setOwnerLabels(u *unstructured.Unstructured, mi *cairnv1.ModuleInstance) {
 }
 
 func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMapper,
-	crds map[schema.GroupKind]bool) error {
+	crds map[schema.GroupKind]bool) (bool, error) {
 	gvk := u.GroupVersionKind()
 	namespaced, ok := crds[gvk.GroupKind()]
 	if !ok {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return stalled(cairnv1.ReasonApplyFailed,
+			return false, stalled(cairnv1.ReasonApplyFailed,
 				fmt.Errorf("%s: unknown kind %s: %w", describe(u), gvk.String(), err))
 		}
 		namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
@@ -60,19 +62,7 @@ func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMa
 	case u.GetNamespace() == "":
 		u.SetNamespace(namespace)
 	}
-	return nil
-}
-
-func checkNamespace(u *unstructured.Unstructured, policy cairnv1.NamespacePolicy) error {
-	ns := u.GetNamespace()
-	if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
-		ns = u.GetName()
-	}
-	if ns == "" || policy.Allows(ns) {
-		return nil
-	}
-	return stalled(cairnv1.ReasonNamespaceDenied,
-		fmt.Errorf("%s: namespace %q is not allowed by the Platform's namespace policy", describe(u), ns))
+	return namespaced, nil
 }
 
 // describe names an object the way kubectl does: Kind/namespace/name.

@@ -35,6 +35,9 @@ type InstancePlan struct {
 	Configure []string `json:"configure,omitempty"`
 	Unchanged int      `json:"unchanged,omitempty"`
 	Prune     []string `json:"prune,omitempty"`
+	// Adopt lists the existing objects no instance owns that the instance takes over
+	// (spec.adopt).
+	Adopt []string `json:"adopt,omitempty"`
 	// Orphan lists the objects a removed instance with prune: false leaves in place.
 	Orphan []string `json:"orphan,omitempty"`
 	// PruneVerdict says whether the guards would let the prune happen.
@@ -103,6 +106,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	s.plan()
 	s.renderAll(ctx)
 	s.checkPrunes(ctx)
+	s.claimShared()
 	for _, r := range s.runs {
 		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
 	}
@@ -143,6 +147,11 @@ func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action, ip.Reason, ip.Error = "Error", r.failure.Reason, r.failure.Error()
 		return ip
 	}
+	if f := s.checkOwnership(ctx, r); f != nil {
+		ip.Action, ip.Reason, ip.Error = "Error", f.Reason, f.Error()
+		return ip
+	}
+	ip.Adopt = r.adopted
 	ip.Action = "Update"
 	if r.live == nil {
 		ip.Action = "Create"

@@ -140,7 +140,7 @@ func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeo
 	}
 	all := ssa.NewChangeSet()
 	for _, stage := range deleteStages(objects) {
-		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s.key, s.uid)
+		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s)
 		all.Append(entries)
 		if err != nil {
 			return all, classify(cairnv1.ReasonPruneFailed, err)

@@ -26,7 +26,7 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	}
 	s.removedSets = map[string]removedSet{}
 	for _, live := range s.removed {
-		rs := s.removedPrune(ctx, live)
+		rs := s.removedPrune(ctx, live, desired)
 		s.removedSets[live.Namespace+"/"+live.Name] = rs
 		sets = append(sets, rs.pruneSet)
 	}
@@ -85,12 +85,14 @@ type removedSet struct {
 }
 
 // removedPrune reads what a removed instance would delete. With prune: false
-// nothing is: every object of its inventory is orphaned.
-func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance) removedSet {
+// nothing is: every object of its inventory is orphaned. An object another instance
+// renders in this revision moves to it and is neither deleted nor orphaned.
+func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired inventory) removedSet {
 	old, err := loadInventory(ctx, s.e.cluster.client, live)
 	if err != nil {
 		old = inventory{}
 	}
+	old = old.minus(desired)
 	rs := removedSet{err: err}
 	if !pruneEnabled(live) {
 		rs.pruneSet, rs.orphan = &pruneSet{key: s.instanceLabel(live), stale: inventory{}}, old

@@ -42,7 +42,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if rs.err != nil {
 		return transient(cairnv1.ReasonPruneFailed, rs.err)
 	}
-	m, err := s.e.cluster.Manager(live.Namespace, s.serviceAccount(live))
+	m, err := s.e.cluster.Manager(live.Namespace, s.removalIdentity(live))
 	if err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}

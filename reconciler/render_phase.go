@@ -59,11 +59,12 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = renderFailure(r.key(), err)
 		return
 	}
-	if err := prepare(res.Objects, r.mi, s.e.cluster.mapper, s.platform.Spec.Namespaces); err != nil {
+	pl := s.placementFor(r.mi)
+	if err := prepare(res.Objects, r.mi, s.e.cluster.mapper, pl); err != nil {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}
-	if err := checkGeneratedSecrets(res.Objects, r.mi, s.platform.Spec.Namespaces); err != nil {
+	if err := checkGeneratedSecrets(res.Objects, r.mi, pl); err != nil {
 		r.failure = classify(cairnv1.ReasonSecretConflict, err)
 		return
 	}

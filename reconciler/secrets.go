@@ -105,9 +105,9 @@ func (r *instanceRun) desiredInventory(key []byte) inventory {
 }
 
 // checkGeneratedSecrets refuses, before anything is written, a generated Secret
-// whose namespace the Platform denies, and one that has the name of a rendered
-// object of the instance or of its inventory Secret.
-func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, policy cairnv1.NamespacePolicy) error {
+// in a namespace the instance may not use (see placement), and one that has the name
+// of a rendered object of the instance or of its inventory Secret.
+func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, pl placement) error {
 	rendered := map[client.ObjectKey]string{}
 	for _, u := range objects {
 		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
@@ -118,9 +118,8 @@ func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.Mod
 	for i, spec := range mi.Spec.Secrets {
 		for _, ns := range secretNamespaces(mi, spec) {
 			u := secretObject(ns, spec.Name)
-			if !policy.Allows(ns) {
-				return stalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf(
-					"spec.secrets[%d]: %s: namespace %q is not allowed by the Platform's namespace policy", i, describe(u), ns))
+			if err := pl.checkNamespace(u, ns); err != nil {
+				return fmt.Errorf("spec.secrets[%d]: %w", i, err)
 			}
 			if what, clash := rendered[client.ObjectKey{Namespace: ns, Name: spec.Name}]; clash {
 				return stalled(cairnv1.ReasonSecretConflict, fmt.Errorf(

@@ -121,11 +121,18 @@ func (e *Engine) secrets() SecretSource {
 	if e.cluster == nil {
 		return nil
 	}
-	ns := e.opts.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
+	return namespaceSecrets{c: e.cluster.client, namespace: e.namespace()}
+}
+
+// namespace is cairn's own namespace.
+func (e *Engine) namespace() string { return e.opts.cairnNamespace() }
+
+// cairnNamespace is Namespace, else DefaultNamespace.
+func (o Options) cairnNamespace() string {
+	if o.Namespace == "" {
+		return DefaultNamespace
 	}
-	return namespaceSecrets{c: e.cluster.client, namespace: ns}
+	return o.Namespace
 }
 
 func (sc *supplyChain) load(ctx context.Context, reg *cairnv1.Registry) *registryState {

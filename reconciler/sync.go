@@ -218,6 +218,7 @@ func (s *syncRun) run(ctx context.Context) {
 	s.renderAll(ctx)
 	if !interrupted(ctx) {
 		s.checkPrunes(ctx)
+		s.claimShared()
 	}
 	s.applyAll(ctx) // when interrupted, only records the instances in flight
 	if interrupted(ctx) {

@@ -26,6 +26,8 @@ const (
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonHealthCheckFailed  = "HealthCheckFailed"
 	ReasonNamespaceDenied    = "NamespaceDenied"
+	ReasonObjectForbidden    = "ObjectForbidden"
+	ReasonOwnershipConflict  = "OwnershipConflict"
 	ReasonSuspended          = "Suspended"
 	ReasonSourceFailed       = "SourceFailed"
 	ReasonSignatureMissing   = "SignatureMissing"

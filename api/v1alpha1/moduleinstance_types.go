@@ -222,6 +222,10 @@ type ModuleInstanceStatus struct {
 	// RenderDigest is the digest of the rendered objects last applied.
 	// +optional
 	RenderDigest string `json:"renderDigest,omitempty"`
+	// ServiceAccount is the identity the objects were last applied as ("" is cairn
+	// itself); removal deletes as it, and a change of identity re-applies every object.
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// Inventory lists the objects last applied (compact).
 	// +optional
 	Inventory *Inventory `json:"inventory,omitempty"`

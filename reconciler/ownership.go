@@ -1,0 +1,199 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// Ownership: every applied object belongs to exactly one live instance, known by its
+// inventory and by the labels on the live object (instance key and UID). An instance
+// never writes an object another live instance owns, nor one that no cairn instance
+// owns unless it opts in with spec.adopt; the one transfer is a move within a
+// revision, where the owner's render (or its removal) gives the object up.
+
+// claimShared fails, before anything is written, the instances of this revision whose
+// renders hold the same object: the instance whose inventory holds it keeps it and the
+// others fail with OwnershipConflict; when none holds it, all of them fail, since
+// either may be the one meant.
+func (s *syncRun) claimShared() {
+	claims := map[string][]*instanceRun{}
+	for _, r := range s.runs {
+		if r.rendered == nil || r.failure != nil {
+			continue
+		}
+		for id := range idsOf(r.objects) {
+			claims[id] = append(claims[id], r)
+		}
+	}
+	ids := make([]string, 0, len(claims))
+	for id, rs := range claims {
+		if len(rs) > 1 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rs := claims[id]
+		var owner *instanceRun
+		for _, r := range rs {
+			if _, ok := r.oldInv[id]; ok {
+				owner = r
+			}
+		}
+		for _, r := range rs {
+			if r != owner {
+				r.setFailure(sharedConflict(id, r, owner, rs))
+			}
+		}
+	}
+}
+
+func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *Failure {
+	what := describeID(id)
+	if owner != nil {
+		return failuref(Stalled, cairnv1.ReasonOwnershipConflict,
+			"%s is owned by instance %s, which renders it too: an object belongs to one instance", what, owner.key())
+	}
+	var others []string
+	for _, o := range rs {
+		if o != r {
+			others = append(others, o.key())
+		}
+	}
+	return failuref(Stalled, cairnv1.ReasonOwnershipConflict,
+		"%s is rendered by this instance and by %s in the same revision: an object belongs to one instance",
+		what, strings.Join(others, ", "))
+}
+
+// checkOwnership reads, before anything of r is written, each rendered object that
+// r's inventory does not hold yet, and fails r with OwnershipConflict when one exists
+// and is not r's to take (see claim). The objects r adopts are recorded in r.adopted.
+func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
+	var fresh []*unstructured.Unstructured
+	for _, u := range r.objects {
+		if _, ok := r.oldInv[objectID(u)]; !ok {
+			fresh = append(fresh, u)
+		}
+	}
+	var mu sync.Mutex
+	errs := forEachObject(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
+		adopt, err := s.claim(ctx, r, u)
+		if adopt {
+			mu.Lock()
+			r.adopted = append(r.adopted, describe(u))
+			mu.Unlock()
+		}
+		return err
+	})
+	sort.Strings(r.adopted)
+	if len(errs) == 0 {
+		return nil
+	}
+	var f *Failure
+	if errors.As(errors.Join(errs...), &f) && f.Kind == Transient {
+		return f
+	}
+	return failuref(Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
+}
+
+// claim decides whether r may write u, which its inventory does not hold: yes when u
+// does not exist, is labelled as r's, is a Namespace cairn created for instances, or is
+// given up by its owner in this revision (see releases); an object no cairn instance
+// owns only with spec.adopt (adopt is then true).
+func (s *syncRun) claim(ctx context.Context, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
+	live, err := getLive(ctx, s.e.cluster.client, u)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil // its definition comes with this render
+	case err != nil:
+		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+	case live == nil:
+		return false, nil
+	}
+	labels := live.GetLabels()
+	owner := labels[cairnv1.InstanceLabel]
+	if labels[cairnv1.ManagedByLabel] != cairnv1.ManagedByValue || s.ownerGone(owner) {
+		owner = ""
+	}
+	switch {
+	case owner == s.instanceLabel(r.mi):
+		return false, nil
+	case owner != "":
+		ok, err := s.releases(ctx, owner, objectID(u))
+		if err != nil || ok {
+			return false, err
+		}
+		return false, fmt.Errorf("%s is owned by instance %s", describe(u), ownerName(owner))
+	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "":
+		return false, nil // created by cairn for the instances that live in it
+	case r.mi.Spec.Adopt:
+		return true, nil
+	}
+	return false, fmt.Errorf("%s already exists and no cairn instance owns it: set spec.adopt: true to take it over", describe(u))
+}
+
+// ownerGone reports whether the instance labelled owner has neither a CR nor a
+// declaration: what it left behind is nobody's.
+func (s *syncRun) ownerGone(owner string) bool {
+	key := ownerName(owner)
+	return owner != "" && s.live[key] == nil && s.byKey[key] == nil
+}
+
+// releases reports whether the live instance labelled owner gives up the object id in
+// this revision, or already has: it leaves Git, its render in this sync no longer
+// holds the object, or its inventory does not (a move whose second half failed).
+func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) {
+	key := ownerName(owner)
+	for _, gone := range s.removed {
+		if gone.Namespace+"/"+gone.Name == key {
+			return true, nil
+		}
+	}
+	if o := s.byKey[key]; o != nil && o.rendered != nil {
+		holds := idsOf(o.objects)[id]
+		return !holds, nil
+	}
+	live := s.live[key]
+	if live == nil {
+		return false, nil // declared, not rendered in this sync, and without a CR yet
+	}
+	inv, err := loadInventory(ctx, s.e.cluster.client, live)
+	if err != nil {
+		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
+	}
+	_, holds := inv[id]
+	return !holds, nil
+}
+
+// idsOf is the set of the objects' inventory ids.
+func idsOf(objects []*unstructured.Unstructured) map[string]bool {
+	ids := make(map[string]bool, len(objects))
+	for _, u := range objects {
+		ids[objectID(u)] = true
+	}
+	return ids
+}
+
+// ownerName turns an instance label (<namespace>.<name>; a namespace has no dot)
+// into namespace/name.
+func ownerName(label string) string {
+	ns, name, _ := strings.Cut(label, ".")
+	return ns + "/" + name
+}
+
+// describeID names an inventory id the way describe names an object.
+func describeID(id string) string {
+	if d := describeIDs(inventory{id: {ID: id}}); len(d) == 1 {
+		return d[0]
+	}
+	return id
+}

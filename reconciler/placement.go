@@ -1,0 +1,130 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// placement decides where one instance's rendered objects may go. Whatever the
+// policy, no render may hold an object of cairn's own API group or an object in
+// cairn's namespace. Namespaced objects go to the instance's own namespace, or, when
+// the Platform grants more, to the namespaces of its tenant (a tenant's instance) or
+// of the Platform's explicit namespaces.allow (any other instance); the Platform's
+// deny list always wins. Cluster-scoped objects are accepted from a tenant's
+// instance when the tenant lists the kind, from any other instance when it applies
+// as a ServiceAccount (whose RBAC then decides) or when the Platform lists the kind.
+type placement struct {
+	own      string // the instance's namespace
+	cairnNS  string // cairn's own namespace
+	policy   cairnv1.NamespacePolicy
+	tenant   *cairnv1.Tenant
+	identity string // the ServiceAccount applied as; "" is cairn itself
+	cluster  []cairnv1.GroupKind
+}
+
+// placementFor returns the placement of mi's objects in this sync.
+func (s *syncRun) placementFor(mi *cairnv1.ModuleInstance) placement {
+	return newPlacement(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi, s.e.namespace())
+}
+
+func newPlacement(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance, cairnNS string) placement {
+	return placement{
+		own: mi.Namespace, cairnNS: cairnNS, policy: p.Spec.Namespaces, tenant: tenant,
+		identity: effectiveServiceAccount(p, tenant, mi), cluster: p.Spec.ClusterResources,
+	}
+}
+
+// effectiveServiceAccount is what mi applies, prunes and deletes as: its tenant's
+// ServiceAccount, else its own serviceAccountName, else the Platform's default ("" is
+// cairn itself).
+func effectiveServiceAccount(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance) string {
+	switch {
+	case tenant != nil:
+		return tenant.ServiceAccount
+	case mi.Spec.ServiceAccountName != "":
+		return mi.Spec.ServiceAccountName
+	}
+	return p.Spec.DefaultServiceAccount
+}
+
+func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
+	gvk := u.GroupVersionKind()
+	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
+		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
+	}
+	if namespaced {
+		return p.checkNamespace(u, u.GetNamespace())
+	}
+	if err := p.checkClusterKind(u, gvk.Group, gvk.Kind); err != nil {
+		return err
+	}
+	if gvk.Group == "" && gvk.Kind == "Namespace" {
+		return p.checkNamespace(u, u.GetName())
+	}
+	return nil
+}
+
+// checkObjects checks objects whose scope is known only by their namespace (offline).
+func (p placement) checkObjects(objects []*unstructured.Unstructured) error {
+	for _, u := range objects {
+		if err := p.check(u, u.GetNamespace() != ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p placement) checkNamespace(u *unstructured.Unstructured, ns string) error {
+	switch {
+	case ns == p.cairnNS:
+		return p.refuse(u, "namespace %q is cairn's own namespace, refused from any render", ns)
+	case cairnv1.MatchAnyPattern(p.policy.Deny, ns):
+		return p.refuse(u, "namespace %q is denied by the Platform's namespaces.deny %v", ns, p.policy.Deny)
+	case ns == p.own:
+		return nil
+	case p.tenant != nil:
+		if cairnv1.MatchAnyPattern(p.tenant.Namespaces, ns) {
+			return nil
+		}
+		return p.refuse(u, "namespace %q is not one of tenant %s's namespaces %v", ns, p.tenant.Name, p.tenant.Namespaces)
+	case len(p.policy.Allow) == 0:
+		return p.refuse(u, "namespace %q is not the instance's own (%s) and the Platform's namespaces.allow grants no other", ns, p.own)
+	case !cairnv1.MatchAnyPattern(p.policy.Allow, ns):
+		return p.refuse(u, "namespace %q is not allowed by the Platform's namespaces.allow %v", ns, p.policy.Allow)
+	}
+	return nil
+}
+
+func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind string) error {
+	switch {
+	case p.tenant != nil:
+		if cairnv1.MatchesGroupKind(p.tenant.ClusterResources, group, kind) {
+			return nil
+		}
+		return p.refuse(u, "cluster-scoped kind %s is not in tenant %s's clusterResources", groupKind(group, kind), p.tenant.Name)
+	case p.identity != "", cairnv1.MatchesGroupKind(p.cluster, group, kind):
+		return nil
+	}
+	return p.refuse(u, "cluster-scoped kind %s needs spec.serviceAccountName (its RBAC then decides) "+
+		"or the Platform's clusterResources to list it", groupKind(group, kind))
+}
+
+// refuse is ObjectForbidden, or NamespaceDenied for a namespace rule.
+func (p placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
+	reason := cairnv1.ReasonObjectForbidden
+	if strings.HasPrefix(format, "namespace ") {
+		reason = cairnv1.ReasonNamespaceDenied
+	}
+	return stalled(reason, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return kind + "." + group
+}
