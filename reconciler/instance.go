@@ -258,6 +258,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	if r.failure != nil {
 		r.interrupt(ctx)
 	}
+	r.failure = maskFailure(r.failure, r.masks)
 	ctx, cancel := finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live

@@ -95,6 +95,9 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	}
 	// No cluster, so no cluster key: a key of this process keeps the digest opaque.
 	out.Objects, out.Digest, out.Warnings = res.Objects, keyedDigest(res, offlineKey()).Digest, res.Warnings
+	if len(mi.Spec.ValuesFrom) > 0 {
+		out.Warnings = append(out.Warnings, "spec.valuesFrom is read from the cluster when syncing: rendered without it")
+	}
 	out.Generated = describeIDs(generatedInventory(mi))
 	pl := newPlacement(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
 	if out.Err = pl.checkObjects(res.Objects); out.Err == nil {

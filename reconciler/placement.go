@@ -59,13 +59,12 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	if namespaced {
 		return p.checkNamespace(u, u.GetNamespace())
 	}
-	if err := p.checkClusterKind(u, gvk.Group, gvk.Kind); err != nil {
-		return err
-	}
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
-		return p.checkNamespace(u, u.GetName())
+		if err := p.checkNamespace(u, u.GetName()); err != nil {
+			return err
+		}
 	}
-	return nil
+	return p.checkClusterKind(u, gvk.Group, gvk.Kind)
 }
 
 // checkObjects checks objects whose scope is known only by their namespace (offline).

@@ -65,8 +65,10 @@ func TestPlacement(t *testing.T) {
 		{name: "tenant: object in its second namespace", pl: tenanted, obj: cm("team-a-dev"), namespaced: true},
 		{name: "tenant: cairn's namespace", pl: tenanted, obj: cm("cairn-system"), namespaced: true,
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
-		{name: "Namespace object named cairn's", pl: listed, obj: ns("cairn-system"),
-			reason: cairnv1.ReasonObjectForbidden, err: "cluster-scoped kind Namespace"},
+		{name: "Namespace object named cairn's", pl: withSA, obj: ns("cairn-system"),
+			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
+		{name: "Namespace as cairn, kind not listed", pl: granted, obj: ns("team-b"),
+			reason: cairnv1.ReasonObjectForbidden, err: "cluster-scoped kind Namespace needs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

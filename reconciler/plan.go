@@ -51,6 +51,9 @@ type instanceRun struct {
 	secretNote string
 	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
 	adopted []string
+	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
+	// message (see maskFailure).
+	masks []string
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

@@ -138,15 +138,19 @@ func copyResult(res *render.Result) *render.Result {
 }
 
 // renderCached renders req through the cache.
-func (e *Engine) renderCached(ctx context.Context, req render.Request, moduleID string) (*render.Result, bool, error) {
+func (e *Engine) renderCached(ctx context.Context, cache *renderCache, req render.Request, moduleID string) (*render.Result, bool, error) {
+	if cache == nil {
+		res, err := e.renderer.Render(ctx, req)
+		return res, false, err
+	}
 	key := cacheKey(req, moduleID)
-	if res := e.cache.get(key); res != nil {
+	if res := cache.get(key); res != nil {
 		return res, true, nil
 	}
 	res, err := e.renderer.Render(ctx, req)
 	if err != nil {
 		return nil, false, err
 	}
-	e.cache.put(key, res)
+	cache.put(key, res)
 	return copyResult(res), false, nil
 }

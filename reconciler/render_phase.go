@@ -44,13 +44,22 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
+	if req.Values, r.masks, f = s.instanceValues(ctx, r.mi); f != nil {
+		r.failure = f
+		return
+	}
+	defer func() { r.failure = maskFailure(r.failure, r.masks) }()
 	var res *render.Result
 	var cached bool
 	var err error
+	cache := s.e.cache
+	if len(r.mi.Spec.ValuesFrom) > 0 {
+		cache = nil // its key would digest values from Secrets; such renders are not kept
+	}
 	if r.chart != nil {
-		res, cached, err = renderChart(ctx, s.e.renderer, s.e.cache, r.chart, req)
+		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req)
 	} else {
-		res, cached, err = s.e.renderCached(ctx, req, s.moduleID(r))
+		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
 	}
 	if cached {
 		s.e.progress("render %s: cached", r.key())

@@ -28,6 +28,7 @@ const (
 	ReasonNamespaceDenied    = "NamespaceDenied"
 	ReasonObjectForbidden    = "ObjectForbidden"
 	ReasonOwnershipConflict  = "OwnershipConflict"
+	ReasonValuesFromFailed   = "ValuesFromFailed"
 	ReasonSuspended          = "Suspended"
 	ReasonSourceFailed       = "SourceFailed"
 	ReasonSignatureMissing   = "SignatureMissing"

@@ -71,7 +71,9 @@ const appModuleFile = `module: "cairn.dev/test/app@v0"
 language: version: "v0.17.0"
 `
 
-// platformYAML is a Platform allowing every namespace, with the given prune block.
+// platformYAML is a Platform allowing every namespace but kube-* (to instances and
+// their objects), and Namespaces and CRDs from instances applying as cairn, with the
+// given prune block.
 func platformYAML(prune string) string {
 	return `apiVersion: cairn.dev/v1alpha1
 kind: Platform
@@ -79,7 +81,11 @@ metadata:
   name: cluster
 spec:
   namespaces:
+    allow: ["*"]
     deny: ["kube-*"]
+  clusterResources:
+    - {group: "", kind: Namespace}
+    - {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
 ` + prune
 }
 

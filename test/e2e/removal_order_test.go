@@ -116,7 +116,7 @@ func resourceOf(p string) string {
 // services and config, RBAC, the Namespace, the CRD.
 func TestRemovalDeletesInReverseApplyOrderEachStageGone(t *testing.T) {
 	e, log := newLoggedEnv(t)
-	group := e.ns + ".test.cairn.dev"
+	group := e.ns + ".test.example.com"
 	e.deleteNamespacesAtEnd(e.ns + "-extra")
 	files := appRepo("  limits: {allowPruneProtected: true}\n", inst{name: "keep", ns: e.ns, replicas: 0})
 	files["modules/order/order.cue"] = orderModule

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// dbModule renders a ConfigMap from a user (from spec.values) and a password (from a
+// Secret through spec.valuesFrom) that must be lower-case letters.
+const dbModule = `package db
+
+instance: {name: string, namespace: string}
+values: {
+	user:     *"app" | string
+	password: string & =~"^[a-z]+$"
+	pool:     {size: *1 | int, idle: *0 | int}
+}
+objects: cm: {
+	apiVersion: "v1"
+	kind:       "ConfigMap"
+	metadata: name: "\(instance.name)-cfg"
+	data: {user: values.user, password: values.password, pool: "\(values.pool.size)/\(values.pool.idle)"}
+}
+`
+
+func dbInstance(ns, extra string) string {
+	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: db\n  namespace: %s\n"+
+		"spec:\n  module:\n    local:\n      path: ./modules/db\n  timeout: 1m\n"+
+		"  valuesFrom:\n    - secretRef: {name: db-values, key: values.yaml}\n"+
+		"  values:\n    user: admin\n    pool: {idle: 2}\n%s", ns, extra)
+}
+
+func (e *env) putValuesSecret(values string) {
+	e.t.Helper()
+	e.ensureNamespace(e.ns)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "db-values"}}
+	_ = e.c.Delete(e.ctx, s)
+	s.StringData = map[string]string{"values.yaml": values}
+	e.g.Expect(e.c.Create(e.ctx, s)).To(Succeed())
+}
+
+// TestValuesFromSecret: spec.valuesFrom reads values from a Secret in the instance's
+// namespace, merged under spec.values; the values reach the render, never the CR, its
+// status or a message (a render error that quotes one shows *** instead), and the
+// Secret is read as the instance's identity.
+func TestValuesFromSecret(t *testing.T) {
+	e := newEnv(t)
+	e.putValuesSecret("password: hunterhunter\npool: {size: 5}\nuser: ignored\n")
+	files := appRepo("")
+	files["modules/db/db.cue"] = dbModule
+	files["instances/db.yaml"] = dbInstance(e.ns, "")
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	got := result(res, e.ns, "db")
+	e.g.Expect(got.Ready).To(BeTrue(), got.Message)
+	e.g.Expect(e.configMap(e.ns, "db-cfg").Data).To(Equal(map[string]string{"user": "admin", "password": "hunterhunter", "pool": "5/2"}))
+	mi := e.instance(e.ns, "db")
+	b, _ := json.Marshal(mi)
+	e.g.Expect(string(b)).NotTo(ContainSubstring("hunterhunter"), "neither in the CR's spec nor in its status")
+
+	e.putValuesSecret("password: Hunter-Hunter-42\n")
+	repo.commit("retry", map[string]string{"instances/db.yaml": dbInstance(e.ns, "  wait: true\n")})
+	res = e.sync(repo)
+	got = result(res, e.ns, "db")
+	e.g.Expect(got.Action).To(Equal("Failed"), got.Message)
+	e.g.Expect(got.Message).To(ContainSubstring("***"))
+	e.g.Expect(got.Message).NotTo(ContainSubstring("Hunter-Hunter-42"))
+	b, _ = json.Marshal(e.instance(e.ns, "db"))
+	e.g.Expect(string(b)).NotTo(ContainSubstring("Hunter-Hunter-42"))
+	e.g.Expect(e.configMap(e.ns, "db-cfg").Data).To(HaveKeyWithValue("password", "hunterhunter"), "the last good state stays")
+
+	viewer(e)
+	repo.commit("as viewer", map[string]string{"instances/db.yaml": dbInstance(e.ns, "  serviceAccountName: viewer\n")})
+	res = e.sync(repo)
+	e.expectFailure(res, wantFailure{name: "db", reason: cairnv1.ReasonValuesFromFailed,
+		contains: []string{"spec.valuesFrom[0]: Secret {ns}/db-values", "forbidden"}})
+}
