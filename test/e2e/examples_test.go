@@ -43,7 +43,8 @@ func TestExamplesRepository(t *testing.T) {
 
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
-	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"}} {
+	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
+		{"team-c", "base"}, {"team-c", "web"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -56,6 +57,8 @@ func TestExamplesRepository(t *testing.T) {
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))
+	e.g.Expect(e.instance("team-c", "web").Status.ServiceAccount).To(Equal("deployer"), "the tenant's instance applies as its ServiceAccount")
+	e.g.Expect(e.instance("team-a", "web").Status.ServiceAccount).To(BeEmpty())
 
 	// A value change in the registry-module instance re-renders only it (and web, which depends on it).
 	files["instances/team-a.yaml"] = strings.Replace(files["instances/team-a.yaml"], "maxMemory: 64mb", "maxMemory: 128mb", 1)
