@@ -134,7 +134,7 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 	}
 	found := managedObjects{}
 	for _, item := range list.Items {
-		if gvk.Kind == "Secret" && gvk.Group == "" && strings.HasPrefix(item.Name, "cairn-inventory-") {
+		if gvk.Kind == "Secret" && gvk.Group == "" && strings.HasPrefix(item.Name, inventorySecretPrefix) {
 			s.inventorySecrets[item.Namespace+"/"+item.Name] = true
 		}
 		key := item.Labels[cairnv1.InstanceLabel]

@@ -22,7 +22,10 @@ const inlineInventoryLimit = 500
 
 const inventorySecretKey = "inventory.json.gz"
 
-func inventorySecretName(mi *cairnv1.ModuleInstance) string { return "cairn-inventory-" + mi.Name }
+func inventorySecretName(mi *cairnv1.ModuleInstance) string { return inventorySecretPrefix + mi.Name }
+
+// inventorySecretPrefix starts the name of every inventory Secret; a render may not use it.
+const inventorySecretPrefix = "cairn-inventory-"
 
 // loadInventory reads the last inventory of mi from its status or its Secret.
 func loadInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInstance) (inventory, error) {

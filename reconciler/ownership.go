@@ -135,6 +135,8 @@ func (s *syncRun) claim(ctx context.Context, r *instanceRun, u *unstructured.Uns
 		return false, fmt.Errorf("%s is owned by instance %s", describe(u), ownerName(owner))
 	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "":
 		return false, nil // created by cairn for the instances that live in it
+	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && labels[cairnv1.InstanceLabel] == "":
+		return false, fmt.Errorf("%s is cairn's own and cannot be adopted", describe(u))
 	case r.mi.Spec.Adopt:
 		return true, nil
 	}

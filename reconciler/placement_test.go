@@ -65,6 +65,8 @@ func TestPlacement(t *testing.T) {
 		{name: "tenant: object in its second namespace", pl: tenanted, obj: cm("team-a-dev"), namespaced: true},
 		{name: "tenant: cairn's namespace", pl: tenanted, obj: cm("cairn-system"), namespaced: true,
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
+		{name: "an inventory Secret's name", pl: granted, obj: placed("v1", "Secret", "team-a", "cairn-inventory-web"), namespaced: true,
+			reason: cairnv1.ReasonObjectForbidden, err: "reserved for cairn's inventories"},
 		{name: "Namespace object named cairn's", pl: withSA, obj: ns("cairn-system"),
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
 		{name: "Namespace as cairn, kind not listed", pl: granted, obj: ns("team-b"),

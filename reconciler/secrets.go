@@ -105,8 +105,8 @@ func (r *instanceRun) desiredInventory(key []byte) inventory {
 }
 
 // checkGeneratedSecrets refuses, before anything is written, a generated Secret
-// in a namespace the instance may not use (see placement), and one that has the name
-// of a rendered object of the instance or of its inventory Secret.
+// that the instance may not place (see placement: a namespace it may not use, a name
+// reserved for inventories), and one that has the name of a rendered object.
 func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, pl placement) error {
 	rendered := map[client.ObjectKey]string{}
 	for _, u := range objects {
@@ -114,11 +114,10 @@ func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.Mod
 			rendered[client.ObjectKey{Namespace: defaultNS(u.GetNamespace(), mi.Namespace), Name: u.GetName()}] = describe(u)
 		}
 	}
-	rendered[client.ObjectKey{Namespace: mi.Namespace, Name: inventorySecretName(mi)}] = "cairn's inventory Secret"
 	for i, spec := range mi.Spec.Secrets {
 		for _, ns := range secretNamespaces(mi, spec) {
 			u := secretObject(ns, spec.Name)
-			if err := pl.checkNamespace(u, ns); err != nil {
+			if err := pl.check(u, true); err != nil {
 				return fmt.Errorf("spec.secrets[%d]: %w", i, err)
 			}
 			if what, clash := rendered[client.ObjectKey{Namespace: ns, Name: spec.Name}]; clash {
