@@ -71,6 +71,7 @@ metadata:
   name: cluster
 spec:
   namespaces:
+    allow: ["*"]
     deny: ["kube-*"]
 `
 
