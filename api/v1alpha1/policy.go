@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"path"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Allows reports whether objects may be put in namespace ns: it must match an allow
@@ -45,48 +47,55 @@ type EffectiveLimits struct {
 }
 
 // Effective returns the limits of the Platform's spec.limits for its own instances
-// and files (tenant nil), or those of tenant: the tighter of the tenant's and the
-// Platform's, field by field.
+// and files (tenant nil), or those of tenant: each field the tenant sets tightens the
+// Platform's (the smaller cap, a grant only if both give it); a field it leaves unset
+// is the Platform's.
 func (p *PlatformSpec) Effective(tenant *Tenant) EffectiveLimits {
-	l := p.Limits.effective()
+	e := p.Limits.effective()
 	if tenant == nil {
-		return l
+		return e
 	}
-	t := tenant.Limits.effective()
-	return EffectiveLimits{
-		MaxTimeout:          min(l.MaxTimeout, t.MaxTimeout),
-		RenderMemory:        min(l.RenderMemory, t.RenderMemory),
-		MaxFileBytes:        min(l.MaxFileBytes, t.MaxFileBytes),
-		MaxFileDocuments:    min(l.MaxFileDocuments, t.MaxFileDocuments),
-		MaxModuleBytes:      min(l.MaxModuleBytes, t.MaxModuleBytes),
-		AllowPruneProtected: l.AllowPruneProtected && (tenant.Limits.AllowPruneProtected == nil || t.AllowPruneProtected),
-		AllowEmpty:          l.AllowEmpty && (tenant.Limits.AllowEmpty == nil || t.AllowEmpty),
+	t := tenant.Limits
+	if t.MaxTimeout != nil && t.MaxTimeout.Duration > 0 {
+		e.MaxTimeout = min(e.MaxTimeout, t.MaxTimeout.Duration)
 	}
+	e.RenderMemory = tighter(e.RenderMemory, t.RenderMemory)
+	e.MaxFileBytes = tighter(e.MaxFileBytes, t.MaxFileBytes)
+	e.MaxModuleBytes = tighter(e.MaxModuleBytes, t.MaxModuleBytes)
+	if t.MaxFileDocuments != nil && *t.MaxFileDocuments > 0 {
+		e.MaxFileDocuments = min(e.MaxFileDocuments, int(*t.MaxFileDocuments))
+	}
+	e.AllowPruneProtected = e.AllowPruneProtected && (t.AllowPruneProtected == nil || *t.AllowPruneProtected)
+	e.AllowEmpty = e.AllowEmpty && (t.AllowEmpty == nil || *t.AllowEmpty)
+	return e
 }
+
+// tighter is the smaller of limit and q, when q is set.
+func tighter(limit int64, q *resource.Quantity) int64 { return min(limit, quantityOr(q, limit)) }
 
 func (l Limits) effective() EffectiveLimits {
 	e := EffectiveLimits{
-		MaxTimeout: DefaultMaxTimeout, RenderMemory: DefaultRenderMemory, MaxFileBytes: DefaultMaxFileBytes,
-		MaxFileDocuments: DefaultMaxFileDocuments, MaxModuleBytes: DefaultMaxModuleBytes,
+		MaxTimeout: DefaultMaxTimeout, RenderMemory: quantityOr(l.RenderMemory, DefaultRenderMemory),
+		MaxFileBytes: quantityOr(l.MaxFileBytes, DefaultMaxFileBytes), MaxFileDocuments: DefaultMaxFileDocuments,
+		MaxModuleBytes: quantityOr(l.MaxModuleBytes, DefaultMaxModuleBytes),
 	}
 	if l.MaxTimeout != nil && l.MaxTimeout.Duration > 0 {
 		e.MaxTimeout = l.MaxTimeout.Duration
 	}
-	if l.RenderMemory != nil && l.RenderMemory.Value() > 0 {
-		e.RenderMemory = l.RenderMemory.Value()
-	}
-	if l.MaxFileBytes != nil && l.MaxFileBytes.Value() > 0 {
-		e.MaxFileBytes = l.MaxFileBytes.Value()
-	}
 	if l.MaxFileDocuments != nil && *l.MaxFileDocuments > 0 {
 		e.MaxFileDocuments = int(*l.MaxFileDocuments)
-	}
-	if l.MaxModuleBytes != nil && l.MaxModuleBytes.Value() > 0 {
-		e.MaxModuleBytes = l.MaxModuleBytes.Value()
 	}
 	e.AllowPruneProtected = l.AllowPruneProtected != nil && *l.AllowPruneProtected
 	e.AllowEmpty = l.AllowEmpty != nil && *l.AllowEmpty
 	return e
+}
+
+// quantityOr is q's value when q is set, else def.
+func quantityOr(q *resource.Quantity, def int64) int64 {
+	if q == nil || q.Value() <= 0 {
+		return def
+	}
+	return q.Value()
 }
 
 // Tenant returns the tenant named name, or nil.
