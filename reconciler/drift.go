@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/render/declarations"
 )
 
 // DriftReport is what a drift check found on one instance.
@@ -40,7 +39,7 @@ func (e *Engine) CheckDrift(ctx context.Context, rev Revision) ([]DriftReport, e
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
 	}
-	set, err := declarations.Load(root, declarations.Options{})
+	set, err := e.load(ctx, root)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/render/declarations"
 )
 
 // Plan is what a sync of a revision would do to the live cluster.
@@ -94,7 +93,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
 	}
-	set, err := declarations.Load(root, declarations.Options{})
+	set, err := e.load(ctx, root)
 	if err != nil {
 		plan.Error = err.Error()
 		return plan, nil

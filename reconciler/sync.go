@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sort"
 	"sync"
 	"time"
@@ -84,7 +85,7 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 	if err != nil {
 		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
 	}
-	set, loadErr := declarations.Load(root, declarations.Options{})
+	set, loadErr := e.load(ctx, root)
 	if loadErr != nil {
 		return e.failRevision(ctx, rev, stalled(cairnv1.ReasonInvalidDeclaration, loadErr))
 	}
@@ -94,6 +95,17 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 	}
 	s.run(ctx)
 	return s.finish(ctx)
+}
+
+// load reads the declarations of root, trusting the Platform last synced (the
+// Platform CR) to tell the real Platform document from one a tenant smuggles in.
+func (e *Engine) load(ctx context.Context, root fs.FS) (*declarations.Set, error) {
+	opts := declarations.Options{}
+	var p cairnv1.Platform
+	if err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p); err == nil {
+		opts.Trusted = &p.Spec
+	}
+	return declarations.Load(root, opts)
 }
 
 // failRevision records an unusable revision on the Platform CR and the forge, and

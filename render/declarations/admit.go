@@ -21,8 +21,8 @@ func (l *loader) admitFiles() {
 	}
 }
 
-// choosePlatform refuses every Platform document under a tenant's paths (those of any
-// decoded Platform document, its own included), so that a tenant can neither replace
+// choosePlatform refuses every Platform document under a tenant's paths (those of the
+// trusted Platform, else of any decoded Platform document, its own included), so that a tenant can neither replace
 // nor shadow the Platform, and returns the spec of the one document left: its tenants
 // and limits bound every file. When none or several are left, the spec is empty (the
 // default limits, no tenants) and platform reports the error.
@@ -36,7 +36,7 @@ func (l *loader) choosePlatform() *cairnv1.PlatformSpec {
 		}
 	}
 	for _, c := range candidates {
-		if t := claimedBy(candidates, c.doc.file); t != nil {
+		if t := l.claimedBy(candidates, c.doc.file); t != nil {
 			l.refuse(c, t)
 			l.refusedPlatforms = append(l.refusedPlatforms, l.invalid[len(l.invalid)-1])
 			continue
@@ -49,8 +49,15 @@ func (l *loader) choosePlatform() *cairnv1.PlatformSpec {
 	return &cairnv1.PlatformSpec{}
 }
 
-// claimedBy returns a tenant of one of the Platform documents whose paths match file.
-func claimedBy(platforms []*entry, file string) *cairnv1.Tenant {
+// claimedBy returns a tenant whose paths match file: of the trusted Platform when the
+// options give one, else of any of the Platform documents.
+func (l *loader) claimedBy(platforms []*entry, file string) *cairnv1.Tenant {
+	if l.opts.Trusted != nil {
+		if t := tenantsOf(l.opts.Trusted, file); len(t) > 0 {
+			return t[0]
+		}
+		return nil
+	}
 	for _, p := range platforms {
 		if p.obj == nil {
 			continue

@@ -1,5 +1,7 @@
 package declarations
 
+import cairnv1 "cairn.dev/cairn/api/v1alpha1"
+
 // Defaults of Options.
 const (
 	// DefaultMaxFileBytes is the ceiling on the size of one file, whatever the Platform
@@ -23,6 +25,12 @@ type Options struct {
 	// MaxFileDocuments is the ceiling on the YAML documents of one file, whatever the
 	// Platform's spec.limits.maxFileDocuments says.
 	MaxFileDocuments int
+	// Trusted, when set, is the spec of the Platform last synced (the Platform CR's):
+	// its tenants alone decide which Platform documents lie under a tenant's paths and
+	// are refused. Without it every decoded Platform's tenants do, so a tenant that
+	// names the real Platform's file in the tenant paths of a Platform it smuggles in
+	// gets both refused; with it the smuggled one alone is.
+	Trusted *cairnv1.PlatformSpec
 }
 
 // DefaultOptions returns the options Load uses for fields left at zero.

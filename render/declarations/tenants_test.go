@@ -240,3 +240,23 @@ func TestOnlyPlatformUnderItsOwnTenantPathIsFatal(t *testing.T) {
 	g.Expect(e.Reason).To(Equal(ReasonTenantViolation))
 	g.Expect(e.Error()).To(ContainSubstring(`platform.yaml:1: Platform cluster: tenant team-a: a Platform may not be declared under the tenant's paths ["*.yaml"]`))
 }
+
+// TestTrustedPlatformDecidesWhichPlatformIsSmuggled: a smuggled Platform whose tenant
+// paths name the real Platform's file gets both refused (a repository without a
+// Platform) unless the last synced Platform is trusted: then only the smuggled one is.
+func TestTrustedPlatformDecidesWhichPlatformIsSmuggled(t *testing.T) {
+	g := NewWithT(t)
+	smuggled := strings.Replace(platformYAML, "spec:", strings.Replace(tenantsSpec, `"tenants/team-a/**"`, `"platform.yaml"`, 1), 1)
+	repo := tenantRepo("", "", map[string]string{"tenants/team-a/platform.yaml": smuggled})
+	_, err := Load(repo, Options{})
+	g.Expect(err).To(MatchError(ContainSubstring("a Platform may not be declared under the tenant's paths")), "without an anchor")
+
+	trusted := mustLoad(t, tenantRepo("", "", nil)).Platform.Spec
+	set, err := Load(repo, Options{Trusted: &trusted})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(set.Origins["Platform//cluster"].File).To(Equal("platform.yaml"))
+	g.Expect(set.Platform.Spec.Tenants[0].Paths).To(Equal([]string{"tenants/team-a/**"}))
+	errs := errorsIn(set, "tenants/team-a/platform.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
+}

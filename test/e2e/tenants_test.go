@@ -251,3 +251,24 @@ func TestInstanceCannotLoosenThePruneGuards(t *testing.T) {
 		e.expectLastGood("a", good, "x")
 	}
 }
+
+// TestSmuggledPlatformCannotClaimTheRealOne: team-a's smuggled Platform names the real
+// Platform's file in one of its tenants' paths, so that each Platform lies under the
+// other's tenants. The last synced Platform decides: only the smuggled one is refused,
+// and team-b's commit in the same revision syncs.
+func TestSmuggledPlatformCannotClaimTheRealOne(t *testing.T) {
+	e := newEnv(t)
+	a, b := tenantInst("a", e.ns+"-a", "x"), tenantInst("b", e.ns+"-b", "x")
+	repo := e.tenantRepo(a, b, nil)
+	e.syncClean(repo)
+	before := e.platformCR().Spec
+
+	smuggled := platformYAML("  tenants:\n    - {name: grab, paths: [platform.yaml], namespaces: [x], serviceAccount: x}\n")
+	b.configs = configs("x", "y")
+	repo.commit("team-a claims the Platform's file", map[string]string{"tenants/a/platform.yaml": smuggled, "tenants/b/b.yaml": b.yaml()})
+	res := e.sync(repo)
+	e.g.Expect(res.Error).NotTo(HaveOccurred())
+	e.g.Expect(failureNaming(res, "tenants/a/platform.yaml", "a Platform may not be declared under the tenant's paths")).NotTo(BeNil(), "%+v", res.Instances)
+	e.g.Expect(e.platformCR().Spec).To(Equal(before))
+	e.g.Expect(e.configMap(b.ns, "b-y")).NotTo(BeNil(), "the other tenant syncs")
+}
