@@ -321,11 +321,25 @@ func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
 	}
 	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}}}
-	if err := s.e.cluster.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = s.e.cluster.client.Create(ctx, ns)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("failed to create namespace %s: %w", name, err)
 	}
 	s.rememberNamespace(name)
+	if err == nil {
+		s.mu.Lock()
+		s.createdNamespaces[name] = true
+		s.mu.Unlock()
+	}
 	return nil
+}
+
+// createdNamespace reports whether this sync created namespace name: nothing in it can
+// predate the sync.
+func (s *syncRun) createdNamespace(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.createdNamespaces[name]
 }
 
 func (s *syncRun) knownNamespace(name string) bool {

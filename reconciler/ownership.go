@@ -30,7 +30,11 @@ func (s *syncRun) claimShared() {
 		if r.rendered == nil || r.failure != nil {
 			continue
 		}
-		for id := range idsOf(r.objects) {
+		ids := idsOf(r.objects)
+		for id := range generatedInventory(r.mi) {
+			ids[id] = true
+		}
+		for id := range ids {
 			claims[id] = append(claims[id], r)
 		}
 	}
@@ -76,11 +80,13 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *Failur
 
 // checkOwnership reads, before anything of r is written, each rendered object that
 // r's inventory does not hold yet, and fails r with OwnershipConflict when one exists
-// and is not r's to take (see claim). The objects r adopts are recorded in r.adopted.
+// and is not r's to take (see claim). An object in a namespace this sync created is not
+// read: nothing in it predates the sync, and what other instances of the sync render
+// there claimShared has checked. The objects r adopts are recorded in r.adopted.
 func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
 	var fresh []*unstructured.Unstructured
 	for _, u := range r.objects {
-		if _, ok := r.oldInv[objectID(u)]; !ok {
+		if _, ok := r.oldInv[objectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
 			fresh = append(fresh, u)
 		}
 	}

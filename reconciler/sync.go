@@ -170,11 +170,13 @@ type syncRun struct {
 	supplyOnce sync.Once
 	supply     *supplyChain // see supplyChain
 
-	mu            sync.Mutex
-	namespaces    map[string]bool       // namespaces known to exist
-	moduleDigests map[string]string     // local module directory -> digest of its files
-	pruneErr      error                 // a sync-wide prune refusal
-	removedSets   map[string]removedSet // what each removed instance would delete, by namespace/name
+	mu         sync.Mutex
+	namespaces map[string]bool // namespaces known to exist
+	// createdNamespaces are the namespaces this sync created (see checkOwnership).
+	createdNamespaces map[string]bool
+	moduleDigests     map[string]string     // local module directory -> digest of its files
+	pruneErr          error                 // a sync-wide prune refusal
+	removedSets       map[string]removedSet // what each removed instance would delete, by namespace/name
 	// managed and inventorySecrets are cairn's labelled objects, listed once per sync
 	// for the instances without a CR (see adoptedInventory).
 	managed          map[schema.GroupKind]managedObjects
@@ -188,8 +190,9 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
-		moduleDigests: map[string]string{},
-		managed:       map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{},
+		createdNamespaces: map[string]bool{},
+		moduleDigests:     map[string]string{},
+		managed:           map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{},
 		removeOK: len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
