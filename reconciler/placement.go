@@ -83,20 +83,20 @@ func (p placement) checkObjects(objects []*unstructured.Unstructured) error {
 func (p placement) checkNamespace(u *unstructured.Unstructured, ns string) error {
 	switch {
 	case ns == p.cairnNS:
-		return p.refuse(u, "namespace %q is cairn's own namespace, refused from any render", ns)
+		return p.deny(u, "namespace %q is cairn's own namespace, refused from any render", ns)
 	case cairnv1.MatchAnyPattern(p.policy.Deny, ns):
-		return p.refuse(u, "namespace %q is denied by the Platform's namespaces.deny %v", ns, p.policy.Deny)
+		return p.deny(u, "namespace %q is denied by the Platform's namespaces.deny %v", ns, p.policy.Deny)
 	case ns == p.own:
 		return nil
 	case p.tenant != nil:
 		if cairnv1.MatchAnyPattern(p.tenant.Namespaces, ns) {
 			return nil
 		}
-		return p.refuse(u, "namespace %q is not one of tenant %s's namespaces %v", ns, p.tenant.Name, p.tenant.Namespaces)
+		return p.deny(u, "namespace %q is not one of tenant %s's namespaces %v", ns, p.tenant.Name, p.tenant.Namespaces)
 	case len(p.policy.Allow) == 0:
-		return p.refuse(u, "namespace %q is not the instance's own (%s) and the Platform's namespaces.allow grants no other", ns, p.own)
+		return p.deny(u, "namespace %q is not the instance's own (%s) and the Platform's namespaces.allow grants no other", ns, p.own)
 	case !cairnv1.MatchAnyPattern(p.policy.Allow, ns):
-		return p.refuse(u, "namespace %q is not allowed by the Platform's namespaces.allow %v", ns, p.policy.Allow)
+		return p.deny(u, "namespace %q is not allowed by the Platform's namespaces.allow %v", ns, p.policy.Allow)
 	}
 	return nil
 }
@@ -115,13 +115,14 @@ func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind st
 		"or the Platform's clusterResources to list it", groupKind(group, kind))
 }
 
-// refuse is ObjectForbidden, or NamespaceDenied for a namespace rule.
+// refuse is ObjectForbidden: the object may not be rendered at all.
 func (p placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
-	reason := cairnv1.ReasonObjectForbidden
-	if strings.HasPrefix(format, "namespace ") {
-		reason = cairnv1.ReasonNamespaceDenied
-	}
-	return stalled(reason, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+	return stalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+}
+
+// deny is NamespaceDenied: the object may not go to that namespace.
+func (p placement) deny(u *unstructured.Unstructured, format string, args ...any) error {
+	return stalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
 }
 
 func groupKind(group, kind string) string {
