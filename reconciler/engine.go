@@ -31,6 +31,12 @@ type Options struct {
 	Concurrency int
 	// DefaultTimeout bounds an instance that sets no timeout.
 	DefaultTimeout time.Duration
+	// HealthWait bounds how long a sync waits for one instance's objects to become
+	// Current before it records the instance as Progressing and moves on; a later
+	// sync (its retry is due within seconds) checks them again, until the instance's
+	// timeout, counted from the apply, has passed. Zero waits the whole timeout in line
+	// (a one-off sync that reports final health).
+	HealthWait time.Duration
 	// RenderCacheDir caches CUE modules fetched from registries.
 	RenderCacheDir string
 	// RenderLimits bound each render.

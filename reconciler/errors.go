@@ -19,6 +19,10 @@ const (
 	Waiting FailureKind = "Waiting"
 	// Stalled failures (bad declaration, render error, forbidden) need a new commit.
 	Stalled FailureKind = "Stalled"
+	// Progressing is no failure: the objects were applied and are not Current yet
+	// when the sync stops waiting (Options.HealthWait); a later sync checks them again
+	// within the instance's timeout.
+	Progressing FailureKind = "Progressing"
 )
 
 // Failure is an error with its kind and the condition reason it is reported with.

@@ -56,8 +56,12 @@ func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res Instance
 	if !isCommit(sha) {
 		return
 	}
-	if res.Action == "Failed" {
+	switch res.Action {
+	case "Failed":
 		f.post(sha, instanceContext(k), forge.StateFailure, res.Reason+": "+res.Message)
+		return
+	case "Progressing": // a later sync of the same commit gives the verdict
+		f.post(sha, instanceContext(k), forge.StatePending, "progressing: "+res.Message)
 		return
 	}
 	f.post(sha, instanceContext(k), forge.StateSuccess, strings.ToLower(res.Action[:1])+res.Action[1:]+": "+res.Message)
@@ -68,11 +72,13 @@ func (f *ForgeReporter) SyncFinished(sha string, res *SyncResult) {
 	if !isCommit(sha) {
 		return
 	}
-	ready, failed := 0, 0
+	ready, failed, progressing := 0, 0, 0
 	for _, i := range res.Instances {
 		switch {
 		case i.Action == "Failed":
 			failed++
+		case i.Action == "Progressing":
+			progressing++
 		case i.Ready:
 			ready++
 		}
@@ -82,11 +88,15 @@ func (f *ForgeReporter) SyncFinished(sha string, res *SyncResult) {
 		f.post(sha, syncContext, forge.StateFailure, res.Error.Error())
 	case failed > 0:
 		f.post(sha, syncContext, forge.StateFailure, fmt.Sprintf("%d instance(s) failed, %d ready", failed, ready))
+	case progressing > 0:
+		f.post(sha, syncContext, forge.StatePending, fmt.Sprintf("%d instance(s) ready, %d progressing", ready, progressing))
 	default:
 		f.post(sha, syncContext, forge.StateSuccess, fmt.Sprintf("%d instance(s) ready", ready))
 	}
 	f.mu.Lock()
-	delete(f.pending, sha)
+	if len(f.pending[sha]) == 0 { // progressing contexts stay pending until a verdict or a newer commit
+		delete(f.pending, sha)
+	}
 	f.mu.Unlock()
 }
 
@@ -109,11 +119,12 @@ func (f *ForgeReporter) supersede(newer string) {
 	f.mu.Lock()
 	old := f.pending
 	f.pending = map[string]map[string]bool{}
+	if same, ok := old[newer]; ok { // a recheck of the same commit keeps what it left pending
+		f.pending[newer] = same
+		delete(old, newer)
+	}
 	f.mu.Unlock()
 	for sha, contexts := range old {
-		if sha == newer {
-			continue
-		}
 		for c := range contexts {
 			f.q.PostStatus(f.repo, sha, forge.Status{Context: c, State: forge.StateError,
 				Description: "superseded by " + shortSHA(newer) + " before it finished", TargetURL: f.targetURL})

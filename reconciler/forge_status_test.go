@@ -87,3 +87,40 @@ func TestForgeReporterSkipsDirectoryRevisionsAndReportsUnusableRevisions(t *test
 	r.SyncFinished(sha1, &SyncResult{Error: errors.New("platform.yaml:3: Platform cluster: spec.foo: unknown field")})
 	g.Expect(p.last(sha1)["cairn/sync"].Description).To(ContainSubstring("platform.yaml:3"))
 }
+
+func TestForgeReporterLeavesProgressingPendingUntilTheRecheck(t *testing.T) {
+	g := NewWithT(t)
+	p := &fakePoster{}
+	r := NewForgeReporter(p, forge.RepoRef{Owner: "o", Name: "r"}, "")
+	a, b := InstanceKey{"team", "a"}, InstanceKey{"team", "b"}
+	r.SyncStarted(sha1, []InstanceKey{a, b})
+	r.InstanceFinished(sha1, a, InstanceResult{Action: "Progressing", Message: "applied; waiting for 1 object"})
+	r.InstanceFinished(sha1, b, InstanceResult{Action: "Updated", Ready: true, Message: "2 objects applied"})
+	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}, {Action: "Updated", Ready: true}}})
+	last := p.last(sha1)
+	g.Expect(last["cairn/team/a"].State).To(Equal(forge.StatePending))
+	g.Expect(last["cairn/team/a"].Description).To(HavePrefix("progressing: "))
+	g.Expect(last["cairn/sync"].State).To(Equal(forge.StatePending))
+	g.Expect(last["cairn/sync"].Description).To(Equal("1 instance(s) ready, 1 progressing"))
+
+	// the recheck of the same commit gives the verdict
+	r.SyncStarted(sha1, []InstanceKey{a})
+	r.InstanceFinished(sha1, a, InstanceResult{Action: "Updated", Ready: true, Message: "1 objects applied"})
+	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Updated", Ready: true}, {Action: "Unchanged", Ready: true}}})
+	g.Expect(p.last(sha1)["cairn/team/a"].State).To(Equal(forge.StateSuccess))
+	g.Expect(p.last(sha1)["cairn/sync"].State).To(Equal(forge.StateSuccess))
+}
+
+func TestForgeReporterSupersedesAProgressingCommit(t *testing.T) {
+	g := NewWithT(t)
+	p := &fakePoster{}
+	r := NewForgeReporter(p, forge.RepoRef{Owner: "o", Name: "r"}, "")
+	a := InstanceKey{"team", "a"}
+	r.SyncStarted(sha1, []InstanceKey{a})
+	r.InstanceFinished(sha1, a, InstanceResult{Action: "Progressing", Message: "applied; waiting"})
+	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}})
+	r.SyncStarted(sha1, nil) // a recheck that has nothing due yet
+	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}})
+	r.SyncStarted(sha2, []InstanceKey{a})
+	g.Expect(p.last(sha1)["cairn/team/a"].State).To(Equal(forge.StateError), "a newer commit closes what the older left progressing")
+}

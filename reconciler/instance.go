@@ -36,7 +36,8 @@ func (s *syncRun) applyAll(ctx context.Context) {
 			}
 			s.waitDependencies(r)
 			sem <- struct{}{}
-			defer func() { <-sem }()
+			r.release = sync.OnceFunc(func() { <-sem })
+			defer r.release()
 			if interrupted(ctx) {
 				s.reportInterrupted(ctx, r)
 				return
@@ -59,6 +60,10 @@ func (s *syncRun) waitDependencies(r *instanceRun) {
 			continue
 		}
 		<-d.done
+		if d.failure != nil && d.failure.Kind == Progressing {
+			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is progressing: applied, not yet healthy", d.key())))
+			continue
+		}
 		if !d.satisfiesDependents() {
 			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key())))
 		}
@@ -155,15 +160,10 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
 	}
-	s.e.progress("wait %s", r.key())
-	err = waitHealthy(ctx, m.Client(), r.appliedLive, s.timeout(r.mi))
-	if !interrupted(ctx) { // an interrupted wait says nothing of the objects' health
-		markHealthy(r.live, len(r.appliedLive), err)
+	if r.release != nil {
+		r.release() // a wait holds no apply slot, so it never delays another instance
 	}
-	if err != nil {
-		return classify(cairnv1.ReasonHealthCheckFailed, err)
-	}
-	return nil
+	return s.waitInstance(ctx, m.Client(), r)
 }
 
 // pendingInventory is recorded before anything is written: the last inventory plus

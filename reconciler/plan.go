@@ -39,6 +39,8 @@ type instanceRun struct {
 	appliedLive []*unstructured.Unstructured
 	pruned      *ssa.ChangeSet
 	done        chan struct{}
+	// release gives back the instance's apply slot (see applyAll); idempotent.
+	release func()
 	// artifacts are the OCI artifacts the render used, with their verification.
 	artifacts []cairnv1.ArtifactStatus
 	// chart is the verified chart of a chart instance.

@@ -39,6 +39,10 @@ func warningNote(warnings []string) string {
 // reason and kind), else one info line (with the warnings, if any).
 func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
 	log := s.e.logger(ctx).WithValues("instance", r.key(), "revision", s.rev.SHA)
+	if r.failure != nil && r.failure.Kind == Progressing {
+		log.Info("instance applied, not yet healthy; rechecked later", "message", r.failure.Error())
+		return
+	}
 	if r.failure != nil {
 		log.Error(r.failure, "instance failed", "reason", r.failure.Reason, "retry", r.failure.Kind)
 		return
@@ -52,6 +56,9 @@ func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
 }
 
 func (r *instanceRun) outcome() string {
+	if r.failure != nil && r.failure.Kind == Progressing {
+		return "progressing: " + r.failure.Error()
+	}
 	if r.failure != nil {
 		return fmt.Sprintf("failed (%s): %s", r.failure.Reason, r.failure.Error())
 	}
@@ -69,6 +76,9 @@ func (r *instanceRun) result() InstanceResult {
 		res = r.deferredResult(res)
 	case !r.affected:
 		res.Action, res.Reason, res.Message = "Unchanged", "", r.why+r.secretNote
+	case r.failure != nil && r.failure.Kind == Progressing:
+		res.Action, res.Reason, res.Message, res.Retry = "Progressing", r.failure.Reason, r.failure.Error(), Progressing
+		res.NextRetryAt = retryTime(r.live)
 	case r.failure != nil:
 		res.Action, res.Reason, res.Message, res.Retry = "Failed", r.failure.Reason, r.failure.Error(), r.failure.Kind
 		res.NextRetryAt = retryTime(r.live)

@@ -33,6 +33,8 @@ func failureKindOf(mi *cairnv1.ModuleInstance) FailureKind {
 		return Stalled
 	case conditions.GetReason(mi, "Ready") == cairnv1.ReasonDependencyNotReady:
 		return Waiting
+	case conditions.GetReason(mi, "Ready") == cairnv1.ReasonProgressing:
+		return Progressing
 	}
 	return Transient
 }
@@ -41,6 +43,9 @@ func failureKindOf(mi *cairnv1.ModuleInstance) FailureKind {
 // still failed, with its last reason, and says when it is retried.
 func (r *instanceRun) deferredResult(res InstanceResult) InstanceResult {
 	res.Action, res.Retry = "Failed", failureKindOf(r.live)
+	if res.Retry == Progressing {
+		res.Action = "Progressing"
+	}
 	res.Reason = conditions.GetReason(r.live, "Ready")
 	res.Message = r.why + ": " + conditions.GetMessage(r.live, "Ready")
 	res.NextRetryAt = retryTime(r.live)
@@ -65,7 +70,7 @@ func (r *SyncResult) NextRetry() time.Time {
 	}
 	var next time.Time
 	for _, i := range r.Instances {
-		if i.Action == "Failed" && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
+		if (i.Action == "Failed" || i.Action == "Progressing") && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
 			next = *i.NextRetryAt
 		}
 	}

@@ -16,8 +16,11 @@ func TestRetryDue(t *testing.T) {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Status.Failures = failures - 1
 		f := failuref(kind, cairnv1.ReasonApplyFailed, "boom")
-		if kind == Waiting {
+		switch kind {
+		case Waiting:
 			f.Reason = cairnv1.ReasonDependencyNotReady
+		case Progressing:
+			f.Reason = cairnv1.ReasonProgressing
 		}
 		markFailed(mi, rev, f, at)
 		return mi
@@ -37,6 +40,9 @@ func TestRetryDue(t *testing.T) {
 		{"transient, third failure: 20s", failed(Transient, 3, now.Add(-19*time.Second), "sha"), "sha", false, "10:00:01Z"},
 		{"transient backoff is capped at 5m", failed(Transient, 20, now.Add(-5*time.Minute), "sha"), "sha", true, "retry due"},
 		{"waiting backs off like transient", failed(Waiting, 2, now.Add(-10*time.Second), "sha"), "sha", true, "Waiting retry due"},
+		{"progressing: rechecked after 5s", failed(Progressing, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Progressing retry due"},
+		{"progressing: not at 4s", failed(Progressing, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Progressing)"},
+		{"progressing rechecks are capped at 30s", failed(Progressing, 20, now.Add(-30*time.Second), "sha"), "sha", true, "Progressing retry due"},
 		{"no retry time recorded: retried", &cairnv1.ModuleInstance{Status: cairnv1.ModuleInstanceStatus{LastAttemptedRevision: "sha"}}, "sha", true, "retrying a failed sync"},
 	}
 	for _, c := range cases {
@@ -55,10 +61,13 @@ func TestNextRetryIsTheEarliestFailedInstance(t *testing.T) {
 	res := &SyncResult{Instances: []InstanceResult{
 		{Action: "Failed", NextRetryAt: at(30 * time.Minute)},
 		{Action: "Failed", NextRetryAt: at(5 * time.Second)},
+		{Action: "Progressing", NextRetryAt: at(4 * time.Second)},
 		{Action: "Unchanged"},
 		{Action: "Updated", NextRetryAt: at(time.Second)}, // not failed: ignored
 	}}
-	g.Expect(res.NextRetry()).To(Equal(*at(5 * time.Second)))
+	g.Expect(res.NextRetry()).To(Equal(*at(4 * time.Second)), "a progressing instance is rechecked like a failed one is retried")
+	g.Expect(res.Failed()).To(BeTrue())
+	g.Expect((&SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}}).Failed()).To(BeFalse(), "progressing is no failure")
 	g.Expect((&SyncResult{}).NextRetry().IsZero()).To(BeTrue())
 	g.Expect((&SyncResult{Error: errFake, RetryAt: *at(0)}).NextRetry()).To(Equal(*at(0)))
 	g.Expect(RetryDue(time.Time{}, time.Now())).To(BeFalse(), "nothing scheduled")
@@ -80,4 +89,20 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	g.Expect(res.Reason).To(Equal(cairnv1.ReasonRenderFailed))
 	g.Expect(res.Message).To(Equal("not retried before x (Stalled): bad module"))
 	g.Expect(*res.NextRetryAt).To(Equal(time.Unix(0, 0).Add(30 * time.Minute)))
+}
+
+func TestProgressingIsUnknownNotFailed(t *testing.T) {
+	g := NewWithT(t)
+	live := &cairnv1.ModuleInstance{}
+	markFailed(live, "sha", failuref(Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
+	g.Expect(conditions.IsUnknown(live, "Ready")).To(BeTrue())
+	g.Expect(conditions.GetReason(live, "Ready")).To(Equal(cairnv1.ReasonProgressing))
+	g.Expect(conditions.IsTrue(live, "Reconciling")).To(BeTrue())
+	g.Expect(conditions.Has(live, "Stalled")).To(BeFalse())
+	g.Expect(live.Status.History[0].Result).To(Equal("Progressing"))
+	r := &instanceRun{mi: live, live: live, why: "not retried before x (Progressing)"}
+	res := r.result()
+	g.Expect(res.Action).To(Equal("Progressing"))
+	g.Expect(res.Retry).To(Equal(Progressing))
+	g.Expect(res.Ready).To(BeFalse())
 }

@@ -14,6 +14,7 @@ const (
 	stalledRecheck   = 30 * time.Minute
 	transientBackoff = 5 * time.Second
 	maxBackoff       = 5 * time.Minute
+	healthRecheckMax = 30 * time.Second
 )
 
 // markSucceeded records a successful sync of revision on mi.
@@ -40,6 +41,12 @@ func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now tim
 	msg := f.Error()
 	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
 	switch f.Kind {
+	case Progressing: // applied, health not known yet: kstatus InProgress
+		conditions.MarkUnknown(mi, "Ready", f.Reason, "%s", msg)
+		conditions.Delete(mi, "Stalled")
+		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
+		addHistory(mi, revision, "Progressing", f.Reason, now)
+		return
 	case Stalled:
 		conditions.MarkStalled(mi, f.Reason, "%s", msg)
 		conditions.Delete(mi, "Reconciling")
@@ -50,16 +57,24 @@ func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now tim
 	addHistory(mi, revision, "Failed", f.Reason, now)
 }
 
-// retryAfter is 5s·2ⁿ capped at 5m for transient and waiting failures, 30m for stalled.
+// retryAfter is 5s·2ⁿ capped at 5m for transient and waiting failures, 30m for
+// stalled ones, and 5s·2ⁿ capped at 30s for a health check handed over (Progressing).
 func retryAfter(kind FailureKind, failures int32) time.Duration {
-	if kind == Stalled {
+	switch kind {
+	case Stalled:
 		return stalledRecheck
+	case Progressing:
+		return backoff(failures, healthRecheckMax)
 	}
+	return backoff(failures, maxBackoff)
+}
+
+func backoff(failures int32, limit time.Duration) time.Duration {
 	d := transientBackoff
-	for i := int32(1); i < failures && d < maxBackoff; i++ {
+	for i := int32(1); i < failures && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, maxBackoff)
+	return min(d, limit)
 }
 
 func addHistory(mi *cairnv1.ModuleInstance, revision, result, reason string, now time.Time) {

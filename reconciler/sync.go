@@ -34,9 +34,10 @@ type SyncResult struct {
 // InstanceResult is what one sync did to one instance.
 type InstanceResult struct {
 	Namespace, Name string
-	// Action is Created, Updated, Unchanged, Deleted, Skipped or Failed.
+	// Action is Created, Updated, Unchanged, Deleted, Skipped, Failed or Progressing
+	// (applied, not yet Current when the sync stopped waiting; see Options.HealthWait).
 	Action string
-	// Retry says how a failure is retried: Transient, Waiting or Stalled.
+	// Retry says how a failure is retried: Transient, Waiting, Stalled or Progressing.
 	Retry   FailureKind `json:",omitempty"`
 	Ready   bool
 	Reason  string

@@ -25,6 +25,9 @@ const (
 	ReasonPruneGuard         = "PruneGuard"
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonHealthCheckFailed  = "HealthCheckFailed"
+	// ReasonProgressing: the objects were applied and are not all Current yet; the
+	// sync moved on and a later one checks them again (Ready is Unknown meanwhile).
+	ReasonProgressing = "Progressing"
 	ReasonNamespaceDenied    = "NamespaceDenied"
 	ReasonObjectForbidden    = "ObjectForbidden"
 	ReasonOwnershipConflict  = "OwnershipConflict"

@@ -9,9 +9,10 @@ import (
 )
 
 // engine connects to the cluster and returns an engine for the repository flags that
-// writes its progress to progress (nil: none) and logs to log.
+// writes its progress to progress (nil: none) and logs to log; tune adjusts the
+// options last.
 func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
-	log logr.Logger) (*reconciler.Engine, func(), error) {
+	log logr.Logger, tune ...func(*reconciler.Options)) (*reconciler.Engine, func(), error) {
 	cfg, err := kube.restConfig()
 	if err != nil {
 		return nil, nil, err
@@ -27,6 +28,9 @@ func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter recon
 	opts.Progress, opts.Reporter, opts.Log = progress, reporter, log
 	if u, err := repo.url(); err == nil && !repo.isDir() {
 		opts.Repository = redactURL(u)
+	}
+	for _, t := range tune {
+		t(&opts)
 	}
 	renderer := newRenderer()
 	return reconciler.New(cluster, renderer, opts), func() { _ = renderer.Close() }, nil

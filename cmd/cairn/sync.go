@@ -23,6 +23,7 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 		drift    time.Duration
 		quiet    bool
 		lockWait time.Duration
+		health   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "sync",
@@ -54,7 +55,14 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 			if !quiet {
 				progress = logF.progressWriter(cmd.ErrOrStderr(), log)
 			}
-			e, closeFn, err := engine(kube, &repo, progress, fw.reporter(), log)
+			if !cmd.Flags().Changed("health-wait") {
+				health = loopHealthWait
+				if once {
+					health = 0 // a one-off sync reports each instance's final health
+				}
+			}
+			e, closeFn, err := engine(kube, &repo, progress, fw.reporter(), log,
+				func(o *reconciler.Options) { o.HealthWait = health })
 			if err != nil {
 				return err
 			}
@@ -82,10 +90,17 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&drift, "drift-interval", 10*time.Minute,
 		"how often live objects are compared with Git (spec.drift: Correct re-applies, Warn reports); with --once, any positive value checks once after the sync")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	cmd.Flags().DurationVar(&health, "health-wait", loopHealthWait,
+		"longest a sync waits for one instance's objects to become Current before it reports the instance Progressing and moves on (a later poll checks again, until the instance's timeout); 0 waits the whole timeout; with --once the default is 0")
 	cmd.Flags().DurationVar(&lockWait, "lock-timeout", time.Minute,
 		"how long to wait for another sync of the cluster (the holder of the Lease cairn-sync in cairn's namespace) before failing")
 	return cmd
 }
+
+// loopHealthWait is how long a sync loop waits in line for an instance's health: a
+// Deployment rolled out on a healthy cluster is seen Current well within it, and a
+// stuck one never holds back the next poll for longer.
+const loopHealthWait = 10 * time.Second
 
 type syncer struct {
 	engine *reconciler.Engine
@@ -158,7 +173,9 @@ func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 	defer t.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
-	for s.step(ctx); ; s.armRetry(retry) {
+	s.step(ctx)
+	for {
+		s.armRetry(retry) // after every step, the first one too
 		select {
 		case <-ctx.Done():
 			return nil

@@ -62,12 +62,19 @@ func (e *env) platformCR() *cairnv1.Platform {
 // withRenderLimits replaces the engine by one whose renders have the limits l.
 func (e *env) withRenderLimits(l render.Limits) {
 	e.t.Helper()
+	e.withOptions(func(o *reconciler.Options) { o.RenderLimits = l })
+}
+
+// withOptions replaces the engine by one with the test defaults adjusted by tune.
+func (e *env) withOptions(tune func(*reconciler.Options)) {
+	e.t.Helper()
 	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := reconciler.DefaultOptions()
 	opts.RenderCacheDir = filepath.Join(e.cache, "modules")
 	opts.DefaultTimeout = time.Minute
-	opts.RenderLimits = l
+	opts.Progress = e.progress
+	tune(&opts)
 	e.engine = reconciler.New(cluster, render.NewRenderer(), opts)
 }
 
