@@ -106,6 +106,9 @@ func TestHealthRecheckRunsOutAtTheTimeout(t *testing.T) {
 	repo := newGitRepo(t, files)
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "claim").Action).To(Equal("Progressing"), "%+v", res)
+	p := e.platformCR()
+	e.g.Expect(conditions.IsUnknown(p, "Ready")).To(BeTrue(), "%+v", p.Status.Conditions)
+	e.g.Expect(conditions.GetMessage(p, "Ready")).To(HavePrefix("1 of 1 instances are progressing"))
 	deadline := time.Now().Add(time.Minute)
 	for result(res, e.ns, "claim").Action == "Progressing" && time.Now().Before(deadline) {
 		waitRetryDue(t, res)
