@@ -79,7 +79,10 @@ func TestSyncLoopRechecksAProgressingInstanceOnItsOwn(t *testing.T) {
 	pvc.Status.Phase = corev1.ClaimBound
 	g.Expect(cc.c.Status().Update(context.Background(), pvc)).To(Succeed())
 	g.Eventually(func() bool { mi := claim(); return mi != nil && conditions.IsTrue(mi, "Ready") }, time.Minute, 200*time.Millisecond).
-		Should(BeTrue(), func() string { m := claim(); return fmt.Sprintf("the loop rechecks on its own schedule: %+v\n%s\n%s", m.Status, out.String(), errOut.String()) })
+		Should(BeTrue(), func() string {
+			m := claim()
+			return fmt.Sprintf("the loop rechecks on its own schedule: %+v\n%s\n%s", m.Status, out.String(), errOut.String())
+		})
 	cancel()
 	g.Expect(<-done).To(Succeed())
 	done <- nil
