@@ -102,9 +102,10 @@ func (c *renderCache) load(key string) *render.Result {
 	return &res
 }
 
-// store writes the render atomically; a failure only costs a future render.
+// store writes the render atomically; a failure only costs a future render. A render
+// that holds a Secret stays in memory only: its data never lands on disk in the clear.
 func (c *renderCache) store(key string, res *render.Result) {
-	if c.dir == "" {
+	if c.dir == "" || holdsSecret(res.Objects) {
 		return
 	}
 	var buf bytes.Buffer
@@ -113,7 +114,7 @@ func (c *renderCache) store(key string, res *render.Result) {
 		return
 	}
 	p := c.path(key)
-	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+	if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
 		return
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
@@ -125,6 +126,15 @@ func (c *renderCache) store(key string, res *render.Result) {
 	if werr != nil || cerr != nil || os.Rename(tmp.Name(), p) != nil {
 		_ = os.Remove(tmp.Name())
 	}
+}
+
+func holdsSecret(objects []*unstructured.Unstructured) bool {
+	for _, u := range objects {
+		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func copyResult(res *render.Result) *render.Result {

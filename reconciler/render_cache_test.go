@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -44,4 +45,21 @@ func TestRenderCacheSurvivesRestartAndHandsOutCopies(t *testing.T) {
 	g.Expect(again.Digest).To(Equal("sha256:d"))
 	g.Expect(again.Objects[0].GetKind()).To(Equal("ConfigMap"))
 	g.Expect(newRenderCache("").get("abcd")).To(BeNil())
+}
+
+func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	secret := &unstructured.Unstructured{}
+	secret.SetAPIVersion("v1")
+	secret.SetKind("Secret")
+	secret.SetName("db")
+	_ = unstructured.SetNestedField(secret.Object, "hunter2-password", "stringData", "password")
+	c := newRenderCache(dir)
+	c.put("ef01", &render.Result{Objects: []*unstructured.Unstructured{secret}, Digest: "sha256:s"})
+	g.Expect(c.get("ef01")).NotTo(BeNil(), "kept in memory")
+	g.Expect(newRenderCache(dir).get("ef01")).To(BeNil(), "not on disk: a restart renders again")
+	entries, err := os.ReadDir(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(BeEmpty())
 }
