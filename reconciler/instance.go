@@ -101,6 +101,17 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	s.record(ctx, r, before)
 }
 
+// inlineWait bounds a wait inside a sync (CRDs to be established, pruned objects to
+// be gone) by Options.HealthWait, so that an object that never settles (a finalizer
+// nobody removes) holds back neither the next poll nor the instances after it: the
+// instance fails as transient and the next attempt picks up where this one stopped.
+func (s *syncRun) inlineWait(timeout time.Duration) time.Duration {
+	if hw := s.e.opts.HealthWait; hw > 0 && hw < timeout {
+		return hw
+	}
+	return timeout
+}
+
 func (s *syncRun) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 	if mi.Spec.Timeout != nil && mi.Spec.Timeout.Duration > 0 {
 		return mi.Spec.Timeout.Duration
@@ -144,7 +155,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		return f
 	}
 	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.timeout(r.mi))
+	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
@@ -199,7 +210,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 		return nil
 	}
 	s.e.progress("prune %s: %d objects", r.key(), len(r.prune.stale))
-	cs, err := deleteStale(ctx, m, r.prune, s.timeout(r.mi))
+	cs, err := deleteStale(ctx, m, r.prune, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)

@@ -51,7 +51,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	}
 	ps := rs.pruneSet
 	s.e.progress("remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
-	cs, err := deleteStale(ctx, m, ps, s.e.opts.DefaultTimeout)
+	cs, err := deleteStale(ctx, m, ps, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)

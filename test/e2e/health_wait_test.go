@@ -162,3 +162,59 @@ func TestAHealthWaitHoldsNoApplySlot(t *testing.T) {
 	e.g.Expect(result(res, e.ns, "two").Reason).To(Equal(cairnv1.ReasonHealthCheckFailed), "%+v", res)
 	e.g.Expect(took).To(BeNumerically("<", 38*time.Second), "two 20 s waits one after the other would take 40 s")
 }
+
+// holdConfigMap sets or clears a finalizer on a ConfigMap, as a controller would.
+func (e *env) holdConfigMap(ns, name string, hold bool) {
+	e.t.Helper()
+	cm := e.configMap(ns, name)
+	e.g.Expect(cm).NotTo(BeNil())
+	cm.Finalizers = nil
+	if hold {
+		cm.Finalizers = []string{"test.cairn.dev/hold"}
+	}
+	e.g.Expect(e.c.Update(e.ctx, cm)).To(Succeed())
+}
+
+// TestAStuckDeletionNeverHoldsTheSync: objects that linger after their DELETE (a
+// finalizer nobody removes), pruned from one instance and left behind by another
+// that left Git, hold the sync for the health wait, not for the timeouts: both
+// instances fail as transient (their objects and CRs stay), the instance beside them
+// is applied, and once the finalizers are gone the retry finishes the prune and the
+// removal.
+func TestAStuckDeletionNeverHoldsTheSync(t *testing.T) {
+	e := newEnv(t)
+	e.withOptions(func(o *reconciler.Options) { o.HealthWait = 2 * time.Second; o.DefaultTimeout = 10 * time.Minute })
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x", "y")}
+	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("z")}
+	gone := inst{name: "gone", ns: e.ns, replicas: 0, configs: configs("w")}
+	repo := newGitRepo(t, appRepo("", a, b, gone))
+	e.syncClean(repo)
+	e.holdConfigMap(e.ns, "a-y", true)
+	e.holdConfigMap(e.ns, "gone-w", true)
+
+	a.configs, b.configs = configs("x"), configs("z", "z2")
+	repo.commit("drop a-y, add b-z2, remove gone", map[string]string{
+		"instances/a.yaml": a.yaml(), "instances/b.yaml": b.yaml(), "instances/gone.yaml": ""})
+	began := time.Now()
+	res := e.sync(repo)
+	e.g.Expect(time.Since(began)).To(BeNumerically("<", 50*time.Second), "neither the 1m instance timeout nor the 10m default was waited out")
+	ra := result(res, e.ns, "a")
+	e.g.Expect(ra.Reason).To(Equal(cairnv1.ReasonPruneFailed), "%+v", res)
+	e.g.Expect(ra.Retry).To(Equal(reconciler.Transient))
+	e.g.Expect(ra.Message).To(ContainSubstring("still terminating"))
+	rg := result(res, e.ns, "gone")
+	e.g.Expect(rg.Reason).To(Equal(cairnv1.ReasonPruneFailed), "%+v", res)
+	e.g.Expect(rg.Retry).To(Equal(reconciler.Transient))
+	e.g.Expect(e.instance(e.ns, "gone")).NotTo(BeNil(), "the CR stays until its objects are gone")
+	e.g.Expect(result(res, e.ns, "b").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "b-z2")).NotTo(BeNil())
+
+	e.holdConfigMap(e.ns, "a-y", false)
+	e.holdConfigMap(e.ns, "gone-w", false)
+	waitRetryDue(t, res)
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "a-y")).To(BeNil())
+	e.g.Expect(result(res, e.ns, "gone").Action).To(Equal("Deleted"), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "gone-w")).To(BeNil())
+}
