@@ -39,14 +39,15 @@ func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now tim
 	retry := metav1.NewTime(now.Add(retryAfter(f.Kind, mi.Status.Failures)))
 	mi.Status.NextRetryAt = &retry
 	msg := f.Error()
-	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
-	switch f.Kind {
-	case Progressing: // applied, health not known yet: kstatus InProgress
+	if f.Kind == Progressing { // applied, health not known yet: kstatus InProgress
 		conditions.MarkUnknown(mi, "Ready", f.Reason, "%s", msg)
 		conditions.Delete(mi, "Stalled")
 		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
 		addHistory(mi, revision, "Progressing", f.Reason, now)
 		return
+	}
+	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
+	switch f.Kind {
 	case Stalled:
 		conditions.MarkStalled(mi, f.Reason, "%s", msg)
 		conditions.Delete(mi, "Reconciling")
