@@ -87,26 +87,28 @@ func Hold(ctx context.Context, cfg *rest.Config, opts Options, fn func(context.C
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	lock, err := newLock(cfg, opts)
+	c, err := coordinationv1client.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create Lease client: %w", err)
 	}
-	h := &holder{opts: opts, lock: &takenLock{LeaseLock: lock}, fn: fn, acquired: make(chan struct{}), done: make(chan struct{})}
+	return hold(ctx, c, opts, fn)
+}
+
+// hold is Hold with the Lease client given.
+func hold(ctx context.Context, c coordinationv1client.LeasesGetter, opts Options, fn func(context.Context) error) error {
+	h := &holder{opts: opts, lock: &takenLock{LeaseLock: newLock(c, opts)}, fn: fn,
+		acquired: make(chan struct{}), done: make(chan struct{})}
 	return h.run(ctx)
 }
 
-func newLock(cfg *rest.Config, opts Options) (*resourcelock.LeaseLock, error) {
-	c, err := coordinationv1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create Lease client: %w", err)
-	}
+func newLock(c coordinationv1client.LeasesGetter, opts Options) *resourcelock.LeaseLock {
 	id := opts.Identity
 	if id == "" {
 		id = NewIdentity()
 	}
 	lock := &resourcelock.LeaseLock{Client: c, LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
 	lock.LeaseMeta.Namespace, lock.LeaseMeta.Name = opts.Namespace, Name
-	return lock, nil
+	return lock
 }
 
 // checkNamespace says clearly when cairn's namespace is missing; a client that may
