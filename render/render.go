@@ -220,6 +220,10 @@ type RendererOptions struct {
 	// syntax trees); a larger module is not kept. A worker keeps at most a
 	// quarter of its render's memory budget.
 	MaxPreparedBytes int64
+	// WorkerIdleTimeout ends a worker process that served no render for that
+	// long (default 2 minutes; negative: never), so that a long-running sync
+	// gives the memory back between commits.
+	WorkerIdleTimeout time.Duration
 	// InProcess evaluates in the calling process, without memory budgets and
 	// without stopping evaluations at their deadline: for tests of the
 	// evaluation itself. It must be chosen explicitly.
@@ -227,11 +231,13 @@ type RendererOptions struct {
 }
 
 // DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS),
-// MaxAbandoned = MaxEvaluations, MaxPreparedModules = 64 and
-// MaxPreparedBytes = 256 MiB, with worker processes.
+// MaxAbandoned = MaxEvaluations, MaxPreparedModules = 64,
+// MaxPreparedBytes = 256 MiB and WorkerIdleTimeout = 2 minutes, with worker
+// processes.
 func DefaultRendererOptions() RendererOptions {
 	n := max(4, runtime.GOMAXPROCS(0))
-	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n, MaxPreparedModules: 64, MaxPreparedBytes: 256 << 20}
+	return RendererOptions{MaxEvaluations: n, MaxAbandoned: n, MaxPreparedModules: 64, MaxPreparedBytes: 256 << 20,
+		WorkerIdleTimeout: 2 * time.Minute}
 }
 
 // Renderer renders CUE modules. It is safe for concurrent use and keeps the
@@ -272,9 +278,12 @@ func NewRendererWithOptions(o RendererOptions) *Renderer {
 	if o.MaxPreparedBytes <= 0 {
 		o.MaxPreparedBytes = d.MaxPreparedBytes
 	}
+	if o.WorkerIdleTimeout == 0 {
+		o.WorkerIdleTimeout = d.WorkerIdleTimeout
+	}
 	r := &Renderer{opts: o, caches: map[cacheKey]*moduleCache{}}
 	if !o.InProcess {
-		r.pool = newWorkerPool(o.MaxEvaluations)
+		r.pool = newWorkerPool(o.MaxEvaluations, o.WorkerIdleTimeout)
 		// Workers end with the Renderer, also when it is dropped unclosed.
 		runtime.AddCleanup(r, (*workerPool).close, r.pool)
 		return r

@@ -25,17 +25,59 @@ const workerStartTimeout = 30 * time.Second
 type workerPool struct {
 	tokens chan *workerProc // one per place in the pool: its idle worker, or nil
 	sent   atomic.Int64     // modules sent to workers to prepare
+	stop   chan struct{}    // closed by close: the reaper ends
+	stop1  sync.Once
 
 	mu   sync.Mutex
 	live map[*workerProc]struct{}
 }
 
-func newWorkerPool(size int) *workerPool {
-	p := &workerPool{tokens: make(chan *workerProc, size), live: map[*workerProc]struct{}{}}
+// newWorkerPool returns a pool of size places whose workers end after idle
+// without a render (never when idle is not positive).
+func newWorkerPool(size int, idle time.Duration) *workerPool {
+	p := &workerPool{tokens: make(chan *workerProc, size), live: map[*workerProc]struct{}{}, stop: make(chan struct{})}
 	for range size {
 		p.tokens <- nil
 	}
+	if idle > 0 {
+		go p.reapEvery(idle)
+	}
 	return p
+}
+
+// reapEvery ends, every idle/2, the workers that served no render for idle:
+// a long-running sync loop gives their memory back between commits.
+func (p *workerPool) reapEvery(idle time.Duration) {
+	t := time.NewTicker(max(idle/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.reapIdle(idle)
+		}
+	}
+}
+
+// reapIdle kills the idle workers unused for longer than idle and says how
+// many; a busy worker is not in the pool's places and is left alone.
+func (p *workerPool) reapIdle(idle time.Duration) int {
+	n := 0
+	for range cap(p.tokens) {
+		select {
+		case w := <-p.tokens:
+			if w != nil && time.Since(w.idleSince) > idle {
+				w.kill()
+				p.forget(w)
+				w, n = nil, n+1
+			}
+			p.tokens <- w
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // acquire returns an idle worker, or starts one in a free place, waiting
@@ -65,6 +107,8 @@ func (p *workerPool) release(w *workerProc, keep bool) {
 		w.kill()
 		p.forget(w)
 		w = nil
+	} else {
+		w.idleSince = time.Now()
 	}
 	p.tokens <- w
 }
@@ -91,6 +135,7 @@ func (p *workerPool) pids() []int {
 
 // close kills every worker; renders running in them fail.
 func (p *workerPool) close() {
+	p.stop1.Do(func() { close(p.stop) })
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for w := range p.live {
@@ -138,6 +183,8 @@ type workerProc struct {
 	kill1   sync.Once
 	gone    chan struct{}
 	waitErr error
+	// idleSince is when the worker last went back to the pool.
+	idleSince time.Time
 }
 
 func startWorker(exe string) (*workerProc, error) {

@@ -177,3 +177,39 @@ func TestWorkerEndsWithItsParent(t *testing.T) {
 	_ = parent.Wait()
 	g.Eventually(func() bool { return processGone(worker) }).WithTimeout(5 * time.Second).Should(BeTrue())
 }
+
+// TestWorkerEndsAfterItsIdleTimeout: a worker that served no render for the
+// idle timeout ends, and the next render starts a new one.
+func TestWorkerEndsAfterItsIdleTimeout(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1, WorkerIdleTimeout: 300 * time.Millisecond})
+	defer r.Close()
+	_, err := renderLocal(t, r, testRepo, "modules/basic", `{"replicas": 2}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	pids := r.pool.pids()
+	g.Expect(pids).To(HaveLen(1))
+	g.Eventually(r.pool.pids).WithTimeout(5 * time.Second).Should(BeEmpty())
+	g.Eventually(func() bool { return processGone(pids[0]) }).WithTimeout(5 * time.Second).Should(BeTrue())
+
+	_, err = renderLocal(t, r, testRepo, "modules/basic", `{"replicas": 3}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.pool.pids()).To(HaveLen(1))
+	g.Expect(r.pool.pids()).NotTo(ContainElement(pids[0]))
+}
+
+// TestBusyWorkerIsNotReaped: reaping leaves alone a worker in the middle of
+// a render (it is not among the pool's idle places).
+func TestBusyWorkerIsNotReaped(t *testing.T) {
+	g := NewWithT(t)
+	p := newWorkerPool(1, 0)
+	defer p.close()
+	w, err := p.acquire(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	w.idleSince = time.Now().Add(-time.Hour)
+	g.Expect(p.reapIdle(time.Millisecond)).To(Equal(0), "busy")
+	p.release(w, true)
+	g.Expect(p.reapIdle(time.Hour)).To(Equal(0), "just released")
+	w.idleSince = time.Now().Add(-2 * time.Hour)
+	g.Expect(p.reapIdle(time.Hour)).To(Equal(1))
+	g.Eventually(func() bool { return processGone(w.cmd.Process.Pid) }).WithTimeout(5 * time.Second).Should(BeTrue())
+}
