@@ -64,17 +64,6 @@ func (r *SyncResult) Failed() bool {
 	return false
 }
 
-// progressing counts the instances handed over to a later health check.
-func (r *SyncResult) progressing() int {
-	n := 0
-	for _, i := range r.Instances {
-		if i.Action == "Progressing" {
-			n++
-		}
-	}
-	return n
-}
-
 // LastSynced returns the revision the Platform CR records as last synced ("" if none).
 func (e *Engine) LastSynced(ctx context.Context) (string, error) {
 	var p cairnv1.Platform
@@ -323,7 +312,7 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 	if res.Failed() {
 		conditions.MarkFalse(p, "Ready", "InstancesFailed", "%d of %d instances are not ready at %s",
 			p.Status.Instances.Failed, p.Status.Instances.Total, shortSHA(s.rev.SHA))
-	} else if n := res.progressing(); n > 0 {
+	} else if n := p.Status.Instances.Progressing; n > 0 {
 		conditions.MarkUnknown(p, "Ready", cairnv1.ReasonProgressing, "%d of %d instances are progressing at %s (applied, not yet healthy)",
 			n, p.Status.Instances.Total, shortSHA(s.rev.SHA))
 	} else {
@@ -345,6 +334,8 @@ func countInstances(res *SyncResult) cairnv1.InstanceCounts {
 			c.Ready++
 		case i.Action == "Failed":
 			c.Failed++
+		case i.Action == "Progressing":
+			c.Progressing++
 		}
 	}
 	return c

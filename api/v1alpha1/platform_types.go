@@ -253,6 +253,10 @@ type InstanceCounts struct {
 	Ready int32 `json:"ready,omitempty"`
 	// +optional
 	Failed int32 `json:"failed,omitempty"`
+	// Progressing counts the instances applied and not yet healthy, handed over to
+	// a later health check.
+	// +optional
+	Progressing int32 `json:"progressing,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -109,6 +109,7 @@ func TestHealthRecheckRunsOutAtTheTimeout(t *testing.T) {
 	p := e.platformCR()
 	e.g.Expect(conditions.IsUnknown(p, "Ready")).To(BeTrue(), "%+v", p.Status.Conditions)
 	e.g.Expect(conditions.GetMessage(p, "Ready")).To(HavePrefix("1 of 1 instances are progressing"))
+	e.g.Expect(p.Status.Instances.Progressing).To(Equal(int32(1)))
 	deadline := time.Now().Add(time.Minute)
 	for result(res, e.ns, "claim").Action == "Progressing" && time.Now().Before(deadline) {
 		waitRetryDue(t, res)
