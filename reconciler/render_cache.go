@@ -38,12 +38,25 @@ func newRenderCache(dir string) *renderCache {
 	return &renderCache{dir: dir, mem: map[string]*render.Result{}}
 }
 
-// cacheKey digests the inputs of a render; moduleID is the digest of a local module's
-// files or the path@version of a registry module.
+// cacheKey digests the whole render request, so that a field added to it is part of
+// the key without anyone remembering to add it; moduleID is the digest of a local
+// module's files, the path@version of a registry module or a chart's digest, and stands
+// for the module's content. Left out: the repository tree (moduleID covers what a render
+// reads of it), where modules are cached, and the registry's credentials, verifier and
+// timeout, which decide whether a module can be fetched, not what it renders (the
+// verification policy is in VerifyID); credentials must not be guessable from a key.
 func cacheKey(req render.Request, moduleID string) string {
+	req.Source, req.CacheDir = nil, ""
+	if req.Registry != nil {
+		reg := *req.Registry
+		reg.Username, reg.Password, reg.Verifier, reg.Timeout = "", "", nil, 0
+		req.Registry = &reg
+	}
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode([]any{Version, req.Name, req.Namespace, moduleID, string(req.Values),
-		req.Catalogs, req.SkewPolicy, req.Registry, req.Limits})
+	_ = json.NewEncoder(h).Encode(struct {
+		Version, Module string
+		Request         render.Request
+	}{Version, moduleID, req})
 	return hex.EncodeToString(h.Sum(nil))
 }
 

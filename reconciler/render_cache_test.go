@@ -1,7 +1,10 @@
 package reconciler
 
 import (
+	"context"
+	"io/fs"
 	"os"
+	"reflect"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -62,4 +65,83 @@ func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(entries).To(BeEmpty())
+}
+
+// TestRenderCacheKeyCoversEveryRequestField: every field of render.Request (and of its
+// registry) changes the key, but the tree, the cache directory and the registry's
+// credentials, verifier and timeout do not; a field added later is covered by default.
+func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
+	g := NewWithT(t)
+	base := render.Request{Name: "a", Namespace: "ns", Registry: &render.ModuleRegistry{Host: "r.example.com"}}
+	key := cacheKey(base, "m")
+	ignored := map[string]bool{"Source": true, "CacheDir": true}
+	rt := reflect.TypeOf(base)
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		req := base
+		req.Registry = &render.ModuleRegistry{Host: "r.example.com"}
+		setNonZero(reflect.ValueOf(&req).Elem().Field(i))
+		if ignored[f.Name] {
+			g.Expect(cacheKey(req, "m")).To(Equal(key), "field %s is not part of the key", f.Name)
+			continue
+		}
+		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "field %s changes the key", f.Name)
+	}
+	secretFree := map[string]bool{"Username": true, "Password": true, "Verifier": true, "Timeout": true}
+	regType := reflect.TypeOf(render.ModuleRegistry{})
+	for i := range regType.NumField() {
+		f := regType.Field(i)
+		req := base
+		reg := *base.Registry
+		setNonZero(reflect.ValueOf(&reg).Elem().Field(i))
+		req.Registry = &reg
+		if secretFree[f.Name] {
+			g.Expect(cacheKey(req, "m")).To(Equal(key), "registry field %s is not part of the key", f.Name)
+			continue
+		}
+		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "registry field %s changes the key", f.Name)
+	}
+	g.Expect(cacheKey(base, "m2")).NotTo(Equal(key))
+}
+
+// setNonZero gives v a value other than its zero value.
+func setNonZero(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			v.SetBytes([]byte(`{"x":1}`))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		setNonZero(s.Index(0))
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		setNonZero(p.Elem())
+		v.Set(p)
+	case reflect.Struct:
+		setNonZero(v.Field(0))
+	case reflect.Interface:
+		for _, impl := range []any{fakeFS{}, fakeVerifier{}} {
+			if reflect.TypeOf(impl).Implements(v.Type()) {
+				v.Set(reflect.ValueOf(impl))
+			}
+		}
+	}
+}
+
+type fakeFS struct{}
+
+func (fakeFS) Open(string) (fs.File, error) { return nil, fs.ErrNotExist }
+
+type fakeVerifier struct{ Key string }
+
+func (fakeVerifier) ResolveVerified(context.Context, string, string, string) (string, error) {
+	return "", nil
 }
