@@ -57,14 +57,14 @@ func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res Instance
 		return
 	}
 	switch res.Action {
-	case "Failed":
+	case ActionFailed:
 		f.post(sha, instanceContext(k), forge.StateFailure, res.Reason+": "+res.Message)
 		return
-	case "Progressing": // a later sync of the same commit gives the verdict
+	case ActionProgressing: // a later sync of the same commit gives the verdict
 		f.post(sha, instanceContext(k), forge.StatePending, "progressing: "+res.Message)
 		return
 	}
-	f.post(sha, instanceContext(k), forge.StateSuccess, strings.ToLower(res.Action[:1])+res.Action[1:]+": "+res.Message)
+	f.post(sha, instanceContext(k), forge.StateSuccess, strings.ToLower(string(res.Action[:1]))+string(res.Action[1:])+": "+res.Message)
 }
 
 // SyncFinished reports the aggregate.
@@ -75,9 +75,9 @@ func (f *ForgeReporter) SyncFinished(sha string, res *SyncResult) {
 	ready, failed, progressing := 0, 0, 0
 	for _, i := range res.Instances {
 		switch {
-		case i.Action == "Failed":
+		case i.Action == ActionFailed:
 			failed++
-		case i.Action == "Progressing":
+		case i.Action == ActionProgressing:
 			progressing++
 		case i.Ready:
 			ready++

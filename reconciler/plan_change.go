@@ -39,7 +39,7 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 	for key, b := range before {
 		if _, stays := after[key]; !stays && !seen[key] {
 			plan.Instances = append(plan.Instances, InstancePlan{Namespace: b.Namespace, Name: b.Name,
-				Action: "Delete", Why: "removed from Git", Diff: renderedDiff(b, Rendered{})})
+				Action: PlanDelete, Why: "removed from Git", Diff: renderedDiff(b, Rendered{})})
 		}
 	}
 	sort.SliceStable(plan.Instances, func(i, j int) bool {

@@ -38,11 +38,11 @@ func (p *Plan) Markdown() string {
 func actionCell(i InstancePlan) string {
 	switch {
 	case i.Error != "":
-		return "**" + i.Action + "** (" + i.Reason + ")"
+		return "**" + string(i.Action) + "** (" + i.Reason + ")"
 	case len(i.Warnings) > 0:
 		return fmt.Sprintf("%s ⚠️ %d warning(s)", i.Action, len(i.Warnings))
 	}
-	return i.Action
+	return string(i.Action)
 }
 
 func (i InstancePlan) changes() bool {

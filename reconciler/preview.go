@@ -28,12 +28,12 @@ type InstancePlan struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Action is Create, Update, Unchanged, Delete, Skip or Error.
-	Action    string   `json:"action"`
-	Why       string   `json:"why,omitempty"`
-	Create    []string `json:"create,omitempty"`
-	Configure []string `json:"configure,omitempty"`
-	Unchanged int      `json:"unchanged,omitempty"`
-	Prune     []string `json:"prune,omitempty"`
+	Action    PlanAction `json:"action"`
+	Why       string     `json:"why,omitempty"`
+	Create    []string   `json:"create,omitempty"`
+	Configure []string   `json:"configure,omitempty"`
+	Unchanged int        `json:"unchanged,omitempty"`
+	Prune     []string   `json:"prune,omitempty"`
 	// Adopt lists the existing objects no instance owns that the instance takes over
 	// (spec.adopt).
 	Adopt []string `json:"adopt,omitempty"`
@@ -114,12 +114,12 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	}
 	for _, live := range s.held {
 		f := s.heldFailure(live)
-		plan.Instances = append(plan.Instances, InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: "Error",
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: PlanError,
 			Reason: f.Reason, Error: f.Error(), PruneVerdict: "refused: its file could not be read"})
 	}
 	for _, inv := range set.Invalid {
 		ns, name := splitKey(inv.Object)
-		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: "Error", Reason: inv.Reason, Error: inv.Error()})
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: PlanError, Reason: inv.Reason, Error: inv.Error()})
 	}
 	sort.SliceStable(plan.Instances, func(i, j int) bool {
 		a, b := plan.Instances[i], plan.Instances[j]
@@ -142,24 +142,24 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 	}
 	switch {
 	case r.mi.Spec.Suspend:
-		ip.Action = "Skip"
+		ip.Action = PlanSkip
 		return ip
 	case !r.affected:
-		ip.Action = "Unchanged"
+		ip.Action = PlanUnchanged
 		s.previewGenerated(ctx, r, &ip)
 		return ip
 	case r.failure != nil:
-		ip.Action, ip.Reason, ip.Error = "Error", r.failure.Reason, r.failure.Error()
+		ip.Action, ip.Reason, ip.Error = PlanError, r.failure.Reason, r.failure.Error()
 		return ip
 	}
 	if f := s.checkOwnership(ctx, r); f != nil {
-		ip.Action, ip.Reason, ip.Error = "Error", f.Reason, f.Error()
+		ip.Action, ip.Reason, ip.Error = PlanError, f.Reason, f.Error()
 		return ip
 	}
 	ip.Adopt = r.adopted
-	ip.Action = "Update"
+	ip.Action = PlanUpdate
 	if r.live == nil {
-		ip.Action = "Create"
+		ip.Action = PlanCreate
 	}
 	s.dryRun(ctx, r, &ip)
 	s.previewPrune(r, &ip)
@@ -192,7 +192,7 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 		}
 		entry, _, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
-			ip.Action, ip.Reason, ip.Error = "Error", cairnv1.ReasonApplyFailed, err.Error()
+			ip.Action, ip.Reason, ip.Error = PlanError, cairnv1.ReasonApplyFailed, err.Error()
 			return
 		}
 		switch entry.Action {
@@ -221,7 +221,7 @@ func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
 }
 
 func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
-	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: "Delete", Why: "removed from Git", PruneVerdict: "allowed"}
+	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: PlanDelete, Why: "removed from Git", PruneVerdict: "allowed"}
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {
 		ip.Error = rs.err.Error()

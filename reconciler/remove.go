@@ -25,7 +25,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			continue
 		}
 		if f := s.removeInstance(ctx, live, &res); f != nil {
-			res.Action, res.Reason, res.Message, res.Retry = "Failed", f.Reason, f.Error(), f.Kind
+			res.Action, res.Reason, res.Message, res.Retry = ActionFailed, f.Reason, f.Error(), f.Kind
 			s.recordRemovalFailure(ctx, live, f)
 			res.NextRetryAt = retryTime(live)
 		}
@@ -59,7 +59,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if err := s.deleteCR(ctx, live); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
-	res.Action, res.Reason, res.Message = "Deleted", "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
+	res.Action, res.Reason, res.Message = ActionDeleted, "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
 	return nil
 }
 
@@ -80,7 +80,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 	if err := s.deleteCR(ctx, live); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
-	res.Action, res.Reason = "Deleted", "Removed"
+	res.Action, res.Reason = ActionDeleted, "Removed"
 	res.Message = fmt.Sprintf("removed from Git: prune is false, orphaned %d objects (left in place without cairn's labels)", n)
 	return nil
 }
@@ -124,7 +124,7 @@ func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *Failure {
 func (s *syncRun) holdInstances(ctx context.Context) {
 	for _, live := range s.held {
 		f := s.heldFailure(live)
-		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: "Failed", Reason: f.Reason, Message: f.Error(), Retry: f.Kind}
+		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: ActionFailed, Reason: f.Reason, Message: f.Error(), Retry: f.Kind}
 		if !s.readOnly {
 			s.recordRemovalFailure(ctx, live, f)
 		}

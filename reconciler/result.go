@@ -71,21 +71,21 @@ func (r *instanceRun) result() InstanceResult {
 	res.Pruned = countDeleted(r.pruned)
 	switch {
 	case r.mi.Spec.Suspend:
-		res.Action, res.Reason, res.Message = "Skipped", "Suspended", "suspended"
+		res.Action, res.Reason, res.Message = ActionSkipped, "Suspended", "suspended"
 	case !r.affected && !isReady(r.live) && r.live != nil:
 		res = r.deferredResult(res)
 	case !r.affected:
-		res.Action, res.Reason, res.Message = "Unchanged", "", r.why+r.secretNote
+		res.Action, res.Reason, res.Message = ActionUnchanged, "", r.why+r.secretNote
 	case r.failure != nil && r.failure.Kind == Progressing:
-		res.Action, res.Reason, res.Message, res.Retry = "Progressing", r.failure.Reason, r.failure.Error(), Progressing
+		res.Action, res.Reason, res.Message, res.Retry = ActionProgressing, r.failure.Reason, r.failure.Error(), Progressing
 		res.NextRetryAt = retryTime(r.live)
 	case r.failure != nil:
-		res.Action, res.Reason, res.Message, res.Retry = "Failed", r.failure.Reason, r.failure.Error(), r.failure.Kind
+		res.Action, res.Reason, res.Message, res.Retry = ActionFailed, r.failure.Reason, r.failure.Error(), r.failure.Kind
 		res.NextRetryAt = retryTime(r.live)
 	case r.live != nil && len(r.live.Status.History) == 1:
-		res.Action, res.Reason, res.Message = "Created", "Succeeded", r.summary()
+		res.Action, res.Reason, res.Message = ActionCreated, "Succeeded", r.summary()
 	default:
-		res.Action, res.Reason, res.Message = "Updated", "Succeeded", r.summary()
+		res.Action, res.Reason, res.Message = ActionUpdated, "Succeeded", r.summary()
 	}
 	return res
 }

@@ -42,9 +42,9 @@ func failureKindOf(mi *cairnv1.ModuleInstance) FailureKind {
 // deferredResult is the result of a failed instance whose retry is not due: it is
 // still failed, with its last reason, and says when it is retried.
 func (r *instanceRun) deferredResult(res InstanceResult) InstanceResult {
-	res.Action, res.Retry = "Failed", failureKindOf(r.live)
+	res.Action, res.Retry = ActionFailed, failureKindOf(r.live)
 	if res.Retry == Progressing {
-		res.Action = "Progressing"
+		res.Action = ActionProgressing
 	}
 	res.Reason = conditions.GetReason(r.live, "Ready")
 	res.Message = r.why + ": " + conditions.GetMessage(r.live, "Ready")
@@ -70,7 +70,7 @@ func (r *SyncResult) NextRetry() time.Time {
 	}
 	var next time.Time
 	for _, i := range r.Instances {
-		if (i.Action == "Failed" || i.Action == "Progressing") && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
+		if (i.Action == ActionFailed || i.Action == ActionProgressing) && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
 			next = *i.NextRetryAt
 		}
 	}

@@ -84,7 +84,7 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	g.Expect(conditions.IsTrue(live, "Stalled")).To(BeTrue())
 	r := &instanceRun{mi: live, live: live, why: "not retried before x (Stalled)"}
 	res := r.result()
-	g.Expect(res.Action).To(Equal("Failed"))
+	g.Expect(res.Action).To(BeEquivalentTo("Failed"))
 	g.Expect(res.Retry).To(Equal(Stalled))
 	g.Expect(res.Reason).To(Equal(cairnv1.ReasonRenderFailed))
 	g.Expect(res.Message).To(Equal("not retried before x (Stalled): bad module"))
@@ -102,7 +102,7 @@ func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	g.Expect(live.Status.History[0].Result).To(Equal("Progressing"))
 	r := &instanceRun{mi: live, live: live, why: "not retried before x (Progressing)"}
 	res := r.result()
-	g.Expect(res.Action).To(Equal("Progressing"))
+	g.Expect(res.Action).To(BeEquivalentTo("Progressing"))
 	g.Expect(res.Retry).To(Equal(Progressing))
 	g.Expect(res.Ready).To(BeFalse())
 }

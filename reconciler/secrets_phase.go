@@ -222,7 +222,7 @@ func (s *syncRun) previewGenerated(ctx context.Context, r *instanceRun, ip *Inst
 	plans, err := s.previewSecrets(ctx, r)
 	if err != nil {
 		f := classify(cairnv1.ReasonApplyFailed, err)
-		ip.Action, ip.Reason, ip.Error = "Error", f.Reason, f.Error()
+		ip.Action, ip.Reason, ip.Error = PlanError, f.Reason, f.Error()
 		return
 	}
 	ip.Secrets = plans

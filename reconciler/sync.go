@@ -36,7 +36,7 @@ type InstanceResult struct {
 	Namespace, Name string
 	// Action is Created, Updated, Unchanged, Deleted, Skipped, Failed or Progressing
 	// (applied, not yet Current when the sync stopped waiting; see Options.HealthWait).
-	Action string
+	Action Action
 	// Retry says how a failure is retried: Transient, Waiting, Stalled or Progressing.
 	Retry   FailureKind `json:",omitempty"`
 	Ready   bool
@@ -57,7 +57,7 @@ func (r *SyncResult) Failed() bool {
 		return true
 	}
 	for _, i := range r.Instances {
-		if i.Action == "Failed" {
+		if i.Action == ActionFailed {
 			return true
 		}
 	}
@@ -289,7 +289,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 
 func invalidResult(inv *declarations.Error) InstanceResult {
 	ns, name := splitKey(inv.Object)
-	return InstanceResult{Namespace: ns, Name: name, Action: "Failed", Reason: inv.Reason, Message: inv.Error()}
+	return InstanceResult{Namespace: ns, Name: name, Action: ActionFailed, Reason: inv.Reason, Message: inv.Error()}
 }
 
 func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
@@ -325,16 +325,16 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 func countInstances(res *SyncResult) cairnv1.InstanceCounts {
 	var c cairnv1.InstanceCounts
 	for _, i := range res.Instances {
-		if i.Action == "Deleted" {
+		if i.Action == ActionDeleted {
 			continue
 		}
 		c.Total++
 		switch {
 		case i.Ready:
 			c.Ready++
-		case i.Action == "Failed":
+		case i.Action == ActionFailed:
 			c.Failed++
-		case i.Action == "Progressing":
+		case i.Action == ActionProgressing:
 			c.Progressing++
 		}
 	}

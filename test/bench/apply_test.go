@@ -212,7 +212,7 @@ func (b *b1Run) run() []b1Phase {
 	phases = append(phases, cold.b1Phase)
 
 	unchanged := b.cairnPhase("unchanged revision", func() {}, n)
-	b.g.Expect(unchanged.res.Action).To(Equal("Unchanged"), unchanged.res.Message)
+	b.g.Expect(unchanged.res.Action).To(BeEquivalentTo("Unchanged"), unchanged.res.Message)
 	phases = append(phases, unchanged.b1Phase)
 
 	noop := b.cairnPhase("no-op re-sync", func() { b.timeout = "61s"; b.writeInstance() }, n)
@@ -277,7 +277,7 @@ func (b *b1Run) sync() (*reconciler.SyncResult, error) {
 func (b *b1Run) expectSync(res reconciler.InstanceResult, action string, applied, pruned int) {
 	b.t.Helper()
 	b.g.Expect(res.Ready).To(BeTrue(), "%s: %s", res.Reason, res.Message)
-	b.g.Expect(res.Action).To(Equal(action), res.Message)
+	b.g.Expect(res.Action).To(BeEquivalentTo(action), res.Message)
 	b.g.Expect(res.Applied).To(Equal(applied), res.Message)
 	b.g.Expect(res.Pruned).To(Equal(pruned), res.Message)
 }

@@ -166,10 +166,10 @@ func (p *fleetProfile) changeOne() profiled {
 	_, changed := fleetName(1)
 	for _, i := range out.res.Instances {
 		if i.Name == changed {
-			p.g.Expect(i.Action).To(Equal("Updated"), i.Message)
+			p.g.Expect(i.Action).To(BeEquivalentTo("Updated"), i.Message)
 			p.g.Expect(i.Applied).To(Equal(1), i.Message)
 		} else {
-			p.g.Expect(i.Action).To(Equal("Unchanged"), "%s/%s", i.Namespace, i.Name)
+			p.g.Expect(i.Action).To(BeEquivalentTo("Unchanged"), "%s/%s", i.Namespace, i.Name)
 		}
 	}
 	p.t.Logf("in-process M=%d one changed: %s, %s", p.m, secs(out.wall), out.client)

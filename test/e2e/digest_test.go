@@ -76,7 +76,7 @@ func TestDigestsDoNotLetASecretValueBeGuessedOffline(t *testing.T) {
 
 	repo.commit("rotate the password", map[string]string{"instances/db.yaml": secretRepo(e.ns, "hunter3")["instances/db.yaml"]})
 	res := e.sync(repo)
-	g.Expect(result(res, e.ns, "db").Action).To(Equal("Updated"))
+	g.Expect(result(res, e.ns, "db").Action).To(BeEquivalentTo("Updated"))
 	after := e.instance(e.ns, "db")
 	g.Expect(after.Status.RenderDigest).NotTo(Equal(before), "a changed value changes the digest")
 	g.Expect(e.secretHash()).NotTo(Equal(beforeHash), "and the Secret's hash")

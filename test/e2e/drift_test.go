@@ -23,7 +23,7 @@ func TestDriftCheck(t *testing.T) {
 	e.scale("fix", 5)
 	e.scale("warn", 4)
 	e.g.Expect(e.c.Delete(e.ctx, e.configMap(e.ns, "fix-x"))).To(Succeed())
-	e.g.Expect(result(e.sync(repo), e.ns, "fix").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(e.sync(repo), e.ns, "fix").Action).To(BeEquivalentTo("Unchanged"))
 
 	rev, err := e.revision(repo)
 	e.g.Expect(err).NotTo(HaveOccurred())

@@ -140,7 +140,7 @@ func (f *applyFault) expectFailedAttempt(out syncOutcome) {
 	r := result(out.res, f.e.ns, "bulk")
 	f.t.Logf("first attempt: %s %s, %d applied, %d pruned; Sync error: %v", r.Action, r.Reason,
 		r.Applied, r.Pruned, out.err)
-	f.g.Expect(r.Action).To(Equal("Failed"))
+	f.g.Expect(r.Action).To(BeEquivalentTo("Failed"))
 	f.g.Expect(r.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	f.g.Expect(r.Pruned).To(BeZero())
 	f.g.Expect(r.Message).To(And(ContainSubstring("ConfigMap/"+f.e.ns+"/bulk-"), ContainSubstring("connection refused")))

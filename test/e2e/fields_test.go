@@ -61,7 +61,7 @@ func TestNamespaceAllowListRefusesOtherNamespaces(t *testing.T) {
 		"  namespaces:\n    allow: [\"team-*\"]\n"
 	res := e.sync(newGitRepo(t, files))
 	r := result(res, e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Failed"), "%+v", res)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", res)
 	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonNamespaceDenied))
 	e.g.Expect(r.Message).To(ContainSubstring(`Namespace/` + outside + `: namespace "` + outside + `" is not allowed`))
 	e.g.Expect(e.get("v1", "Namespace", "", outside)).To(BeNil(), "nothing written")
@@ -106,7 +106,7 @@ func TestRegistryTimeoutBoundsEachRequest(t *testing.T) {
 	res := e.sync(newGitRepo(t, files))
 	took := time.Since(begin)
 	r := result(res, e.ns, "hello")
-	e.g.Expect(r.Action).To(Equal("Failed"), "%+v", res)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", res)
 	e.g.Expect(r.Retry).To(Equal(reconciler.Transient), "%+v", r)
 	e.g.Expect(took).To(BeNumerically("<", 20*time.Second), "bounded by the Registry's timeout, not the default: %+v", r)
 }

@@ -59,7 +59,7 @@ func TestHealthWaitNeverHoldsTheSync(t *testing.T) {
 	e.g.Expect(time.Since(began)).To(BeNumerically("<", 2*time.Minute), "the sync did not wait out the 10m timeout")
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
 	claim := result(res, e.ns, "claim")
-	e.g.Expect(claim.Action).To(Equal("Progressing"), "%+v", res)
+	e.g.Expect(claim.Action).To(BeEquivalentTo("Progressing"), "%+v", res)
 	e.g.Expect(claim.Message).To(ContainSubstring("PersistentVolumeClaim/" + e.ns + "/claim"))
 	after := result(res, e.ns, "after")
 	e.g.Expect(after.Retry).To(Equal(reconciler.Waiting), "%+v", after)
@@ -79,7 +79,7 @@ func TestHealthWaitNeverHoldsTheSync(t *testing.T) {
 	waitRetryDue(t, res)
 	res = e.sync(repo)
 	claim = result(res, e.ns, "claim")
-	e.g.Expect(claim.Action).To(Equal("Progressing"), "a recheck that applies nothing does not read Ready off unchecked objects: %+v", claim)
+	e.g.Expect(claim.Action).To(BeEquivalentTo("Progressing"), "a recheck that applies nothing does not read Ready off unchecked objects: %+v", claim)
 	e.g.Expect(claim.Applied).To(Equal(0))
 	e.g.Expect(e.get("v1", "PersistentVolumeClaim", e.ns, "claim").GetResourceVersion()).To(Equal(rv), "not re-applied")
 
@@ -105,7 +105,7 @@ func TestHealthRecheckRunsOutAtTheTimeout(t *testing.T) {
 	files["instances/claim.yaml"] = claimInstanceYAML("claim", e.ns, "8s", "")
 	repo := newGitRepo(t, files)
 	res := e.sync(repo)
-	e.g.Expect(result(res, e.ns, "claim").Action).To(Equal("Progressing"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "claim").Action).To(BeEquivalentTo("Progressing"), "%+v", res)
 	p := e.platformCR()
 	e.g.Expect(conditions.IsUnknown(p, "Ready")).To(BeTrue(), "%+v", p.Status.Conditions)
 	e.g.Expect(conditions.GetMessage(p, "Ready")).To(HavePrefix("1 of 1 instances are progressing"))
@@ -116,7 +116,7 @@ func TestHealthRecheckRunsOutAtTheTimeout(t *testing.T) {
 		res = e.sync(repo)
 	}
 	claim := result(res, e.ns, "claim")
-	e.g.Expect(claim.Action).To(Equal("Failed"), "%+v", claim)
+	e.g.Expect(claim.Action).To(BeEquivalentTo("Failed"), "%+v", claim)
 	e.g.Expect(claim.Reason).To(Equal(cairnv1.ReasonHealthCheckFailed))
 	e.g.Expect(claim.Message).To(ContainSubstring("timed out after 8s"))
 	e.g.Expect(conditions.IsFalse(e.instance(e.ns, "claim"), cairnv1.HealthyCondition)).To(BeTrue())
@@ -216,6 +216,6 @@ func TestAStuckDeletionNeverHoldsTheSync(t *testing.T) {
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.configMap(e.ns, "a-y")).To(BeNil())
-	e.g.Expect(result(res, e.ns, "gone").Action).To(Equal("Deleted"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "gone").Action).To(BeEquivalentTo("Deleted"), "%+v", res)
 	e.g.Expect(e.configMap(e.ns, "gone-w")).To(BeNil())
 }

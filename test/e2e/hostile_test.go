@@ -108,7 +108,7 @@ func (e *env) expectFailure(res *reconciler.SyncResult, w wantFailure) {
 		ns = e.ns
 	}
 	r := result(res, ns, w.name)
-	e.g.Expect(r.Action).To(Equal("Failed"), "%s/%s: %+v", ns, w.name, r)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%s/%s: %+v", ns, w.name, r)
 	e.g.Expect(r.Reason).To(Equal(w.reason), "%s/%s: %s", ns, w.name, r.Message)
 	for _, s := range w.contains {
 		e.g.Expect(r.Message).To(ContainSubstring(strings.ReplaceAll(s, "{ns}", e.ns)))
@@ -363,7 +363,7 @@ func TestFileOverSizeCapFailsOnlyWhatReadsIt(t *testing.T) {
 	e.g.Expect(ra.Ready).To(BeTrue(), "%+v", ra)
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "the commit is applied: nothing reads assets/blob.txt")
 	rb := result(res, e.ns, "b")
-	e.g.Expect(rb.Action).To(Equal("Failed"), "%+v", rb)
+	e.g.Expect(rb.Action).To(BeEquivalentTo("Failed"), "%+v", rb)
 	e.g.Expect(rb.Message).To(And(ContainSubstring("blob.cue"), ContainSubstring("limit 262144")))
 	e.g.Expect(rb.Message).NotTo(ContainSubstring("cairn-oversized-content"))
 	e.expectLastGood("b", good, "x")
@@ -408,9 +408,9 @@ func TestForcePushToUnrelatedHistoryStaysCorrect(t *testing.T) {
 
 			res := e.sync(repo)
 			e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
-			e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Unchanged"))
-			e.g.Expect(result(res, e.ns, "b").Action).To(Equal("Updated"))
-			e.g.Expect(result(res, e.ns, "c").Action).To(Equal("Deleted"))
+			e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Unchanged"))
+			e.g.Expect(result(res, e.ns, "b").Action).To(BeEquivalentTo("Updated"))
+			e.g.Expect(result(res, e.ns, "c").Action).To(BeEquivalentTo("Deleted"))
 			e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "a").GetUID()).To(Equal(uidA))
 			e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "b").GetUID()).To(Equal(uidB))
 			e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil())
@@ -549,7 +549,7 @@ func TestBrokenModuleFailsAloneAndKeepsLastGood(t *testing.T) {
 				"secret.txt": secretText, "instances/good.yaml": good.yaml()})
 			res := e.sync(repo)
 			e.expectFailure(res, wantFailure{name: "mod", reason: tt.reason, contains: tt.contains})
-			e.g.Expect(result(res, e.ns, "good").Action).To(Equal("Updated"))
+			e.g.Expect(result(res, e.ns, "good").Action).To(BeEquivalentTo("Updated"))
 			e.g.Expect(result(res, e.ns, "good").Ready).To(BeTrue())
 			e.g.Expect(e.configMap(e.ns, "good-y")).NotTo(BeNil())
 			e.expectModLastGood(rev)

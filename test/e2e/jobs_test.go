@@ -135,7 +135,7 @@ func TestJobRunsOnceUnlessForced(t *testing.T) {
 	e.waitJobSucceeded("once-migrate")
 
 	res = e.sync(repo)
-	e.g.Expect(result(res, e.ns, "once").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(res, e.ns, "once").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(e.job("once-migrate").UID).To(Equal(again.UID), "a forced Job is not recreated by every sync")
 }
 
@@ -168,7 +168,7 @@ func TestJobRemovedByItsTTLIsNotCreatedAgain(t *testing.T) {
 	e.g.Expect(e.configMap(e.ns, "ttl-cfg")).NotTo(BeNil(), "drift correction still works for the rest")
 	e.g.Expect(e.job("ttl-migrate")).To(BeNil(), "not created again by drift correction")
 
-	e.g.Expect(result(e.sync(repo), e.ns, "ttl").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(e.sync(repo), e.ns, "ttl").Action).To(BeEquivalentTo("Unchanged"))
 	repo.commit("change the Job", map[string]string{"instances/ttl.yaml": jobInstanceYAML("ttl", e.ns, "{ttl: 1, greeting: bonjour}")})
 	res := e.sync(repo)
 	got := result(res, e.ns, "ttl")

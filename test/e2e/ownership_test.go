@@ -332,7 +332,7 @@ func TestRefusedInstanceCanBeRemoved(t *testing.T) {
 	repo.commit("remove", map[string]string{"instances/a.yaml": ""})
 	res = e.sync(repo)
 	got := result(res, e.ns, "a")
-	e.g.Expect(got.Action).To(Equal("Deleted"), got.Message)
+	e.g.Expect(got.Action).To(BeEquivalentTo("Deleted"), got.Message)
 	e.g.Expect(e.instance(e.ns, "a")).To(BeNil())
 }
 

@@ -25,7 +25,7 @@ func TestPruneGuardMaxPercentThenAllowedByTrailer(t *testing.T) {
 	repo.commit("drop all configs", map[string]string{"instances/a.yaml": a.yaml()})
 	res := e.sync(repo)
 	r := result(res, e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Failed"))
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonPruneGuard))
 	e.g.Expect(r.Message).To(And(ContainSubstring("maxPercent 50"), ContainSubstring("3 of its 4")))
 	e.g.Expect(e.configMap(e.ns, "a-w")).NotTo(BeNil())

@@ -31,13 +31,13 @@ func TestRemovalWithPruneFalseOrphansTheObjects(t *testing.T) {
 	plan, err := e.engine.Plan(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	ip := planOf(plan, e.ns, "a")
-	e.g.Expect(ip.Action).To(Equal("Delete"))
+	e.g.Expect(ip.Action).To(BeEquivalentTo("Delete"))
 	e.g.Expect(ip.Prune).To(BeEmpty())
 	e.g.Expect(ip.Orphan).To(ConsistOf("Deployment/"+e.ns+"/a", "ConfigMap/"+e.ns+"/a-x", "ConfigMap/"+e.ns+"/a-y"))
 	e.g.Expect(plan.Markdown()).To(ContainSubstring("Orphan 3 objects"))
 
 	r := result(e.sync(repo), e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Deleted"), r.Message)
 	e.g.Expect(r.Pruned).To(BeZero())
 	e.g.Expect(r.Message).To(ContainSubstring("orphaned 3 objects"))
 	e.g.Expect(e.instance(e.ns, "a")).To(BeNil(), "the CR is deleted")
@@ -70,13 +70,13 @@ func TestRemovalDeletesAsTheDefaultServiceAccount(t *testing.T) {
 
 	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
 	r := result(e.sync(repo), e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Deleted"), r.Message)
 	e.g.Expect(r.Pruned).To(Equal(2))
 	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "a-x")).To(BeTrue())
 
 	repo.commit("remove b", map[string]string{"instances/b.yaml": ""})
 	r = result(e.sync(repo), readOnly, "b")
-	e.g.Expect(r.Action).To(Equal("Failed"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), r.Message)
 	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonPruneFailed))
 	e.g.Expect(r.Retry).To(BeEquivalentTo("Stalled"))
 	e.g.Expect(r.Message).To(And(ContainSubstring("forbidden"),

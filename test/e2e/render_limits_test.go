@@ -63,7 +63,7 @@ func TestRenderMemoryBudgetStopsOnlyTheExplodingInstance(t *testing.T) {
 	e.expectLimitExceeded("bomb")
 	e.g.Expect(e.configMap(e.ns, "bomb")).To(BeNil())
 
-	e.g.Expect(result(res, e.ns, "a").Action).NotTo(Equal("Failed"))
+	e.g.Expect(result(res, e.ns, "a").Action).NotTo(BeEquivalentTo("Failed"))
 	e.g.Expect(isTrue(e.instance(e.ns, "a"), "Ready")).To(BeTrue())
 	e.expectLastGood("a", res.Revision, "x")
 
@@ -105,6 +105,6 @@ func TestModuleBytesCountOnlyFilesARenderReads(t *testing.T) {
 	e.expectFailure(res, wantFailure{name: "big", reason: cairnv1.ReasonLimitExceeded,
 		contains: []string{`module "modules/big" is too large`, "maxModuleBytes (65536 bytes)"}})
 	e.expectLimitExceeded("big")
-	e.g.Expect(result(res, e.ns, "a").Action).NotTo(Equal("Failed"), "%+v", result(res, e.ns, "a"))
+	e.g.Expect(result(res, e.ns, "a").Action).NotTo(BeEquivalentTo("Failed"), "%+v", result(res, e.ns, "a"))
 	e.expectLastGood("a", res.Revision, "x")
 }

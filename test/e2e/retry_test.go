@@ -52,10 +52,10 @@ func TestFailedInstancesAreRetriedOnTheirSchedule(t *testing.T) {
 	res, rendered = e.syncRendering(repo)
 	e.g.Expect(rendered).To(BeEmpty())
 	ra := result(res, e.ns, "a")
-	e.g.Expect(ra.Action).To(Equal("Failed"), "a failed instance that is not retried is still failed")
+	e.g.Expect(ra.Action).To(BeEquivalentTo("Failed"), "a failed instance that is not retried is still failed")
 	e.g.Expect(ra.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	e.g.Expect(ra.Message).To(ContainSubstring("not retried before"))
-	e.g.Expect(result(res, e.ns, "c").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(res, e.ns, "c").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(e.instance(e.ns, "a").Status.Failures).To(Equal(int32(1)))
 	e.g.Expect(e.instance(e.ns, "b").Status.Failures).To(Equal(int32(1)))
 

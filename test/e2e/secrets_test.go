@@ -68,12 +68,12 @@ func TestGeneratedSecretsKeepTheirValues(t *testing.T) {
 
 	// A re-sync of the same commit, and one of a values change, keep every value.
 	res = e.sync(repo)
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Unchanged"))
 	a.replicas = 1
 	repo.commit("scale", map[string]string{"instances/a.yaml": a.yaml()})
 	res = e.sync(repo)
 	r = result(res, e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Updated"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Updated"), r.Message)
 	e.g.Expect(r.Message).To(ContainSubstring("db kept, api kept, web-tls kept"))
 	e.g.Expect(e.secretValues("db", "api", "web-tls")).To(Equal(values))
 
@@ -157,7 +157,7 @@ func TestGeneratedSecretRotateAfter(t *testing.T) {
 	e.ageSecret("rot", 3*time.Hour)
 	res := e.sync(repo)
 	r := result(res, e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Unchanged"))
+	e.g.Expect(r.Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(r.Message).To(ContainSubstring("generated Secrets: rot rotated"))
 	latest := e.secretValues("rot", "sib", "rot-tls")
 	e.g.Expect(latest["rot"]).NotTo(Equal(after["rot"]))
@@ -224,7 +224,7 @@ func TestGeneratedSecretCopies(t *testing.T) {
 	// The instance leaves Git: the original and its copy go with it.
 	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
 	r = result(e.sync(repo), e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Deleted"), r.Message)
 	e.g.Expect(e.gone("v1", "Secret", e.ns, "shared")).To(BeTrue())
 	e.g.Expect(e.gone("v1", "Secret", b, "shared")).To(BeTrue())
 }
@@ -270,7 +270,7 @@ func TestGeneratedSecretsAreWrittenAfterTheRender(t *testing.T) {
 	repo := newGitRepo(t, appRepo("", a))
 	repo.commit("bad service", map[string]string{"instances/a.yaml": withValues("    badService: true\n    namespaces: [" + d + "]\n")})
 	r := result(e.sync(repo), e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Failed"))
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(r.Message).To(ContainSubstring("Service/" + e.ns + "/a-bad"))
 	e.g.Expect(e.secret(e.ns, "s")).To(BeNil(), "nothing is written when the dry-run fails")
 	e.g.Expect(e.configMap(e.ns, "a-x")).To(BeNil())

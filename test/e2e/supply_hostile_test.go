@@ -138,7 +138,7 @@ func TestHostileChartsAreRefused(t *testing.T) {
 	res := e.sync(repo)
 	for _, c := range cases {
 		got := result(res, e.ns, c.name)
-		e.g.Expect(got.Action).To(Equal("Failed"), c.name)
+		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), c.name)
 		e.g.Expect(got.Retry).To(Equal(reconciler.Stalled), c.name)
 		e.g.Expect(got.Reason).To(BeElementOf("ChartInvalid", "LimitExceeded"), "%s: %+v", c.name, got)
 		e.g.Expect(got.Message).To(ContainSubstring(c.want), c.name)
@@ -227,7 +227,7 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 		t.Helper()
 		repo.commit(msg, map[string]string{"instances/hello.yaml": instance(version, greeting)})
 		got := result(e.sync(repo), e.ns, "hello")
-		e.g.Expect(got.Action).To(Equal("Failed"), "%s: %+v", msg, got)
+		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%s: %+v", msg, got)
 		e.g.Expect(got.Retry).To(Equal(retry), "%s: %+v", msg, got)
 		e.g.Expect(got.Reason).To(Equal(reason), "%s: %+v", msg, got)
 		e.g.Expect(got.Message).To(ContainSubstring(text), msg)
@@ -258,7 +258,7 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 	}
 	repo.commit("pin both", map[string]string{"instances/hello.yaml": pinned("      version: \"0.1.0\"\n", good.String(), "pinned")})
 	got := result(e.sync(repo), e.ns, "hello")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Message).To(And(ContainSubstring(moved.String()), ContainSubstring("not the declared digest "+good.String())))
 	lastGood()
 	// Pinned by digest alone, the signed chart is used whatever the tag says now.

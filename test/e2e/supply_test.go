@@ -76,7 +76,7 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 			planned = ip
 		}
 	}
-	e.g.Expect(planned.Action).To(Equal("Error"))
+	e.g.Expect(planned.Action).To(BeEquivalentTo("Error"))
 	e.g.Expect(planned.Reason).To(Equal(cairnv1.ReasonSignatureInvalid))
 	e.g.Expect(planned.Artifacts).To(HaveLen(1))
 	e.g.Expect(planned.Artifacts[0].Verification).To(Equal(cairnv1.VerificationFailed))
@@ -88,7 +88,7 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 			"  values:\n    greeting: bonjour\n")})
 		res := e.sync(repo)
 		got := result(res, e.ns, "hello")
-		e.g.Expect(got.Action).To(Equal("Failed"), "%+v", got)
+		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", got)
 		e.g.Expect(got.Reason).To(Equal(reason), "%+v", got)
 		e.g.Expect(got.Retry).To(Equal(reconciler.Stalled))
 		mi := e.instanceCR(e.ns, "hello")
@@ -105,7 +105,7 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 		"  values:\n    greeting: \"\"\n    colour: red\n")})
 	res = e.sync(repo)
 	got := result(res, e.ns, "hello")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Message).To(ContainSubstring("hello"))
 	e.g.Expect(got.Message).To(Or(ContainSubstring("greeting"), ContainSubstring("colour")))
 
@@ -156,7 +156,7 @@ func TestRegistrySecretShapes(t *testing.T) {
 			"  values:\n    greeting: "+strings.ReplaceAll(name, " ", "-")+"\n")})
 		res := e.sync(repo)
 		got := result(res, e.ns, "hello")
-		e.g.Expect(got.Action).To(Equal("Failed"), name)
+		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), name)
 		e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonUnsupportedSecret), name)
 		e.g.Expect(got.Message).NotTo(ContainSubstring(testRegistryPassword))
 		var r cairnv1.Registry
@@ -169,7 +169,7 @@ func TestRegistrySecretShapes(t *testing.T) {
 	repo.commit("anonymous", map[string]string{"registries.yaml": registryYAML("charts", reg.Host, true, "")})
 	res = e.sync(repo)
 	got := result(res, e.ns, "hello")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Message).To(MatchRegexp(`(?i)unauthori[sz]ed|401`))
 	e.logEverything()
 }
@@ -193,7 +193,7 @@ func TestRegistryWithTestCA(t *testing.T) {
 	})
 	res := e.sync(repo)
 	got := result(res, e.ns, "hello")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Message).To(MatchRegexp(`(?i)certificate|x509`))
 
 	repo.commit("ca", map[string]string{"registries.yaml": registryYAML("tls", reg.Host, false, "  caConfigMap: ca-"+e.ns+"\n")})
@@ -247,7 +247,7 @@ func TestSignedCUEModules(t *testing.T) {
 	repo.commit("unsigned module", map[string]string{"instances/cache.yaml": redis("v0.1.1")})
 	res = e.sync(repo)
 	got := result(res, e.ns, "cache")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonSignatureMissing), "%+v", got)
 	e.logEverything()
 }
@@ -306,7 +306,7 @@ func TestPublishSignedRenders(t *testing.T) {
 		configs: configs("a", "b")}.yaml()})
 	res = e.sync(repo)
 	got := result(res, e.ns, "web")
-	e.g.Expect(got.Action).To(Equal("Failed"))
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonPublishFailed))
 	e.g.Expect(got.Retry).To(Equal(reconciler.Transient))
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-b")).To(BeNil(), "an unpublished render was applied")

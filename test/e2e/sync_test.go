@@ -22,7 +22,7 @@ func TestFirstSyncCreatesEverythingInOrder(t *testing.T) {
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, name := range []string{"a", "b", "c"} {
 		r := result(res, e.ns, name)
-		e.g.Expect(r.Action).To(Equal("Created"), name)
+		e.g.Expect(r.Action).To(BeEquivalentTo("Created"), name)
 		e.g.Expect(r.Ready).To(BeTrue(), name)
 		mi := e.instance(e.ns, name)
 		e.g.Expect(mi.Status.LastAppliedRevision).To(Equal(res.Revision))
@@ -52,7 +52,7 @@ func TestFirstSyncCreatesEverythingInOrder(t *testing.T) {
 	// A second sync of the same commit touches nothing.
 	again := e.sync(repo)
 	for _, name := range []string{"a", "b", "c"} {
-		e.g.Expect(result(again, e.ns, name).Action).To(Equal("Unchanged"), name)
+		e.g.Expect(result(again, e.ns, name).Action).To(BeEquivalentTo("Unchanged"), name)
 	}
 }
 
@@ -68,9 +68,9 @@ func TestValueChangeReappliesOnlyThatInstance(t *testing.T) {
 	sha := repo.commit("scale b", map[string]string{"instances/b.yaml": b.yaml()})
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
-	e.g.Expect(result(res, e.ns, "b").Action).To(Equal("Updated"))
+	e.g.Expect(result(res, e.ns, "b").Action).To(BeEquivalentTo("Updated"))
 	e.g.Expect(result(res, e.ns, "b").Applied).To(Equal(1))
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Unchanged"))
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(e.instance(e.ns, "a").Status.History).To(HaveLen(historyA), "a was not re-applied")
 	e.g.Expect(e.instance(e.ns, "b").Status.LastAppliedRevision).To(Equal(sha))
 	var d appsv1.Deployment
@@ -106,7 +106,7 @@ func TestInstanceFileRemovedDeletesObjectsAndCR(t *testing.T) {
 	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Deleted"))
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Deleted"))
 	e.g.Expect(result(res, e.ns, "a").Pruned).To(Equal(2))
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeTrue())
 	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "a-x")).To(BeTrue())
@@ -133,11 +133,11 @@ func TestRenderErrorInOneInstanceLeavesOthersConverging(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeTrue())
 	ra := result(res, e.ns, "a")
-	e.g.Expect(ra.Action).To(Equal("Failed"))
+	e.g.Expect(ra.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(ra.Reason).To(Equal("RenderFailed"))
 	e.g.Expect(ra.Message).To(ContainSubstring("replicas"))
 	e.g.Expect(result(res, e.ns, "b").Ready).To(BeTrue())
-	e.g.Expect(result(res, e.ns, "dep").Action).To(Equal("Failed"))
+	e.g.Expect(result(res, e.ns, "dep").Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(result(res, e.ns, "dep").Reason).To(Equal(cairnv1.ReasonDependencyNotReady))
 	// nothing of a was deleted and its last good state stays recorded.
 	e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil())
@@ -156,7 +156,7 @@ func TestKubectlEditOfTheCRIsReverted(t *testing.T) {
 	e.g.Expect(e.c.Update(e.ctx, mi)).To(Succeed())
 
 	res := e.sync(repo)
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Updated"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Updated"), "%+v", res)
 	mi = e.instance(e.ns, "a")
 	e.g.Expect(mi.Spec.Suspend).To(BeFalse())
 	e.g.Expect(mi.Status.ObservedGeneration).To(Equal(mi.Generation))

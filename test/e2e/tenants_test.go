@@ -103,7 +103,7 @@ func TestTenantCannotDeclareIntoAnotherTenantsNamespace(t *testing.T) {
 		e.g.Expect(f).NotTo(BeNil(), "no failure names %s: %+v", at, res.Instances)
 		e.g.Expect(f.Reason).To(Equal(cairnv1.ReasonNamespaceDenied))
 	}
-	e.g.Expect(result(res, b.ns, "b").Action).NotTo(Equal("Failed"), "the victim is not failed by another's declaration")
+	e.g.Expect(result(res, b.ns, "b").Action).NotTo(BeEquivalentTo("Failed"), "the victim is not failed by another's declaration")
 	e.expectVictimUntouched(b.ns, string(cm.UID), cm.ResourceVersion)
 	e.g.Expect(e.configMap(b.ns, "b-owned")).To(BeNil())
 	e.g.Expect(e.get("apps/v1", "Deployment", b.ns, "b").Object["spec"].(map[string]any)["replicas"]).To(BeEquivalentTo(0))
@@ -167,11 +167,11 @@ func TestTenantJunkFilesFailOnlyTheirOwnInstances(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	plan, err := e.engine.Plan(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(planOf(plan, e.ns, "gone").Action).To(Equal("Delete"))
+	e.g.Expect(planOf(plan, e.ns, "gone").Action).To(BeEquivalentTo("Delete"))
 	e.g.Expect(planOf(plan, e.ns, "gone").PruneVerdict).To(Equal("allowed"), "the plan says what the sync does")
 	for _, name := range []string{"a", "big"} {
 		ip := planOf(plan, a.ns, name)
-		e.g.Expect(ip.Action).To(Equal("Error"), "%+v", ip)
+		e.g.Expect(ip.Action).To(BeEquivalentTo("Error"), "%+v", ip)
 		e.g.Expect(ip.Error).To(And(ContainSubstring("declared in tenants/a/"), ContainSubstring("not removing it")))
 		e.g.Expect(ip.PruneVerdict).To(HavePrefix("refused"))
 	}
@@ -180,7 +180,7 @@ func TestTenantJunkFilesFailOnlyTheirOwnInstances(t *testing.T) {
 	e.g.Expect(res.Error).NotTo(HaveOccurred())
 	e.g.Expect(result(res, b.ns, "b").Ready).To(BeTrue(), "%+v", result(res, b.ns, "b"))
 	e.g.Expect(e.configMap(b.ns, "b-y")).NotTo(BeNil(), "the other tenant's commit is applied")
-	e.g.Expect(result(res, e.ns, "gone").Action).To(Equal("Deleted"), "%+v", result(res, e.ns, "gone"))
+	e.g.Expect(result(res, e.ns, "gone").Action).To(BeEquivalentTo("Deleted"), "%+v", result(res, e.ns, "gone"))
 	e.g.Expect(e.instance(e.ns, "gone")).To(BeNil())
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "gone")).To(BeTrue(), "a file deleted in the same commit is a removal")
 
@@ -189,7 +189,7 @@ func TestTenantJunkFilesFailOnlyTheirOwnInstances(t *testing.T) {
 		{"big", big.ns, "tenants/a/big.yaml", "file is larger than 1048576 bytes"},
 	} {
 		r := result(res, tc.ns, tc.name)
-		e.g.Expect(r.Action).To(Equal("Failed"), "%+v", r)
+		e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", r)
 		e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonInvalidDeclaration))
 		e.g.Expect(r.Message).To(And(ContainSubstring("declared in "+tc.file), ContainSubstring(tc.why), ContainSubstring("not removing it")))
 		mi := e.instance(tc.ns, tc.name)
@@ -216,7 +216,7 @@ func TestUnboundedTimeoutIsRefused(t *testing.T) {
 	res := e.sync(repo)
 
 	r := result(res, a.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Failed"), "%+v", r)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", r)
 	e.g.Expect(r.Reason).To(Equal(declarations.ReasonLimitExceeded))
 	e.g.Expect(r.Message).To(ContainSubstring(fmt.Sprintf("tenants/a/a.yaml:%d: ModuleInstance %s/a: spec.timeout: 10h0m0s exceeds the longest timeout allowed, 30m0s",
 		lineOf(slow, "  timeout: 10h"), a.ns)))
@@ -244,7 +244,7 @@ func TestInstanceCannotLoosenThePruneGuards(t *testing.T) {
 		a.extra = "  " + tc.field + ": true\n"
 		repo.commit("loosen "+tc.field, map[string]string{"instances/a.yaml": replaceOnce(a.yaml(), "    configs:\n", "    enabled: false\n    configs:\n")})
 		r := result(e.sync(repo), e.ns, "a")
-		e.g.Expect(r.Action).To(Equal("Failed"), "%+v", r)
+		e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", r)
 		e.g.Expect(r.Reason).To(Equal(declarations.ReasonLimitExceeded))
 		e.g.Expect(r.Message).To(ContainSubstring("spec." + tc.field + ": not granted: the Platform's spec.limits." + tc.limit + " is not true"))
 		e.g.Expect(e.get("v1", "Namespace", "", extraNS)).NotTo(BeNil())

@@ -69,7 +69,7 @@ func TestValuesFromSecret(t *testing.T) {
 	repo.commit("retry", map[string]string{"instances/db.yaml": dbInstance(e.ns, "  wait: true\n")})
 	res = e.sync(repo)
 	got = result(res, e.ns, "db")
-	e.g.Expect(got.Action).To(Equal("Failed"), got.Message)
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), got.Message)
 	e.g.Expect(got.Message).To(ContainSubstring("***"))
 	e.g.Expect(got.Message).NotTo(ContainSubstring("Hunter-Hunter-42"))
 	b, _ = json.Marshal(e.instance(e.ns, "db"))

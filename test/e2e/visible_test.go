@@ -59,7 +59,7 @@ func TestCatalogSkewWarnsOrRefuses(t *testing.T) {
 	repo.commit("refuse skew", map[string]string{"platform.yaml": platform("Refuse")})
 	res = e.sync(repo)
 	got = result(res, e.ns, "cache")
-	e.g.Expect(got.Action).To(Equal("Failed"), "%+v", res)
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", res)
 	e.g.Expect(got.Reason).To(Equal(render.ReasonCatalogSkew))
 	mi = e.instance(e.ns, "cache")
 	e.g.Expect(conditions.IsFalse(mi, "Ready")).To(BeTrue())
@@ -94,7 +94,7 @@ func TestSuspendedInstanceSaysSoAndIsLeftAlone(t *testing.T) {
 	b.replicas = 2
 	repo.commit("suspend a and change it", map[string]string{"instances/a.yaml": a.yaml(), "instances/b.yaml": b.yaml()})
 	res := e.sync(repo)
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Skipped"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Skipped"), "%+v", res)
 	e.g.Expect(result(res, e.ns, "b").Ready).To(BeTrue(), "a suspended dependency with its objects in place does not block: %+v", res)
 	mi := e.instance(e.ns, "a")
 	e.g.Expect(mi.Spec.Suspend).To(BeTrue(), "the spec is mirrored")
@@ -114,12 +114,12 @@ func TestSuspendedInstanceSaysSoAndIsLeftAlone(t *testing.T) {
 		e.g.Expect(r.Namespace+"/"+r.Name).NotTo(Equal(e.ns+"/a"), "a suspended instance is not drift-checked")
 	}
 	e.g.Expect(e.replicas("a")).To(Equal(int32(3)))
-	e.g.Expect(result(e.sync(repo), e.ns, "a").Action).To(Equal("Skipped"))
+	e.g.Expect(result(e.sync(repo), e.ns, "a").Action).To(BeEquivalentTo("Skipped"))
 
 	a.extra = ""
 	sha := repo.commit("resume a", map[string]string{"instances/a.yaml": a.yaml()})
 	res = e.sync(repo)
-	e.g.Expect(result(res, e.ns, "a").Action).To(Equal("Updated"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Updated"), "%+v", res)
 	mi = e.instance(e.ns, "a")
 	e.g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 	e.g.Expect(mi.Status.LastAppliedRevision).To(Equal(sha))
@@ -203,7 +203,7 @@ func TestRemovalSkipsAnObjectLabelledWithAnotherInstanceUID(t *testing.T) {
 		cairnv1.InstanceLabel: e.ns + ".a", cairnv1.InstanceUIDLabel: "another-instance-uid"})
 	repo.commit("remove a", map[string]string{"instances/a.yaml": ""})
 	r := result(e.sync(repo), e.ns, "a")
-	e.g.Expect(r.Action).To(Equal("Deleted"), r.Message)
+	e.g.Expect(r.Action).To(BeEquivalentTo("Deleted"), r.Message)
 	e.g.Expect(e.configMap(e.ns, "a-x")).To(BeNil(), "its own object is deleted")
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "another instance's object is not deleted")
 	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "b")).NotTo(BeNil())
