@@ -73,7 +73,7 @@ func (e *Engine) CheckDrift(ctx context.Context, rev Revision) ([]DriftReport, e
 }
 
 func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
-	return live != nil && isReady(live) && !mi.Spec.Suspend && mi.Spec.Drift != cairnv1.DriftIgnore
+	return live != nil && isReady(live) && !mi.Spec.Suspend && !suspendAnnotated(live) && mi.Spec.Drift != cairnv1.DriftIgnore
 }
 
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {

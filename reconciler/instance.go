@@ -29,7 +29,7 @@ func (s *syncRun) applyAll(ctx context.Context) {
 			defer wg.Done()
 			defer close(r.done)
 			if !r.affected {
-				if r.mi.Spec.Suspend {
+				if r.suspended() {
 					s.recordSuspended(ctx, r)
 				}
 				return

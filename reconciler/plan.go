@@ -96,6 +96,8 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	switch {
 	case r.mi.Spec.Suspend:
 		return false, "suspended"
+	case suspendAnnotated(r.live):
+		return false, "suspended in the cluster (cairn suspend)"
 	case r.live == nil:
 		return true, "new instance"
 	case isSuspended(r.live):
@@ -136,7 +138,7 @@ func (s *syncRun) declarationTouched(file string) bool {
 
 func (s *syncRun) markDependents(r *instanceRun) {
 	for _, dep := range s.set.Dependents(r.mi.Namespace, r.mi.Name) {
-		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.mi.Spec.Suspend {
+		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.suspended() {
 			d.affected, d.why = true, "dependency "+r.key()+" changed"
 		}
 	}

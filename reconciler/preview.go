@@ -141,7 +141,7 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 			r.mi.Namespace, r.mi.Name, strings.ReplaceAll(r.rendered.Digest, ":", "-"))
 	}
 	switch {
-	case r.mi.Spec.Suspend:
+	case r.suspended():
 		ip.Action = PlanSkip
 		return ip
 	case !r.affected:

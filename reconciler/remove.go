@@ -20,6 +20,12 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	s.holdInstances(ctx)
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
+		if suspendAnnotated(live) { // an emergency stop holds the removal too
+			res.Action, res.Reason = ActionSkipped, cairnv1.ReasonSuspended
+			res.Message = "removed from Git but suspended in the cluster: nothing is deleted until `cairn resume`"
+			s.results = append(s.results, res)
+			continue
+		}
 		if due, why := retryDue(live, s.rev.SHA, s.now); !isReady(live) && !due {
 			s.results = append(s.results, (&instanceRun{live: live, why: why}).deferredResult(res))
 			continue

@@ -70,7 +70,7 @@ func (r *instanceRun) result() InstanceResult {
 	res.Applied, res.Unchanged = countApplied(r.applied)
 	res.Pruned = countDeleted(r.pruned)
 	switch {
-	case r.mi.Spec.Suspend:
+	case r.suspended():
 		res.Action, res.Reason, res.Message = ActionSkipped, "Suspended", "suspended"
 	case !r.affected && !isReady(r.live) && r.live != nil:
 		res = r.deferredResult(res)

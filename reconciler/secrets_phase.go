@@ -79,7 +79,7 @@ func instanceRotates(mi *cairnv1.ModuleInstance) bool {
 // needed); nothing else of those instances is read or written.
 func (s *syncRun) rotateUnaffected(ctx context.Context) {
 	for _, r := range s.runs {
-		if r.affected || r.mi.Spec.Suspend || r.live == nil || !instanceRotates(r.mi) {
+		if r.affected || r.suspended() || r.live == nil || !instanceRotates(r.mi) {
 			continue
 		}
 		if err := s.rotateDue(ctx, r); err != nil {
@@ -188,7 +188,7 @@ func (d *secretDecl) changedNames() []string {
 // identity and without generating anything. For an instance the revision does not
 // affect, a sync only rotates: its other Secrets are kept.
 func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretPlan, error) {
-	if len(r.mi.Spec.Secrets) == 0 || r.mi.Spec.Suspend {
+	if len(r.mi.Spec.Secrets) == 0 || r.suspended() {
 		return nil, nil
 	}
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))

@@ -57,6 +57,10 @@ const (
 	InstanceLabel     = "cairn.dev/instance"
 	InstanceUIDLabel  = "cairn.dev/instance-uid"
 	ForceAnnotation   = "cairn.dev/force"
+	// SuspendAnnotation "true" on a ModuleInstance CR suspends it without a commit
+	// (`cairn suspend`): an emergency stop that Git does not undo; `cairn resume`
+	// removes it.
+	SuspendAnnotation = "cairn.dev/suspend"
 	FieldManager      = "cairn"
 	AllowPruneTrailer = "cairn-allow-prune"
 )

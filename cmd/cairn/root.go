@@ -59,6 +59,8 @@ func newRootCommand() *cobra.Command {
 		newPlanCommand(kube),
 		newSyncCommand(kube),
 		newStatusCommand(kube),
+		newSuspendCommand(kube),
+		newResumeCommand(kube),
 		newInstallCommand(kube),
 		newPushCommand(),
 		newVersionCommand(),

@@ -58,7 +58,8 @@ type statusRow struct {
 	Objects   int32  `json:"objects"`
 	// Verified is True, False or "-" (no OCI artifacts); the reason follows False.
 	Verified string `json:"verified"`
-	// Suspended is spec.suspend: the instance's objects are left as they are.
+	// Suspended is spec.suspend or the suspend annotation (cairn suspend): the
+	// instance's objects are left as they are.
 	Suspended bool   `json:"suspended"`
 	Message   string `json:"message"`
 }
@@ -74,7 +75,7 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 		if mi.Status.Inventory != nil {
 			row.Objects = mi.Status.Inventory.Count
 		}
-		row.Suspended = mi.Spec.Suspend
+		row.Suspended = mi.Spec.Suspend || mi.Annotations[cairnv1.SuspendAnnotation] == "true"
 		row.Verified = "-"
 		if c := conditions.Get(mi, cairnv1.VerifiedCondition); c != nil {
 			row.Verified = string(c.Status)

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+)
+
+// suspendFieldManager owns the suspend annotation, apart from the manager that
+// mirrors the CR from Git, so that a sync never removes it.
+const suspendFieldManager = "cairn-suspend"
+
+func newSuspendCommand(kube *kubeFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "suspend NAMESPACE/NAME",
+		Short: "Stop syncing one instance without a commit (an emergency stop that Git does not undo)",
+		Long: `Annotate the instance's ModuleInstance with ` + cairnv1.SuspendAnnotation + `: "true". From the next sync
+on, its objects are left as they are: no render, apply, prune, drift correction or removal, whatever
+Git says. cairn status shows it SUSPENDED; cairn resume undoes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return setSuspend(cmd, kube, args[0], true)
+		},
+	}
+}
+
+func newResumeCommand(kube *kubeFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume NAMESPACE/NAME",
+		Short: "Resume an instance stopped with cairn suspend (the next sync applies what Git says)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return setSuspend(cmd, kube, args[0], false)
+		},
+	}
+}
+
+// setSuspend sets or removes the suspend annotation on NAMESPACE/NAME.
+func setSuspend(cmd *cobra.Command, kube *kubeFlags, ref string, suspend bool) error {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("give the instance as NAMESPACE/NAME, not %q", ref)
+	}
+	cfg, err := kube.restConfig()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+	if err != nil {
+		return err
+	}
+	return patchSuspend(cmd.Context(), c, ns, name, suspend, cmd)
+}
+
+func patchSuspend(ctx context.Context, c client.Client, ns, name string, suspend bool, cmd *cobra.Command) error {
+	mi := &cairnv1.ModuleInstance{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("no ModuleInstance %s/%s in the cluster (an instance is created by its first sync)", ns, name)
+		}
+		return fmt.Errorf("failed to read ModuleInstance %s/%s: %w", ns, name, err)
+	}
+	value := any(nil)
+	if suspend {
+		value = "true"
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.SuspendAnnotation: value}}})
+	if err := c.Patch(ctx, mi, client.RawPatch(types.MergePatchType, patch),
+		client.FieldOwner(suspendFieldManager)); err != nil {
+		return fmt.Errorf("failed to annotate ModuleInstance %s/%s: %w", ns, name, err)
+	}
+	if suspend {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s suspended: the next sync leaves its objects as they are; `cairn resume %s/%s` undoes it\n", ns, name, ns, name)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s resumed: the next sync applies what Git says\n", ns, name)
+	}
+	return nil
+}
