@@ -58,6 +58,7 @@ func newRootCommand() *cobra.Command {
 		newRenderCommand(),
 		newPlanCommand(kube),
 		newSyncCommand(kube),
+		newControllerCommand(kube),
 		newStatusCommand(kube),
 		newSuspendCommand(kube),
 		newResumeCommand(kube),

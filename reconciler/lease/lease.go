@@ -101,6 +101,17 @@ func hold(ctx context.Context, c coordinationv1client.LeasesGetter, opts Options
 	return h.run(ctx)
 }
 
+// Lock returns the Lease lock of opts (the Lease Name in opts.Namespace, held as
+// opts.Identity or NewIdentity()), for a leader elector of its own, such as the
+// controller's manager: a controller and `cairn sync` exclude each other.
+func Lock(cfg *rest.Config, opts Options) (resourcelock.Interface, error) {
+	c, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create Lease client: %w", err)
+	}
+	return newLock(c, opts), nil
+}
+
 func newLock(c coordinationv1client.LeasesGetter, opts Options) *resourcelock.LeaseLock {
 	id := opts.Identity
 	if id == "" {

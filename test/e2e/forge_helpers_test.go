@@ -251,9 +251,15 @@ type cairnProcess struct {
 
 func startCairnProcess(t *testing.T, bin string, args ...string) *cairnProcess {
 	t.Helper()
+	return startCairnProcessWithEnv(t, bin, nil, args...)
+}
+
+// startCairnProcessWithEnv starts cairn with env (KEY=VALUE) added to the test's.
+func startCairnProcessWithEnv(t *testing.T, bin string, env []string, args ...string) *cairnProcess {
+	t.Helper()
 	p := &cairnProcess{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("failed to start cairn: %v", err)
 	}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/lease"
+)
+
+// controllerFlags are the manager's flags, named as kubebuilder names them.
+type controllerFlags struct {
+	leaderElect   bool
+	leaderNS      string
+	metricsAddr   string
+	probeAddr     string
+	interval      time.Duration
+	drift         time.Duration
+	healthWait    time.Duration
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+func (f *controllerFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among the replicas (the Lease cairn-sync, which `cairn sync` also takes): only the leader polls and syncs")
+	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "the Lease's namespace (default: $POD_NAMESPACE, else cairn-system)")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "where /metrics is served (0 disables it)")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "where /healthz and /readyz are served (0 disables them)")
+	fl.DurationVar(&f.interval, "interval", time.Minute, "how often the branch is polled")
+	fl.DurationVar(&f.drift, "drift-interval", 10*time.Minute, "how often live objects are compared with Git")
+	fl.DurationVar(&f.healthWait, "health-wait", loopHealthWait, "longest a sync waits in line for one instance's objects to become Current")
+	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
+	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries a renewal before it steps down")
+	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+}
+
+// leaderNamespace is --leader-election-namespace, else $POD_NAMESPACE, else cairn's.
+func (f *controllerFlags) leaderNamespace() string {
+	switch {
+	case f.leaderNS != "":
+		return f.leaderNS
+	case os.Getenv("POD_NAMESPACE") != "":
+		return os.Getenv("POD_NAMESPACE")
+	}
+	return reconciler.DefaultNamespace
+}
+
+func newControllerCommand(kube *kubeFlags) *cobra.Command {
+	var (
+		repo   repoFlags
+		forgeF forgeFlags
+		logF   logFlags
+		cf     controllerFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run cairn in the cluster: a leader-elected manager that polls the repository and syncs it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logF.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			ctrl.SetLogger(log)
+			return runController(logr.NewContext(cmd.Context(), log), cmd, kube, &repo, &forgeF, &cf, log)
+		},
+	}
+	repo.register(cmd, false)
+	forgeF.register(cmd)
+	logF.register(cmd)
+	cf.register(cmd)
+	return cmd
+}
+
+func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, repo *repoFlags, forgeF *forgeFlags,
+	cf *controllerFlags, log logr.Logger) error {
+	if cf.interval <= 0 {
+		return fmt.Errorf("--interval must be positive")
+	}
+	cfg, err := kube.restConfig()
+	if err != nil {
+		return err
+	}
+	opts, err := managerOptions(cf, cfg)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return fmt.Errorf("failed to create the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	fw, err := newForgeWiring(forgeF, repo, log)
+	if err != nil {
+		return err
+	}
+	defer fw.close()
+	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
+		func(o *reconciler.Options) { o.HealthWait = cf.healthWait })
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	s := &syncer{engine: e, repo: repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: cf.drift, forge: fw}
+	// A runnable needs the Lease by default: only the leader polls and syncs.
+	poll := func(ctx context.Context) error {
+		log.Info("leading: polling the repository", "interval", cf.interval.String())
+		if err := fw.listen(ctx); err != nil {
+			return err
+		}
+		return s.loop(ctx, cf.interval)
+	}
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if cf.leaderElect {
+			return poll(ctx)
+		}
+		// Without leader election the sync Lease still keeps `cairn sync` and other
+		// replicas out: this one waits for it as long as it runs.
+		return syncLease(ctx, kube, repo, 365*24*time.Hour, log, poll)
+	}))
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func managerOptions(cf *controllerFlags, cfg *rest.Config) (manager.Options, error) {
+	opts := manager.Options{
+		Scheme:                        reconciler.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: cf.metricsAddr},
+		HealthProbeBindAddress:        cf.probeAddr,
+		LeaderElection:                cf.leaderElect,
+		LeaderElectionID:              lease.Name,
+		LeaderElectionNamespace:       cf.leaderNamespace(),
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &cf.leaseDuration,
+		RenewDeadline:                 &cf.renewDeadline,
+		RetryPeriod:                   &cf.retryPeriod,
+	}
+	if cf.leaderElect {
+		lo := lease.DefaultOptions(cf.leaderNamespace())
+		lock, err := lease.Lock(cfg, lo) // identity "$POD_NAME_<uuid>": an operator sees which pod leads
+		if err != nil {
+			return opts, err
+		}
+		opts.LeaderElectionResourceLockInterface = lock
+	}
+	return opts, nil
+}

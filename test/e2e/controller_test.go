@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	. "github.com/onsi/gomega"
+
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/lease"
+)
+
+// leaseHolder is the holder of the sync Lease ("" when none or absent).
+func (e *env) leaseHolder() string {
+	l := &coordinationv1.Lease{}
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: reconciler.DefaultNamespace, Name: lease.Name}, l); err != nil ||
+		l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// controllerArgs runs `cairn controller` against repo with short leader-election
+// timings, its probes on probe.
+func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe string) []string {
+	return []string{"controller", "--repo", repo.url(), "--interval", "1s", "--drift-interval", "0",
+		"--leader-elect", "--metrics-bind-address", "0", "--health-probe-bind-address", probe,
+		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
+		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir()}
+}
+
+// TestControllerFailover: of two `cairn controller` replicas, one leads (the Lease
+// holder names its pod) and syncs; the other waits. SIGKILL the leader: the other takes
+// the Lease once it expires and applies the next commit.
+func TestControllerFailover(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
+	repo := newGitRepo(t, appRepo("", a))
+
+	probe0 := freeLoopbackAddr(t)
+	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.controllerArgs(t, repo, probe0)...)
+	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
+	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).
+		Should(BeTrue(), first.String)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + probe0 + path)
+		e.g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		e.g.Expect(resp.StatusCode).To(Equal(http.StatusOK), path)
+	}
+
+	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t))...)
+	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")
+
+	e.g.Expect(first.cmd.Process.Kill()).To(Succeed())
+	<-first.done
+	killed := time.Now()
+	a.configs = configs("x", "y")
+	repo.commit("add y", map[string]string{"instances/a.yaml": a.yaml()})
+	e.g.Eventually(e.leaseHolder, 30*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-1_"), second.String)
+	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-y") != nil }, 30*time.Second, 200*time.Millisecond).
+		Should(BeTrue(), second.String)
+	t.Logf("the commit after the leader's SIGKILL was applied by the other replica %s later",
+		time.Since(killed).Round(100*time.Millisecond))
+	e.g.Expect(strings.Count(second.out.String(), "leading: polling")).To(Equal(1))
+}
