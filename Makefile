@@ -11,14 +11,30 @@ FUZZ_TIME_LONG ?= 300
 # State directory of the detached local cluster (cluster-up and demo share it).
 DEMO_DIR ?= .demo
 LOCALCLUSTER := $(GO) run ./test/localcluster
+# make image: where to push (HOST[:PORT]/REPOSITORY:TAG), the cosign key to sign
+# with (password in CAIRN_PASSWORD or COSIGN_PASSWORD; unsigned when empty), the
+# platform's GOARCH, and the labels. The digest reference is also written to IMAGE_REF_FILE.
+IMAGE ?=
+SIGN_KEY ?=
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE_SOURCE ?= https://cairn.dev/cairn
+IMAGE_REF_FILE ?= bin/image.ref
 
-.PHONY: help prereqs gitea build test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
+.PHONY: help prereqs gitea build image test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build bin/cairn
 	$(GO) build -o bin/cairn ./cmd/cairn
+
+image: ## Build the static binary into an OCI image (no Docker), push it to IMAGE=host:port/repo:tag, sign with SIGN_KEY
+	@if [ -z "$(IMAGE)" ]; then echo "make image: set IMAGE=HOST[:PORT]/REPOSITORY:TAG (and SIGN_KEY=cosign.key to sign)" >&2; exit 2; fi
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/cairn-linux-$(IMAGE_ARCH) ./cmd/cairn
+	$(GO) run ./hack/image -binary bin/cairn-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -image $(IMAGE) \
+		$(if $(SIGN_KEY),-sign-key $(SIGN_KEY)) -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) -ref-file $(IMAGE_REF_FILE)
 
 prereqs: ## Check (in seconds) and install what is missing: etcd-server, docker-registry, git, make, gcc
 	hack/prereqs.sh

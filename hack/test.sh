@@ -18,8 +18,8 @@ CAIRN_KUBE_BIN=$bin CAIRN_GITEA_DIR=$gitea $GO test -json -timeout="$TEST_TIMEOU
 rc=$?
 $GO run ./hack/testreport <"$TEST_LOG" || rc=1
 
-# The test credentials (test/e2e/supply_helpers_test.go), plain and as docker-config base64.
-secrets=(Supply-Chain-Pa55-Q7x Key-Pa55-Z3k "$(printf 'cairn-e2e:Supply-Chain-Pa55-Q7x' | base64)")
+# The test credentials (test/e2e/supply_helpers_test.go, hack/image), plain and as docker-config base64.
+secrets=(Supply-Chain-Pa55-Q7x Key-Pa55-Z3k Image-Key-Pa55-W4m Image-Registry-Pa55-R8t "$(printf 'cairn-e2e:Supply-Chain-Pa55-Q7x' | base64)")
 for s in "${secrets[@]}"; do
   if grep -F -q -- "$s" "$TEST_LOG"; then
     echo "FAIL: a test credential appears in the test output ($TEST_LOG):" >&2
