@@ -10,10 +10,14 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/lease"
 )
@@ -118,7 +122,11 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	defer closeFn()
-	s := &syncer{engine: e, repo: repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: cf.drift, forge: fw}
+	s := &syncer{engine: e, repo: repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: cf.drift, forge: fw,
+		kicks: make(chan struct{}, 1)}
+	if err := watchEdits(mgr, s.kicks); err != nil {
+		return err
+	}
 	// A runnable needs the Lease by default: only the leader polls and syncs.
 	poll := func(ctx context.Context) error {
 		log.Info("leading: polling the repository", "interval", cf.interval.String())
@@ -163,4 +171,19 @@ func managerOptions(cf *controllerFlags, cfg *rest.Config) (manager.Options, err
 		opts.LeaderElectionResourceLockInterface = lock
 	}
 	return opts, nil
+}
+
+// watchEdits makes the leader sync at once when a ModuleInstance's spec changes or
+// a CR is deleted in the cluster (`kubectl edit`, `kubectl delete`): the sync finds the
+// instance out of step with Git and mirrors and applies it again. Kicks coalesce.
+func watchEdits(mgr manager.Manager, kicks chan<- struct{}) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("moduleinstance-edits").
+		For(&cairnv1.ModuleInstance{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			select {
+			case kicks <- struct{}{}:
+			default:
+			}
+			return reconcile.Result{}, nil
+		}))
 }

@@ -118,6 +118,9 @@ type syncer struct {
 	driftEvery time.Duration
 	lastDrift  time.Time
 	rev        reconciler.Revision
+	// kicks asks for a sync now, even when the branch has not moved (the controller's
+	// watch of edited ModuleInstances); nil in the CLI.
+	kicks chan struct{}
 }
 
 func (s *syncer) once(ctx context.Context) error {
@@ -183,11 +186,24 @@ func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
 			s.step(ctx)
 		case <-retry.C:
 			s.step(ctx)
+		case <-s.kicks:
+			s.resync(ctx)
 		case <-s.forge.pushes():
 			s.afterPush(ctx)
 		case pr := <-s.forge.pullRequests():
 			s.forge.plan(ctx, s.engine, s.repo, pr)
 		}
+	}
+}
+
+// resync syncs the branch head whether or not it moved: the cluster changed.
+func (s *syncer) resync(ctx context.Context) {
+	res, err := s.sync(ctx)
+	if res != nil {
+		printSyncResult(s.out, res)
+	}
+	if err != nil {
+		s.log.Error(err, "sync failed", "revision", s.last)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	. "github.com/onsi/gomega"
@@ -34,10 +35,11 @@ func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe string) []string
 		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir()}
 }
 
-// TestControllerFailover: of two `cairn controller` replicas, one leads (the Lease
+// TestControllerReplicas: of two `cairn controller` replicas, one leads (the Lease
 // holder names its pod) and syncs; the other waits. SIGKILL the leader: the other takes
-// the Lease once it expires and applies the next commit.
-func TestControllerFailover(t *testing.T) {
+// the Lease once it expires and applies the next commit. A `kubectl edit` of a
+// ModuleInstance is reverted within seconds, not at the next poll.
+func TestControllerReplicas(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
 	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
@@ -69,4 +71,14 @@ func TestControllerFailover(t *testing.T) {
 	t.Logf("the commit after the leader's SIGKILL was applied by the other replica %s later",
 		time.Since(killed).Round(100*time.Millisecond))
 	e.g.Expect(strings.Count(second.out.String(), "leading: polling")).To(Equal(1))
+
+	mi := e.instance(e.ns, "a")
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"timeout":"7m","suspend":true}}`))
+	e.g.Expect(e.c.Patch(e.ctx, mi, patch, client.FieldOwner("kubectl-edit"))).To(Succeed())
+	edited := time.Now()
+	e.g.Eventually(func() bool {
+		mi := e.instance(e.ns, "a")
+		return mi.Spec.Timeout.Duration == time.Minute && !mi.Spec.Suspend
+	}, 5*time.Second, 100*time.Millisecond).Should(BeTrue(), second.String)
+	t.Logf("a kubectl edit was reverted in %s", time.Since(edited).Round(10*time.Millisecond))
 }
