@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -173,17 +174,26 @@ func managerOptions(cf *controllerFlags, cfg *rest.Config) (manager.Options, err
 	return opts, nil
 }
 
-// watchEdits makes the leader sync at once when a ModuleInstance's spec changes or
-// a CR is deleted in the cluster (`kubectl edit`, `kubectl delete`): the sync finds the
-// instance out of step with Git and mirrors and applies it again. Kicks coalesce.
+// watchEdits makes the leader sync at once when the spec of a ModuleInstance, the
+// Platform or a Registry changes in the cluster, or one is deleted (`kubectl edit`,
+// `kubectl delete`): the sync finds it out of step with Git and mirrors it again (and
+// applies an instance). Kicks coalesce.
 func watchEdits(mgr manager.Manager, kicks chan<- struct{}) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("moduleinstance-edits").
-		For(&cairnv1.ModuleInstance{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-			select {
-			case kicks <- struct{}{}:
-			default:
-			}
-			return reconcile.Result{}, nil
-		}))
+	kick := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		select {
+		case kicks <- struct{}{}:
+		default:
+		}
+		return reconcile.Result{}, nil
+	})
+	for name, obj := range map[string]client.Object{
+		"moduleinstance-edits": &cairnv1.ModuleInstance{}, "platform-edits": &cairnv1.Platform{}, "registry-edits": &cairnv1.Registry{},
+	} {
+		err := ctrl.NewControllerManagedBy(mgr).Named(name).
+			For(obj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(kick)
+		if err != nil {
+			return fmt.Errorf("failed to watch %s: %w", name, err)
+		}
+	}
+	return nil
 }

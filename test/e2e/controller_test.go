@@ -81,4 +81,11 @@ func TestControllerReplicas(t *testing.T) {
 		return mi.Spec.Timeout.Duration == time.Minute && !mi.Spec.Suspend
 	}, 5*time.Second, 100*time.Millisecond).Should(BeTrue(), second.String)
 	t.Logf("a kubectl edit was reverted in %s", time.Since(edited).Round(10*time.Millisecond))
+
+	p := e.platformCR()
+	before := p.Spec.Prune.MaxDeletions // as Git says (nil: the default)
+	e.g.Expect(e.c.Patch(e.ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"prune":{"maxDeletions":9999}}}`)),
+		client.FieldOwner("kubectl-edit"))).To(Succeed())
+	e.g.Eventually(func() *int32 { return e.platformCR().Spec.Prune.MaxDeletions }, 5*time.Second, 100*time.Millisecond).
+		Should(Equal(before), "an edit of the Platform is reverted too")
 }
