@@ -27,12 +27,16 @@ IMAGE_REF_FILE ?= bin/image.ref
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/cairn
-	$(GO) build -o bin/cairn ./cmd/cairn
+# Flags of every build of cairn: static (CGO_ENABLED=0, as the image has no libc)
+# and stamped with VERSION, so make build and make image share the compiled packages.
+BUILD_FLAGS = -trimpath -ldflags "-X main.version=$(VERSION)"
+
+build: ## Build bin/cairn (static, CGO_ENABLED=0)
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o bin/cairn ./cmd/cairn
 
 image: ## Build the static binary into an OCI image (no Docker), push it to IMAGE=host:port/repo:tag, sign with SIGN_KEY
 	@if [ -z "$(IMAGE)" ]; then echo "make image: set IMAGE=HOST[:PORT]/REPOSITORY:TAG (and SIGN_KEY=cosign.key to sign)" >&2; exit 2; fi
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/cairn-linux-$(IMAGE_ARCH) ./cmd/cairn
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(BUILD_FLAGS) -o bin/cairn-linux-$(IMAGE_ARCH) ./cmd/cairn
 	$(GO) run ./hack/image -binary bin/cairn-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -image $(IMAGE) \
 		$(if $(SIGN_KEY),-sign-key $(SIGN_KEY)) -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) -ref-file $(IMAGE_REF_FILE)
 

@@ -43,6 +43,12 @@ fi
 export CAIRN_PASSWORD
 CAIRN_PASSWORD=$(cat "$DEMO_DIR/cosign.password")
 
+step "make image: cairn's OCI image in the demo registry, signed with the demo key"
+# The static binary in a one-layer image (hack/image), pushed and signed; its
+# digest reference, for a Deployment to pin, is in $DEMO_DIR/image.ref.
+make --no-print-directory image IMAGE="$CAIRN_REGISTRY/cairn/cairn:demo" SIGN_KEY="$DEMO_DIR/cosign.key" \
+  IMAGE_REF_FILE="$DEMO_DIR/image.ref" >/dev/null
+
 step "trusted public key in cairn-system (the Secret examples/registries.yaml names)"
 kubectl=$CAIRN_KUBE_BIN/kubectl
 "$kubectl" --kubeconfig "$kubeconfig" -n cairn-system create secret generic cosign-pub \
@@ -93,6 +99,8 @@ Registry: $CAIRN_REGISTRY (plain HTTP); modules and the chart are signed with
 $DEMO_DIR/cosign.key (password in $DEMO_DIR/cosign.password), verified under Enforce:
   $CAIRN verify $CAIRN_REGISTRY/charts/hello:0.1.0 --key $DEMO_DIR/cosign.pub --plain-http
   $CAIRN_KUBE_BIN/kubectl get mi -A -o wide     # the VERIFIED column
+cairn's own image, signed the same way: $(cat "$DEMO_DIR/image.ref")
+  $CAIRN verify $(cat "$DEMO_DIR/image.ref") --key $DEMO_DIR/cosign.pub --plain-http
 Run the tests against it: set -a; . $DEMO_DIR/env; set +a; go test ./...
 Stop it: make demo-down
 EOT
