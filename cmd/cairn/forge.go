@@ -9,25 +9,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"cairn.dev/cairn/gitsource/forge"
-	"cairn.dev/cairn/gitsource/forge/gitea"
-	"cairn.dev/cairn/gitsource/forge/github"
-	"cairn.dev/cairn/gitsource/forge/gitlab"
+	"cairn.dev/cairn/gitsource/forge/providers"
 )
 
 // forgeFlags configure commit statuses, pull-request plans and webhooks.
 type forgeFlags struct {
 	kind, baseURL, repo, tokenFile, targetURL string
 	listen, webhookSecretFile                 string
+	// registry holds the forges --forge names and --listen serves; nil for
+	// providers.Default().
+	registry *forge.Registry
+}
+
+// providers is the registry of forges: --forge is looked up in it, and
+// --listen serves a hook for each of its providers.
+func (f *forgeFlags) providers() *forge.Registry {
+	if f.registry == nil {
+		f.registry = providers.Default()
+	}
+	return f.registry
 }
 
 func (f *forgeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.kind, "forge", "", "post commit statuses and pull-request plans to this forge: gitea, github or gitlab")
+	names := f.providers().Names()
+	fl.StringVar(&f.kind, "forge", "", "post commit statuses and pull-request plans to this forge: "+strings.Join(names, ", "))
 	fl.StringVar(&f.baseURL, "forge-url", "", "the forge's URL (default: github.com / gitlab.com; required for gitea)")
 	fl.StringVar(&f.repo, "forge-repo", "", "owner/name of the repository on the forge (default: from --repo)")
 	fl.StringVar(&f.tokenFile, "forge-token-file", "", "file holding the forge access token (e.g. a mounted Secret)")
 	fl.StringVar(&f.targetURL, "status-url", "", "URL linked from every commit status")
-	fl.StringVar(&f.listen, "listen", "", "serve webhooks on this address (POST /hooks/gitea, /hooks/github, /hooks/gitlab)")
+	fl.StringVar(&f.listen, "listen", "", "serve webhooks on this address (POST /hooks/"+strings.Join(names, ", /hooks/")+")")
 	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (required with --listen)")
 }
 
@@ -36,25 +47,19 @@ func (f *forgeFlags) client() (forge.Forge, int, error) {
 	if f.kind == "" {
 		return nil, 0, nil
 	}
+	p, err := f.providers().Lookup(f.kind)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--forge: %w", err)
+	}
 	token, err := readSecretFile(f.tokenFile, "--forge-token-file")
 	if err != nil {
 		return nil, 0, err
 	}
-	switch f.kind {
-	case "gitea":
-		if f.baseURL == "" {
-			return nil, 0, fmt.Errorf("--forge-url is required with --forge gitea")
-		}
-		c, err := gitea.New(gitea.Options{BaseURL: f.baseURL, Token: token})
-		return c, gitea.CommentLimit, err
-	case "github":
-		c, err := github.New(github.Options{BaseURL: f.baseURL, Token: token})
-		return c, github.CommentLimit, err
-	case "gitlab":
-		c, err := gitlab.New(gitlab.Options{BaseURL: f.baseURL, Token: token})
-		return c, gitlab.CommentLimit, err
+	c, err := p.NewForge(forge.ClientOptions{BaseURL: f.baseURL, Token: token})
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed to configure --forge %s: %w", f.kind, err)
 	}
-	return nil, 0, fmt.Errorf("--forge must be gitea, github or gitlab, not %q", f.kind)
+	return c, p.CommentLimit(), nil
 }
 
 // repoRef is --forge-repo, or the owner/name path of the Git URL.

@@ -91,7 +91,7 @@ func (w *forgeWiring) listen(ctx context.Context) error {
 		return err
 	}
 	opts := forge.DefaultReceiverOptions()
-	opts.GiteaSecret, opts.GitHubSecret, opts.GitLabSecret = secret, secret, secret
+	opts.Hooks = w.flags.providers().Hooks(secret)
 	opts.Branch = w.repo.branch
 	opts.Logger = w.log.WithName("webhooks")
 	if w.ref.Name != "" {

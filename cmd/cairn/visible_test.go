@@ -149,7 +149,7 @@ func TestUnsignedWebhookFloodDoesNotStarveSignedPushes(t *testing.T) {
 	defer w.close()
 	g.Expect(w.listen(context.Background())).To(Succeed())
 
-	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "testdata", "gitea_push.json"))
+	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "gitea", "testdata", "gitea_push.json"))
 	g.Expect(err).NotTo(HaveOccurred())
 	post := func(signature string) int {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))

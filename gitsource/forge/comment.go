@@ -6,21 +6,6 @@ import (
 	"strings"
 )
 
-// Comment size limits of the forges, in bytes (a forge counts characters,
-// which are never more than bytes).
-const (
-	// GitHubCommentLimit is GitHub's limit on an issue comment body
-	// ("Body is too long (maximum is 65536 characters)").
-	GitHubCommentLimit = 65536
-	// GitLabCommentLimit is GitLab's limit on a note body (1,000,000
-	// characters, Notes API).
-	GitLabCommentLimit = 1000000
-	// GiteaCommentLimit is cairn's own limit for Gitea, which stores comments
-	// as LONGTEXT and documents no limit: the same as GitHub, so that a plan
-	// page stays quick to render. The full plan is kept as JSON elsewhere.
-	GiteaCommentLimit = 65536
-)
-
 // PlanComment returns the body of cairn's plan comment: PlanMarker on the
 // first line, then body, the whole cut to limit bytes with CutComment.
 func PlanComment(body string, limit int) string {

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/gitsource/forge/github"
 )
 
 // plan builds a plan comment like the engine's: a summary table, then one
@@ -89,11 +90,11 @@ func TestCutCommentTinyLimits(t *testing.T) {
 
 func TestPlanComment(t *testing.T) {
 	g := NewWithT(t)
-	out := forge.PlanComment(plan(50, 100), forge.GitHubCommentLimit)
+	out := forge.PlanComment(plan(50, 100), github.CommentLimit)
 	g.Expect(out).To(HavePrefix(forge.PlanMarker + "\n## cairn plan"))
-	g.Expect(len(out)).To(BeNumerically("<=", forge.GitHubCommentLimit))
+	g.Expect(len(out)).To(BeNumerically("<=", github.CommentLimit))
 	g.Expect(forge.IsPlanComment(out)).To(BeTrue())
-	g.Expect(forge.PlanComment(out, forge.GitHubCommentLimit)).To(HavePrefix(forge.PlanMarker+"\n## cairn"), "no second marker")
+	g.Expect(forge.PlanComment(out, github.CommentLimit)).To(HavePrefix(forge.PlanMarker+"\n## cairn"), "no second marker")
 	g.Expect(forge.IsPlanComment("> " + forge.PlanMarker + "\nquoted")).To(BeFalse())
 }
 

@@ -1,13 +1,5 @@
 package forge
 
-// The forges a Receiver serves, as they appear in Event.Source and in the
-// hook paths /hooks/<name>.
-const (
-	SourceGitea  = "gitea"
-	SourceGitHub = "github"
-	SourceGitLab = "gitlab"
-)
-
 // Event is what a Receiver emits for an accepted delivery: a Push or a
 // PullRequest.
 type Event interface {
@@ -18,7 +10,7 @@ type Event interface {
 // Push says a branch moved. It only wakes the sync loop: cairn fetches the
 // branch and reads its head itself.
 type Push struct {
-	// Source is the forge that sent it (SourceGitea, ...).
+	// Source is the name of the provider that parsed it ("gitea", ...).
 	Source string
 	Repo   RepoRef
 	// Branch is the branch name, without refs/heads/.

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/gitsource/forge/github"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the queue's goroutine and the test.
@@ -56,7 +57,7 @@ func TestRejectedWebhookIsLoggedWithoutTheSecret(t *testing.T) {
 	g := NewWithT(t)
 	log, buf := jsonLogger()
 	r, _ := newReceiver(t, func(o *forge.ReceiverOptions) { o.Logger = log })
-	req := delivery(forge.SourceGitHub, "push", fixture(t, "github_push_commit.json"), "other-key")
+	req := delivery(github.Name, "push", fixture(t, "github_push_commit.json"), "other-key")
 	req.Header.Set("X-GitHub-Delivery", "d-123")
 	code, _ := serve(r, req)
 	g.Expect(code).To(Equal(http.StatusUnauthorized))
@@ -80,7 +81,7 @@ func TestRateLimitedWebhooksAreLoggedSampled(t *testing.T) {
 	r, _ := newReceiver(t, func(o *forge.ReceiverOptions) { o.Logger, o.RatePerSecond, o.RateBurst = log, 0.001, 1 })
 	limited := 0
 	for range 9 {
-		if code, _ := serve(r, delivery(forge.SourceGitHub, "ping", []byte(`{}`), secret)); code == http.StatusTooManyRequests {
+		if code, _ := serve(r, delivery(github.Name, "ping", []byte(`{}`), secret)); code == http.StatusTooManyRequests {
 			limited++
 		}
 	}

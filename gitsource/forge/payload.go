@@ -7,17 +7,26 @@ import (
 	"strings"
 )
 
-// ignoredError marks a well-formed delivery cairn does not act on.
-type ignoredError struct{ why string }
-
-func (e *ignoredError) Error() string { return "ignored: " + e.why }
-
-func ignore(format string, args ...any) error {
-	return &ignoredError{why: fmt.Sprintf(format, args...)}
+// IgnoredError marks a well-formed delivery cairn does not act on (another
+// event, a tag push, a closed pull request): the Receiver acknowledges it
+// with 202 and emits nothing.
+type IgnoredError struct {
+	// Why says what was ignored ("event \"star\"").
+	Why string
 }
 
-// decode unmarshals a payload into v; a JSON null or a non-object is an error.
-func decode(body []byte, v any) error {
+func (e *IgnoredError) Error() string { return "ignored: " + e.Why }
+
+// Ignore returns the IgnoredError for a value of what cairn does not act on,
+// for example Ignore("event", "star"); the value is quoted and cut to 40
+// bytes.
+func Ignore(what, value string) error {
+	return &IgnoredError{Why: fmt.Sprintf("%s %q", what, cut(value, 40))}
+}
+
+// DecodePayload unmarshals a webhook payload into v; a JSON null or a
+// non-object is an error.
+func DecodePayload(body []byte, v any) error {
 	trimmed := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
 	if !strings.HasPrefix(trimmed, "{") {
 		return errors.New("payload is not a JSON object")
@@ -28,15 +37,16 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
-// pushEvent builds a Push from a ref and a repository full name; pushes of
-// tags and other refs are ignored.
-func pushEvent(source, ref, fullName, sha string) (Event, error) {
+// NewPush builds the Push a parser of source returns for a push of ref to
+// the repository fullName ("owner/name") whose new head is sha. Pushes of
+// tags and other refs are ignored; a malformed repository name is an error.
+func NewPush(source, ref, fullName, sha string) (Event, error) {
 	branch, ok := strings.CutPrefix(ref, "refs/heads/")
 	if !ok || branch == "" {
 		if ref == "" {
 			return nil, errors.New("push without a ref")
 		}
-		return nil, ignore("push to %s, not a branch", cut(ref, 100))
+		return nil, &IgnoredError{Why: fmt.Sprintf("push to %s, not a branch", cut(ref, 100))}
 	}
 	repo, err := payloadRepo(fullName)
 	if err != nil {
@@ -45,8 +55,9 @@ func pushEvent(source, ref, fullName, sha string) (Event, error) {
 	return Push{Source: source, Repo: repo, Branch: branch, SHAHint: shaHint(sha)}, nil
 }
 
-// prEvent builds a PullRequest once the action was normalised.
-func prEvent(source, fullName string, number int64, action, sha string) (Event, error) {
+// NewPullRequest builds the PullRequest a parser of source returns once it
+// has normalised the action to a PRAction constant.
+func NewPullRequest(source, fullName string, number int64, action, sha string) (Event, error) {
 	repo, err := payloadRepo(fullName)
 	if err != nil {
 		return nil, err

@@ -14,12 +14,10 @@ import (
 
 // ReceiverOptions configure a Receiver.
 type ReceiverOptions struct {
-	// GiteaSecret, GitHubSecret and GitLabSecret are the webhook secrets (the
-	// HMAC key for Gitea and GitHub, the token for GitLab). A forge whose
-	// secret is empty is not served (404); at least one is required.
-	GiteaSecret  string
-	GitHubSecret string
-	GitLabSecret string
+	// Hooks are the forges served, each at /hooks/<its provider's name>. A
+	// hook whose secret is empty is not served (404); at least one with a
+	// secret is required.
+	Hooks []Hook
 	// Branch is the tracked branch: pushes to other branches are ignored.
 	// Empty accepts pushes to any branch.
 	Branch string
@@ -59,8 +57,15 @@ func DefaultReceiverOptions() ReceiverOptions {
 	}
 }
 
-// Receiver is the http.Handler for POST /hooks/gitea, /hooks/github and
-// /hooks/gitlab. For each delivery it checks, in order: the path (404), the
+// Hook is one forge a Receiver serves: its provider and its webhook secret
+// (an HMAC key or a shared token, as the provider uses it).
+type Hook struct {
+	Provider Provider
+	Secret   string
+}
+
+// Receiver is the http.Handler for POST /hooks/<name>, one path per Hook,
+// named after its provider. For each delivery it checks, in order: the path (404), the
 // method (405), the body size (413), the signature (401; 429 once the source
 // has spent its budget of rejected deliveries), the source's rate of
 // authenticated deliveries (429), a repeated delivery id (202, ignored), the
@@ -74,6 +79,7 @@ type Receiver struct {
 	limiter *limiter // authenticated deliveries
 	rejects *limiter // deliveries that failed the signature check
 	seen    *dedupe
+	hooks   map[string]Hook // by provider name
 	repos   map[string]bool
 	limited atomic.Int64 // deliveries refused by the rate limiter
 }
@@ -82,8 +88,9 @@ type Receiver struct {
 // runs on the request's goroutine and must not block: fire a Trigger or queue
 // the event.
 func NewReceiver(opts ReceiverOptions, emit func(Event)) (*Receiver, error) {
-	if opts.GiteaSecret == "" && opts.GitHubSecret == "" && opts.GitLabSecret == "" {
-		return nil, fmt.Errorf("%w: a webhook receiver needs at least one secret", ErrInvalid)
+	hooks, err := hooksByName(opts.Hooks)
+	if err != nil {
+		return nil, err
 	}
 	if emit == nil {
 		return nil, fmt.Errorf("%w: a webhook receiver needs an event handler", ErrInvalid)
@@ -94,12 +101,34 @@ func NewReceiver(opts ReceiverOptions, emit func(Event)) (*Receiver, error) {
 		limiter: newLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxSources),
 		rejects: newLimiter(opts.RatePerSecond, opts.RateBurst, opts.MaxSources),
 		seen:    newDedupe(opts.DedupeWindow, 1024),
+		hooks:   hooks,
 		repos:   map[string]bool{},
 	}
 	for _, repo := range opts.Repos {
 		r.repos[strings.ToLower(repo)] = true
 	}
 	return r, nil
+}
+
+// hooksByName indexes the hooks that have a secret by their provider's name.
+func hooksByName(list []Hook) (map[string]Hook, error) {
+	hooks, seen := map[string]Hook{}, map[string]bool{}
+	for _, h := range list {
+		if h.Provider == nil {
+			return nil, fmt.Errorf("%w: a webhook hook without a provider", ErrInvalid)
+		}
+		if seen[h.Provider.Name()] {
+			return nil, fmt.Errorf("%w: webhook hook %q given twice", ErrInvalid, h.Provider.Name())
+		}
+		seen[h.Provider.Name()] = true
+		if h.Secret != "" {
+			hooks[h.Provider.Name()] = h
+		}
+	}
+	if len(hooks) == 0 {
+		return nil, fmt.Errorf("%w: a webhook receiver needs at least one secret", ErrInvalid)
+	}
+	return hooks, nil
 }
 
 func (o ReceiverOptions) withDefaults() ReceiverOptions {
@@ -125,31 +154,16 @@ func (o ReceiverOptions) withDefaults() ReceiverOptions {
 	return o
 }
 
-// hookSource is one forge's way of signing and describing deliveries.
-type hookSource struct {
-	name      string
-	secret    string
-	signature string // the header that carries the signature or token
-	verify    func(secret string, h http.Header, body []byte) error
-	event     func(h http.Header) string
-	delivery  func(h http.Header) string
-	parse     func(event string, body []byte) (Event, error)
-}
-
-func (r *Receiver) source(path string) *hookSource {
-	switch strings.TrimSuffix(path, "/") {
-	case "/hooks/" + SourceGitea:
-		return &hookSource{SourceGitea, r.opts.GiteaSecret, "X-Gitea-Signature", verifyGitea, header("X-Gitea-Event"), header("X-Gitea-Delivery"), parseGitea}
-	case "/hooks/" + SourceGitHub:
-		return &hookSource{SourceGitHub, r.opts.GitHubSecret, "X-Hub-Signature-256", verifyGitHub, header("X-GitHub-Event"), header("X-GitHub-Delivery"), parseGitHub}
-	case "/hooks/" + SourceGitLab:
-		return &hookSource{SourceGitLab, r.opts.GitLabSecret, "X-Gitlab-Token", verifyGitLab, header("X-Gitlab-Event"), gitlabDelivery, parseGitLab}
+// hook returns the hook served at path, or nil.
+func (r *Receiver) hook(path string) *Hook {
+	name, ok := strings.CutPrefix(strings.TrimSuffix(path, "/"), "/hooks/")
+	if !ok {
+		return nil
+	}
+	if h, ok := r.hooks[name]; ok {
+		return &h
 	}
 	return nil
-}
-
-func header(name string) func(http.Header) string {
-	return func(h http.Header) string { return h.Get(name) }
 }
 
 // ServeHTTP implements http.Handler.
@@ -172,8 +186,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // 8th... one with their count, so that a flood cannot flood the log.
 func (r *Receiver) logRejected(req *http.Request, status int, msg string) {
 	keys := []any{"path", req.URL.Path, "remote", remoteHost(req), "status", status, "reason", msg}
-	if src := r.source(req.URL.Path); src != nil {
-		keys = append(keys, "event", src.event(req.Header), "delivery", src.delivery(req.Header))
+	if h := r.hook(req.URL.Path); h != nil {
+		keys = append(keys, "event", h.Provider.EventType(req.Header), "delivery", h.Provider.DeliveryID(req.Header))
 	}
 	if status == http.StatusTooManyRequests {
 		n := r.limited.Add(1)
@@ -187,17 +201,17 @@ func (r *Receiver) logRejected(req *http.Request, status int, msg string) {
 
 // serve runs the checks in order and returns the answer.
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (int, string) {
-	src := r.source(req.URL.Path)
+	hook := r.hook(req.URL.Path)
 	switch {
-	case src == nil || src.secret == "":
+	case hook == nil:
 		return http.StatusNotFound, "no such hook"
 	case req.Method != http.MethodPost:
 		w.Header().Set("Allow", http.MethodPost)
 		return http.StatusMethodNotAllowed, "POST only"
 	case req.ContentLength > r.opts.MaxBodyBytes:
 		return http.StatusRequestEntityTooLarge, "body too large"
-	case req.Header.Get(src.signature) == "":
-		return r.unauthorized(w, req, errNoSignature)
+	case !hook.Provider.Signed(req.Header):
+		return r.unauthorized(w, req, ErrNoSignature)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
@@ -207,13 +221,13 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (int, string)
 	case err != nil:
 		return http.StatusBadRequest, "failed to read the body"
 	}
-	if err := src.verify(src.secret, req.Header, body); err != nil {
+	if err := hook.Provider.Verify(hook.Secret, req.Header, body); err != nil {
 		return r.unauthorized(w, req, err)
 	}
 	if !r.limiter.allow(remoteHost(req), time.Now()) {
 		return rateLimited(w)
 	}
-	return r.handle(src, req, body)
+	return r.handle(hook.Provider, req, body)
 }
 
 // unauthorized answers a delivery that failed the signature check: 401 while its
@@ -231,20 +245,20 @@ func rateLimited(w http.ResponseWriter) (int, string) {
 }
 
 // handle parses an authenticated delivery and emits its event.
-func (r *Receiver) handle(src *hookSource, req *http.Request, body []byte) (int, string) {
-	id := src.delivery(req.Header)
-	if id != "" && !r.seen.first(src.name+"\x00"+id, time.Now()) {
+func (r *Receiver) handle(p Provider, req *http.Request, body []byte) (int, string) {
+	id := p.DeliveryID(req.Header)
+	if id != "" && !r.seen.first(p.Name()+"\x00"+id, time.Now()) {
 		return http.StatusAccepted, "ignored: delivery already received"
 	}
 	payload, err := formPayload(req.Header, body)
 	if err != nil {
 		return http.StatusBadRequest, err.Error()
 	}
-	ev, err := src.parse(src.event(req.Header), payload)
-	var ignored *ignoredError
+	ev, err := p.Parse(p.EventType(req.Header), payload)
+	var ignored *IgnoredError
 	switch {
 	case errors.As(err, &ignored):
-		return http.StatusAccepted, "ignored: " + ignored.why
+		return http.StatusAccepted, "ignored: " + ignored.Why
 	case err != nil:
 		return http.StatusBadRequest, "malformed payload: " + err.Error()
 	}

@@ -21,13 +21,20 @@ import (
 	. "github.com/onsi/gomega"
 
 	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/gitsource/forge/gitea"
+	"cairn.dev/cairn/gitsource/forge/github"
+	"cairn.dev/cairn/gitsource/forge/gitlab"
+	"cairn.dev/cairn/gitsource/forge/providers"
 )
 
 const secret = "s3cret-webhook-key"
 
+// fixture reads a recorded delivery from the testdata of the forge that owns
+// it: "gitea_push.json" is in gitea/testdata.
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
+	owner, _, _ := strings.Cut(name, "_")
+	data, err := os.ReadFile(filepath.Join(owner, "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +53,13 @@ func delivery(source, event string, body []byte, key string) *http.Request {
 	req.RemoteAddr = "192.0.2.10:40000"
 	req.Header.Set("Content-Type", "application/json")
 	switch source {
-	case forge.SourceGitea:
+	case gitea.Name:
 		req.Header.Set("X-Gitea-Event", event)
 		req.Header.Set("X-Gitea-Signature", hmacHex(key, body))
-	case forge.SourceGitHub:
+	case github.Name:
 		req.Header.Set("X-GitHub-Event", event)
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(key, body))
-	case forge.SourceGitLab:
+	case gitlab.Name:
 		req.Header.Set("X-Gitlab-Event", event)
 		req.Header.Set("X-Gitlab-Token", key)
 	}
@@ -74,7 +81,7 @@ func (r *recorder) emit(ev forge.Event) {
 func newReceiver(t *testing.T, tune func(*forge.ReceiverOptions)) (*forge.Receiver, *recorder) {
 	t.Helper()
 	opts := forge.DefaultReceiverOptions()
-	opts.GiteaSecret, opts.GitHubSecret, opts.GitLabSecret = secret, secret, secret
+	opts.Hooks = providers.Default().Hooks(secret)
 	if tune != nil {
 		tune(&opts)
 	}
@@ -97,23 +104,23 @@ func TestReceiverAcceptsRecordedDeliveries(t *testing.T) {
 		name, source, event, file string
 		want                      forge.Event
 	}{
-		{"gitea push", forge.SourceGitea, "push", "gitea_push.json",
+		{"gitea push", gitea.Name, "push", "gitea_push.json",
 			forge.Push{Source: "gitea", Repo: forge.RepoRef{Owner: "cairn", Name: "platform"}, Branch: "main", SHAHint: "2c51d6f9b27cf4480666935ecf668afc5cf612e4"}},
-		{"gitea pull request opened", forge.SourceGitea, "pull_request", "gitea_pull_request_opened.json",
+		{"gitea pull request opened", gitea.Name, "pull_request", "gitea_pull_request_opened.json",
 			forge.PullRequest{Source: "gitea", Repo: forge.RepoRef{Owner: "cairn", Name: "platform"}, Number: 1, Action: forge.PROpened, HeadSHAHint: "3153ce8b7b0c301f48e57b84fa67cabb22e7dc8b"}},
-		{"gitea pull request synchronized", forge.SourceGitea, "pull_request", "gitea_pull_request_synchronized.json",
+		{"gitea pull request synchronized", gitea.Name, "pull_request", "gitea_pull_request_synchronized.json",
 			forge.PullRequest{Source: "gitea", Repo: forge.RepoRef{Owner: "cairn", Name: "platform"}, Number: 1, Action: forge.PRSynchronize, HeadSHAHint: "2c51d6f9b27cf4480666935ecf668afc5cf612e4"}},
-		{"github push", forge.SourceGitHub, "push", "github_push_commit.json",
+		{"github push", github.Name, "push", "github_push_commit.json",
 			forge.Push{Source: "github", Repo: forge.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Branch: "main", SHAHint: "6113728f27ae82c7b1a177c8d03f9e96e0adf246"}},
-		{"github branch deleted", forge.SourceGitHub, "push", "github_push.json",
+		{"github branch deleted", github.Name, "push", "github_push.json",
 			forge.Push{Source: "github", Repo: forge.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Branch: "main"}},
-		{"github pull request opened", forge.SourceGitHub, "pull_request", "github_pull_request_opened.json",
+		{"github pull request opened", github.Name, "pull_request", "github_pull_request_opened.json",
 			forge.PullRequest{Source: "github", Repo: forge.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Number: 2, Action: forge.PROpened, HeadSHAHint: "ec26c3e57ca3a959ca5aad62de7213c562f8c821"}},
-		{"gitlab push", forge.SourceGitLab, "Push Hook", "gitlab_push.json",
+		{"gitlab push", gitlab.Name, "Push Hook", "gitlab_push.json",
 			forge.Push{Source: "gitlab", Repo: forge.RepoRef{Owner: "mike", Name: "diaspora"}, Branch: "master", SHAHint: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"}},
-		{"gitlab merge request opened", forge.SourceGitLab, "Merge Request Hook", "gitlab_merge_request.json",
+		{"gitlab merge request opened", gitlab.Name, "Merge Request Hook", "gitlab_merge_request.json",
 			forge.PullRequest{Source: "gitlab", Repo: forge.RepoRef{Owner: "gitlabhq", Name: "gitlab-test"}, Number: 1, Action: forge.PROpened, HeadSHAHint: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"}},
-		{"gitlab merge request pushed", forge.SourceGitLab, "Merge Request Hook", "gitlab_merge_request_update.json",
+		{"gitlab merge request pushed", gitlab.Name, "Merge Request Hook", "gitlab_merge_request_update.json",
 			forge.PullRequest{Source: "gitlab", Repo: forge.RepoRef{Owner: "gitlabhq", Name: "gitlab-test"}, Number: 1, Action: forge.PRSynchronize, HeadSHAHint: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"}},
 	}
 	for _, tt := range tests {
@@ -132,7 +139,7 @@ func TestReceiverFormEncodedPayload(t *testing.T) {
 	g := NewWithT(t)
 	r, rec := newReceiver(t, nil)
 	body := []byte("payload=" + url.QueryEscape(string(fixture(t, "github_push_commit.json"))))
-	req := delivery(forge.SourceGitHub, "push", body, secret)
+	req := delivery(github.Name, "push", body, secret)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	code, msg := serve(r, req)
 	g.Expect(code).To(Equal(http.StatusAccepted), msg)
@@ -151,105 +158,107 @@ func TestReceiverRejections(t *testing.T) {
 		msg  string
 	}{
 		{"unknown path", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.URL.Path = "/hooks/bitbucket"
 			return req
 		}, http.StatusNotFound, "no such hook"},
-		{"forge without a secret", func(o *forge.ReceiverOptions) { o.GitLabSecret = "" }, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitLab, "Push Hook", fixture(t, "gitlab_push.json"), "")
+		{"forge without a secret", func(o *forge.ReceiverOptions) {
+			o.Hooks = []forge.Hook{{Provider: github.Provider{}, Secret: secret}, {Provider: gitlab.Provider{}}}
+		}, func(t *testing.T) *http.Request {
+			return delivery(gitlab.Name, "Push Hook", fixture(t, "gitlab_push.json"), "")
 		}, http.StatusNotFound, "no such hook"},
 		{"GET", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.Method = http.MethodGet
 			return req
 		}, http.StatusMethodNotAllowed, "POST only"},
 		{"missing signature", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.Header.Del("X-Hub-Signature-256")
 			return req
 		}, http.StatusUnauthorized, "missing signature"},
 		{"github signature by another key", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "push", push(t), "other-key")
+			return delivery(github.Name, "push", push(t), "other-key")
 		}, http.StatusUnauthorized, "invalid signature"},
 		{"github sha1 signature only", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.Header.Del("X-Hub-Signature-256")
 			req.Header.Set("X-Hub-Signature", "sha1=0123")
 			return req
 		}, http.StatusUnauthorized, "missing signature"},
 		{"github signature without prefix", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.Header.Set("X-Hub-Signature-256", hmacHex(secret, push(t)))
 			return req
 		}, http.StatusUnauthorized, "invalid signature"},
 		{"gitea signature not hex", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitea, "push", fixture(t, "gitea_push.json"), secret)
+			req := delivery(gitea.Name, "push", fixture(t, "gitea_push.json"), secret)
 			req.Header.Set("X-Gitea-Signature", "zz")
 			return req
 		}, http.StatusUnauthorized, "invalid signature"},
 		{"gitea body altered after signing", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitea, "push", fixture(t, "gitea_push.json"), secret)
+			req := delivery(gitea.Name, "push", fixture(t, "gitea_push.json"), secret)
 			req.Body = io.NopCloser(bytes.NewReader(bytes.Replace(fixture(t, "gitea_push.json"), []byte("main"), []byte("evil"), 1)))
 			return req
 		}, http.StatusUnauthorized, "invalid signature"},
 		{"gitlab wrong token", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitLab, "Push Hook", fixture(t, "gitlab_push.json"), secret+"x")
+			return delivery(gitlab.Name, "Push Hook", fixture(t, "gitlab_push.json"), secret+"x")
 		}, http.StatusUnauthorized, "invalid signature"},
 		{"gitlab missing token", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitLab, "Push Hook", fixture(t, "gitlab_push.json"), "")
+			return delivery(gitlab.Name, "Push Hook", fixture(t, "gitlab_push.json"), "")
 		}, http.StatusUnauthorized, "missing signature"},
 		{"declared body over the cap", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", push(t), secret)
+			req := delivery(github.Name, "push", push(t), secret)
 			req.ContentLength = 2 << 20
 			return req
 		}, http.StatusRequestEntityTooLarge, "body too large"},
 		{"streamed body over the cap", nil, func(t *testing.T) *http.Request {
 			big := append([]byte(`{"ref":"refs/heads/main","pad":"`), bytes.Repeat([]byte("a"), 1<<20)...)
-			req := delivery(forge.SourceGitHub, "push", append(big, `"}`...), secret)
+			req := delivery(github.Name, "push", append(big, `"}`...), secret)
 			req.ContentLength = -1
 			return req
 		}, http.StatusRequestEntityTooLarge, "body too large"},
 		{"malformed JSON", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "push", []byte(`{"ref": "refs/heads/main", `), secret)
+			return delivery(github.Name, "push", []byte(`{"ref": "refs/heads/main", `), secret)
 		}, http.StatusBadRequest, "malformed payload"},
 		{"JSON null", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitea, "push", []byte(`null`), secret)
+			return delivery(gitea.Name, "push", []byte(`null`), secret)
 		}, http.StatusBadRequest, "malformed payload: payload is not a JSON object"},
 		{"push without repository", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "push", []byte(`{"ref":"refs/heads/main","repository":null}`), secret)
+			return delivery(github.Name, "push", []byte(`{"ref":"refs/heads/main","repository":null}`), secret)
 		}, http.StatusBadRequest, "payload without a repository name"},
 		{"repository name with dot segments", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitea, "push", []byte(`{"ref":"refs/heads/main","repository":{"full_name":"../../etc"}}`), secret)
+			return delivery(gitea.Name, "push", []byte(`{"ref":"refs/heads/main","repository":{"full_name":"../../etc"}}`), secret)
 		}, http.StatusBadRequest, "malformed payload"},
 		{"pull request number zero", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "pull_request", []byte(`{"action":"opened","number":0,"repository":{"full_name":"o/r"}}`), secret)
+			return delivery(github.Name, "pull_request", []byte(`{"action":"opened","number":0,"repository":{"full_name":"o/r"}}`), secret)
 		}, http.StatusBadRequest, "out of range"},
 		{"form without payload", nil, func(t *testing.T) *http.Request {
-			req := delivery(forge.SourceGitHub, "push", []byte("a=b"), secret)
+			req := delivery(github.Name, "push", []byte("a=b"), secret)
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			return req
 		}, http.StatusBadRequest, "form body without a payload field"},
 		{"unknown event", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "star", []byte(`{"action":"created"}`), secret)
+			return delivery(github.Name, "star", []byte(`{"action":"created"}`), secret)
 		}, http.StatusAccepted, `ignored: event "star"`},
 		{"ping", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "ping", fixture(t, "github_ping.json"), secret)
+			return delivery(github.Name, "ping", fixture(t, "github_ping.json"), secret)
 		}, http.StatusAccepted, `ignored: event "ping"`},
 		{"tag push", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitea, "push", []byte(`{"ref":"refs/tags/v1","repository":{"full_name":"o/r"}}`), secret)
+			return delivery(gitea.Name, "push", []byte(`{"ref":"refs/tags/v1","repository":{"full_name":"o/r"}}`), secret)
 		}, http.StatusAccepted, "ignored: push to refs/tags/v1"},
 		{"other branch", func(o *forge.ReceiverOptions) { o.Branch = "production" }, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "push", push(t), secret)
+			return delivery(github.Name, "push", push(t), secret)
 		}, http.StatusAccepted, "ignored: branch not tracked"},
 		{"other repository", func(o *forge.ReceiverOptions) { o.Repos = []string{"platform/config"} }, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitHub, "push", push(t), secret)
+			return delivery(github.Name, "push", push(t), secret)
 		}, http.StatusAccepted, "ignored: repository not tracked"},
 		{"pull request closed", nil, func(t *testing.T) *http.Request {
 			body := bytes.Replace(fixture(t, "github_pull_request_opened.json"), []byte(`"action": "opened"`), []byte(`"action": "closed"`), 1)
-			return delivery(forge.SourceGitHub, "pull_request", body, secret)
+			return delivery(github.Name, "pull_request", body, secret)
 		}, http.StatusAccepted, `ignored: pull request action "closed"`},
 		{"gitlab tag push hook", nil, func(t *testing.T) *http.Request {
-			return delivery(forge.SourceGitLab, "Tag Push Hook", fixture(t, "gitlab_push.json"), secret)
+			return delivery(gitlab.Name, "Tag Push Hook", fixture(t, "gitlab_push.json"), secret)
 		}, http.StatusAccepted, `ignored: event "Tag Push Hook"`},
 	}
 	for _, tt := range tests {
@@ -276,7 +285,7 @@ func TestReceiverReplayIsIgnored(t *testing.T) {
 	g := NewWithT(t)
 	r, rec := newReceiver(t, nil)
 	for i, want := range []string{"accepted\n", "ignored: delivery already received\n"} {
-		req := delivery(forge.SourceGitHub, "push", fixture(t, "github_push_commit.json"), secret)
+		req := delivery(github.Name, "push", fixture(t, "github_push_commit.json"), secret)
 		req.Header.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
 		code, body := serve(r, req)
 		g.Expect(code).To(Equal(http.StatusAccepted))
@@ -294,17 +303,17 @@ func TestReceiverRateLimitsEachSource(t *testing.T) {
 	body := fixture(t, "github_push_commit.json")
 	codes := map[int]int{}
 	for i := 0; i < 50; i++ {
-		code, _ := serve(r, delivery(forge.SourceGitHub, "push", body, secret))
+		code, _ := serve(r, delivery(github.Name, "push", body, secret))
 		codes[code]++
 	}
 	g.Expect(codes[http.StatusAccepted]).To(BeNumerically("<=", 6))
 	g.Expect(codes[http.StatusTooManyRequests]).To(BeNumerically(">=", 44))
-	other := delivery(forge.SourceGitHub, "push", body, secret)
+	other := delivery(github.Name, "push", body, secret)
 	other.RemoteAddr = "198.51.100.7:1234"
 	code, _ := serve(r, other)
 	g.Expect(code).To(Equal(http.StatusAccepted))
 	time.Sleep(250 * time.Millisecond)
-	code, _ = serve(r, delivery(forge.SourceGitHub, "push", body, secret))
+	code, _ = serve(r, delivery(github.Name, "push", body, secret))
 	g.Expect(code).To(Equal(http.StatusAccepted), "the bucket refills")
 	g.Expect(len(rec.events)).To(Equal(codes[http.StatusAccepted] + 2))
 }
@@ -315,7 +324,7 @@ func TestReceiverRateLimitTracksBoundedSources(t *testing.T) {
 	g := NewWithT(t)
 	r, _ := newReceiver(t, func(o *forge.ReceiverOptions) { o.MaxSources = 16 })
 	for i := 0; i < 2000; i++ {
-		req := delivery(forge.SourceGitHub, "push", []byte(`{}`), "wrong")
+		req := delivery(github.Name, "push", []byte(`{}`), "wrong")
 		req.RemoteAddr = net.JoinHostPort(net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)).String(), "1")
 		code, _ := serve(r, req)
 		g.Expect(code).To(Equal(http.StatusUnauthorized))
@@ -325,10 +334,10 @@ func TestReceiverRateLimitTracksBoundedSources(t *testing.T) {
 func TestReceiverRecoversFromPanics(t *testing.T) {
 	g := NewWithT(t)
 	opts := forge.DefaultReceiverOptions()
-	opts.GitHubSecret = secret
+	opts.Hooks = []forge.Hook{{Provider: github.Provider{}, Secret: secret}}
 	r, err := forge.NewReceiver(opts, func(forge.Event) { panic("boom") })
 	g.Expect(err).NotTo(HaveOccurred())
-	code, body := serve(r, delivery(forge.SourceGitHub, "push", fixture(t, "github_push_commit.json"), secret))
+	code, body := serve(r, delivery(github.Name, "push", fixture(t, "github_push_commit.json"), secret))
 	g.Expect(code).To(Equal(http.StatusInternalServerError))
 	g.Expect(body).To(Equal("internal error\n"))
 }
@@ -336,11 +345,11 @@ func TestReceiverRecoversFromPanics(t *testing.T) {
 func TestTriggerCoalesces(t *testing.T) {
 	g := NewWithT(t)
 	trig := forge.NewTrigger()
-	r, err := forge.NewReceiver(forge.ReceiverOptions{GitHubSecret: secret}, func(forge.Event) { trig.Fire() })
+	r, err := forge.NewReceiver(forge.ReceiverOptions{Hooks: []forge.Hook{{Provider: github.Provider{}, Secret: secret}}}, func(forge.Event) { trig.Fire() })
 	g.Expect(err).NotTo(HaveOccurred())
 	body := fixture(t, "github_push_commit.json")
 	for i := 0; i < 10; i++ {
-		code, _ := serve(r, delivery(forge.SourceGitHub, "push", body, secret))
+		code, _ := serve(r, delivery(github.Name, "push", body, secret))
 		g.Expect(code).To(Equal(http.StatusAccepted))
 	}
 	g.Expect(trig.C()).To(Receive())

@@ -228,13 +228,14 @@ func TestWebhookPushReachesReceiver(t *testing.T) {
 	repo := newRepo(t, ctx)
 	const secret = "webhook-secret-for-tests"
 	opts := forge.DefaultReceiverOptions()
-	opts.GiteaSecret, opts.Branch, opts.Repos = secret, "main", []string{repo.String()}
+	opts.Hooks = []forge.Hook{{Provider: gitea.Provider{}, Secret: secret}}
+	opts.Branch, opts.Repos = "main", []string{repo.String()}
 	r := startReceiver(t, opts)
 	g.Expect(server.AddWebhook(ctx, repo, r.url+"/hooks/gitea", secret, "push", "pull_request")).To(Succeed())
 
 	sha := pushCommit(t, repo)
 	g.Eventually(r.received, 30*time.Second, 100*time.Millisecond).Should(ContainElement(And(
-		BeAssignableToTypeOf(forge.Push{}), HaveField("Source", forge.SourceGitea), HaveField("Repo", repo),
+		BeAssignableToTypeOf(forge.Push{}), HaveField("Source", gitea.Name), HaveField("Repo", repo),
 		HaveField("Branch", "main"), HaveField("SHAHint", sha), HaveField("Delivery", Not(BeEmpty())))))
 
 	number := openPR(t, ctx, repo, "feature")
@@ -262,7 +263,7 @@ func TestWebhookWithWrongSecretIsRefused(t *testing.T) {
 	ctx := context.Background()
 	repo := newRepo(t, ctx)
 	opts := forge.DefaultReceiverOptions()
-	opts.GiteaSecret = "the-right-secret"
+	opts.Hooks = []forge.Hook{{Provider: gitea.Provider{}, Secret: "the-right-secret"}}
 	r := startReceiver(t, opts)
 	g.Expect(server.AddWebhook(ctx, repo, r.url+"/hooks/gitea", "a-wrong-secret", "push")).To(Succeed())
 	pushCommit(t, repo)

@@ -16,22 +16,18 @@ import (
 // status tooltips readable.
 const DescriptionLimit = 255
 
-// CommentLimit is the plan comment size (see forge.GiteaCommentLimit).
-const CommentLimit = forge.GiteaCommentLimit
+// CommentLimit is cairn's own limit on a plan comment for Gitea, which
+// stores comments as LONGTEXT and documents no limit: the same as GitHub's, so
+// that a plan page stays quick to render. The full plan is kept as JSON
+// elsewhere.
+const CommentLimit = 65536
 
-// Options configure a Client.
-type Options struct {
-	// BaseURL is the Gitea server, e.g. "https://gitea.example.com"; the API
-	// is under /api/v1.
-	BaseURL string
-	// Token is an access token with write access to statuses and issues.
-	Token string
-	// Login is the account the token belongs to, whose plan comment is
-	// edited; asked of Gitea (GET /user) when empty.
-	Login string
-	// HTTPClient sends the requests; nil for a client with a 30 s timeout.
-	HTTPClient *http.Client
-}
+// Options configure a Client: BaseURL is the Gitea server, e.g.
+// "https://gitea.example.com" (the API is under /api/v1); Token an access
+// token with write access to statuses and issues; Login the account the token
+// belongs to, whose plan comment is edited, asked of Gitea (GET /user) when
+// empty.
+type Options = forge.ClientOptions
 
 // Client is a Gitea forge.Forge.
 type Client struct {

@@ -12,10 +12,11 @@ import (
 )
 
 // Limits of GitHub's API: a status description is at most 140 characters,
-// a comment body at most 65536.
+// an issue comment body at most 65536 ("Body is too long (maximum is 65536
+// characters)"; cairn counts bytes, never more than characters).
 const (
 	DescriptionLimit = 140
-	CommentLimit     = forge.GitHubCommentLimit
+	CommentLimit     = 65536
 )
 
 // DefaultBaseURL is github.com's API.
@@ -24,21 +25,14 @@ const DefaultBaseURL = "https://api.github.com"
 // APIVersion is the REST API version cairn was written against.
 const APIVersion = "2022-11-28"
 
-// Options configure a Client.
-type Options struct {
-	// BaseURL is the API root: DefaultBaseURL when empty, or
-	// "https://HOST/api/v3" for GitHub Enterprise Server.
-	BaseURL string
-	// Token is a personal access token, or a GitHub App installation token
-	// with statuses and pull requests write permission.
-	Token string
-	// Login is the account the token posts as, whose plan comment is edited;
-	// asked of GitHub (GET /user) when empty. Installation tokens cannot call
-	// GET /user: set it to the app's bot login ("my-app[bot]").
-	Login string
-	// HTTPClient sends the requests; nil for a client with a 30 s timeout.
-	HTTPClient *http.Client
-}
+// Options configure a Client: BaseURL is the API root, DefaultBaseURL when
+// empty or "https://HOST/api/v3" for GitHub Enterprise Server; Token a
+// personal access token, or a GitHub App installation token with statuses
+// and pull requests write permission; Login the account the token posts as,
+// whose plan comment is edited, asked of GitHub (GET /user) when empty.
+// Installation tokens cannot call GET /user: set Login to the app's bot login
+// ("my-app[bot]").
+type Options = forge.ClientOptions
 
 // Client is a GitHub forge.Forge.
 type Client struct {

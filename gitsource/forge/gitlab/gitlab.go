@@ -18,25 +18,17 @@ import (
 const (
 	DescriptionLimit = 255
 	TargetURLLimit   = 255
-	CommentLimit     = forge.GitLabCommentLimit
+	CommentLimit     = 1000000
 )
 
 // DefaultBaseURL is gitlab.com.
 const DefaultBaseURL = "https://gitlab.com"
 
-// Options configure a Client.
-type Options struct {
-	// BaseURL is the GitLab server (DefaultBaseURL when empty); the API is
-	// under /api/v4.
-	BaseURL string
-	// Token is a personal, project or group access token with the api scope.
-	Token string
-	// Login is the username the token posts as, whose plan note is edited;
-	// asked of GitLab (GET /user) when empty.
-	Login string
-	// HTTPClient sends the requests; nil for a client with a 30 s timeout.
-	HTTPClient *http.Client
-}
+// Options configure a Client: BaseURL is the GitLab server (DefaultBaseURL
+// when empty; the API is under /api/v4); Token a personal, project or group
+// access token with the api scope; Login the username the token posts as,
+// whose plan note is edited, asked of GitLab (GET /user) when empty.
+type Options = forge.ClientOptions
 
 // Client is a GitLab forge.Forge.
 type Client struct {

@@ -1,15 +1,21 @@
-package forge
+// Package hooktest holds the fuzz harness every forge's webhook parser runs
+// under: whatever the payload, Parse never panics, and what it accepts is a
+// well-formed event.
+package hooktest
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"cairn.dev/cairn/gitsource/forge"
 )
 
-// fuzzParser checks that a payload parser never panics, and that what it
-// accepts is a well-formed event.
-func fuzzParser(f *testing.F, parse func(string, []byte) (Event, error), seeds map[string][]string) {
+// Fuzz fuzzes parse with event types and payloads, seeded with the recorded
+// deliveries seeds names (event type to files under testdata) and a few
+// hostile shapes.
+func Fuzz(f *testing.F, parse func(string, []byte) (forge.Event, error), seeds map[string][]string) {
 	for event, files := range seeds {
 		for _, file := range files {
 			data, err := os.ReadFile(filepath.Join("testdata", file))
@@ -25,7 +31,7 @@ func fuzzParser(f *testing.F, parse func(string, []byte) (Event, error), seeds m
 	}
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
 		ev, err := parse(event, body)
-		var ignored *ignoredError
+		var ignored *forge.IgnoredError
 		switch {
 		case errors.As(err, &ignored), err != nil:
 			if ev != nil {
@@ -34,51 +40,32 @@ func fuzzParser(f *testing.F, parse func(string, []byte) (Event, error), seeds m
 		case ev == nil:
 			t.Fatalf("no event and no error")
 		default:
-			checkEvent(t, ev)
+			CheckEvent(t, ev)
 		}
 	})
 }
 
-func checkEvent(t *testing.T, ev Event) {
+// CheckEvent fails t unless ev is a Push or PullRequest with a valid
+// repository, a branch (a push) or a number and action (a pull request), and
+// a well-formed SHA hint.
+func CheckEvent(t testing.TB, ev forge.Event) {
+	t.Helper()
 	if err := ev.Repository().Validate(); err != nil {
 		t.Fatalf("accepted an invalid repository: %v", err)
 	}
 	switch e := ev.(type) {
-	case Push:
+	case forge.Push:
 		if e.Branch == "" {
 			t.Fatalf("push without a branch")
 		}
-		if e.SHAHint != "" && ValidateSHA(e.SHAHint) != nil {
+		if e.SHAHint != "" && forge.ValidateSHA(e.SHAHint) != nil {
 			t.Fatalf("push with a malformed SHA hint %q", e.SHAHint)
 		}
-	case PullRequest:
+	case forge.PullRequest:
 		if e.Number <= 0 || e.Action == "" {
 			t.Fatalf("pull request without a number or action: %#v", e)
 		}
 	default:
 		t.Fatalf("unknown event type %T", ev)
 	}
-}
-
-func FuzzGiteaPayload(f *testing.F) {
-	fuzzParser(f, parseGitea, map[string][]string{
-		"push":         {"gitea_push.json"},
-		"pull_request": {"gitea_pull_request_opened.json", "gitea_pull_request_synchronized.json"},
-	})
-}
-
-func FuzzGitHubPayload(f *testing.F) {
-	fuzzParser(f, parseGitHub, map[string][]string{
-		"push":         {"github_push.json", "github_push_commit.json"},
-		"pull_request": {"github_pull_request_opened.json"},
-		"ping":         {"github_ping.json"},
-	})
-}
-
-func FuzzGitLabPayload(f *testing.F) {
-	fuzzParser(f, parseGitLab, map[string][]string{
-		"Push Hook":          {"gitlab_push.json"},
-		"Merge Request Hook": {"gitlab_merge_request.json", "gitlab_merge_request_update.json"},
-		"System Hook":        {"gitlab_push.json"},
-	})
 }
