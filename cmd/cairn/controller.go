@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -117,7 +118,11 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	defer fw.close()
-	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
+	metrics, err := reconciler.NewMetricsReporter(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("failed to register cairn's metrics: %w", err)
+	}
+	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, reconciler.Reporters(fw.reporter(), metrics), log,
 		func(o *reconciler.Options) { o.HealthWait = cf.healthWait })
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,9 +29,9 @@ func (e *env) leaseHolder() string {
 
 // controllerArgs runs `cairn controller` against repo with short leader-election
 // timings, its probes on probe.
-func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe string) []string {
+func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe, metrics string) []string {
 	return []string{"controller", "--repo", repo.url(), "--interval", "1s", "--drift-interval", "0",
-		"--leader-elect", "--metrics-bind-address", "0", "--health-probe-bind-address", probe,
+		"--leader-elect", "--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
 		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
 		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir()}
 }
@@ -45,8 +46,8 @@ func TestControllerReplicas(t *testing.T) {
 	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
 	repo := newGitRepo(t, appRepo("", a))
 
-	probe0 := freeLoopbackAddr(t)
-	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.controllerArgs(t, repo, probe0)...)
+	probe0, metrics0 := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.controllerArgs(t, repo, probe0, metrics0)...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), first.String)
@@ -57,7 +58,14 @@ func TestControllerReplicas(t *testing.T) {
 		e.g.Expect(resp.StatusCode).To(Equal(http.StatusOK), path)
 	}
 
-	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t))...)
+	e.g.Eventually(func() string { return httpGet(t, "http://"+metrics0+"/metrics") }, 10*time.Second, 200*time.Millisecond).
+		Should(ContainSubstring(`cairn_instances{state="ready"} 1`), "the sync has finished")
+	scrape := httpGet(t, "http://"+metrics0+"/metrics")
+	e.g.Expect(scrape).To(ContainSubstring(`cairn_instance_results_total{action="Created",reason="Succeeded"} 1`))
+	e.g.Expect(scrape).To(ContainSubstring(`cairn_sync_duration_seconds_count{result="succeeded"}`))
+	e.g.Expect(scrape).To(ContainSubstring("controller_runtime_"), "controller-runtime's own metrics too")
+
+	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")
 
 	e.g.Expect(first.cmd.Process.Kill()).To(Succeed())
@@ -88,4 +96,19 @@ func TestControllerReplicas(t *testing.T) {
 		client.FieldOwner("kubectl-edit"))).To(Succeed())
 	e.g.Eventually(func() *int32 { return e.platformCR().Spec.Prune.MaxDeletions }, 5*time.Second, 100*time.Millisecond).
 		Should(Equal(before), "an edit of the Platform is reverted too")
+}
+
+// httpGet returns the body of a GET of url, which must answer 200.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(b)
 }
