@@ -226,6 +226,9 @@ func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
 // the last one, or none when the instance now applies as another identity, so that
 // every object is applied again and the API server checks its RBAC again.
 func (s *syncRun) applyBaseline(r *instanceRun) inventory {
+	if r.forced {
+		return inventory{}
+	}
 	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == s.serviceAccount(r.mi) {
 		return r.oldInv
 	}
@@ -276,6 +279,9 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	if r.affected {
 		mi.Status.Artifacts = r.artifacts
 		markVerified(mi, r.artifacts)
+	}
+	if r.forced { // handled, whatever the outcome: a new request asks again
+		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {

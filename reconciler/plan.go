@@ -41,6 +41,8 @@ type instanceRun struct {
 	done        chan struct{}
 	// release gives back the instance's apply slot (see applyAll); idempotent.
 	release func()
+	// forced: every object is applied again, unchanged or not (a requested reconcile).
+	forced bool
 	// artifacts are the OCI artifacts the render used, with their verification.
 	artifacts []cairnv1.ArtifactStatus
 	// chart is the verified chart of a chart instance.
@@ -102,6 +104,9 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		return true, "new instance"
 	case isSuspended(r.live):
 		return true, "resumed"
+	case reconcileRequested(r.live):
+		r.forced = true
+		return true, "reconcile requested (cairn reconcile): every object applied again"
 	case !isReady(r.live):
 		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
 			return true, why

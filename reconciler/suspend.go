@@ -85,3 +85,9 @@ func (r *instanceRun) satisfiesDependents() bool {
 	}
 	return r.ready()
 }
+
+// reconcileRequested reports whether live carries a reconcile request not handled yet.
+func reconcileRequested(live *cairnv1.ModuleInstance) bool {
+	v := live.Annotations[cairnv1.ReconcileRequestAnnotation]
+	return v != "" && v != live.Status.LastHandledReconcileAt
+}

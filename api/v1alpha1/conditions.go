@@ -61,6 +61,11 @@ const (
 	// (`cairn suspend`): an emergency stop that Git does not undo; `cairn resume`
 	// removes it.
 	SuspendAnnotation = "cairn.dev/suspend"
+	// ReconcileRequestAnnotation, set to a new value (`cairn reconcile`, a time),
+	// makes the next sync re-apply every object of the instance and check its health,
+	// as Flux's reconcile.fluxcd.io/requestedAt does; status.lastHandledReconcileAt
+	// records the value handled.
+	ReconcileRequestAnnotation = "cairn.dev/reconcile-requested-at"
 	FieldManager      = "cairn"
 	AllowPruneTrailer = "cairn-allow-prune"
 )

@@ -226,6 +226,10 @@ type ModuleInstanceStatus struct {
 	// itself); removal deletes as it, and a change of identity re-applies every object.
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// LastHandledReconcileAt is the value of the cairn.dev/reconcile-requested-at
+	// annotation the last sync handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 	// Inventory lists the objects last applied (compact).
 	// +optional
 	Inventory *Inventory `json:"inventory,omitempty"`

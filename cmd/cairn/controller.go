@@ -195,7 +195,8 @@ func watchEdits(mgr manager.Manager, kicks chan<- struct{}) error {
 		"moduleinstance-edits": &cairnv1.ModuleInstance{}, "platform-edits": &cairnv1.Platform{}, "registry-edits": &cairnv1.Registry{},
 	} {
 		err := ctrl.NewControllerManagedBy(mgr).Named(name).
-			For(obj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(kick)
+			For(obj, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+				predicate.AnnotationChangedPredicate{}))).Complete(kick)
 		if err != nil {
 			return fmt.Errorf("failed to watch %s: %w", name, err)
 		}

@@ -62,6 +62,7 @@ func newRootCommand() *cobra.Command {
 		newStatusCommand(kube),
 		newSuspendCommand(kube),
 		newResumeCommand(kube),
+		newReconcileCommand(kube),
 		newInstallCommand(kube),
 		newPushCommand(),
 		newVersionCommand(),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,24 +45,71 @@ func newResumeCommand(kube *kubeFlags) *cobra.Command {
 	}
 }
 
-// setSuspend sets or removes the suspend annotation on NAMESPACE/NAME.
-func setSuspend(cmd *cobra.Command, kube *kubeFlags, ref string, suspend bool) error {
+func newReconcileCommand(kube *kubeFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reconcile NAMESPACE/NAME",
+		Short: "Ask for every object of one instance to be applied again at the next sync (at once under the controller)",
+		Long: `Annotate the instance's ModuleInstance with ` + cairnv1.ReconcileRequestAnnotation + `: <now>. The next sync
+applies every object of the instance again, changed or not, and checks its health, as
+` + "`flux reconcile`" + ` does; status.lastHandledReconcileAt records the request once handled. The
+controller syncs at once; with cairn sync, the next sync of the repository handles it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, name, err := instanceClient(kube, args[0])
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC().Format(time.RFC3339Nano)
+			if err := annotate(cmd.Context(), c, ns, name, cairnv1.ReconcileRequestAnnotation, now, reconcileFieldManager); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: reconcile requested at %s\n", ns, name, now)
+			return nil
+		},
+	}
+}
+
+// reconcileFieldManager owns the reconcile request annotation.
+const reconcileFieldManager = "cairn-reconcile"
+
+// instanceClient parses NAMESPACE/NAME and connects to the cluster.
+func instanceClient(kube *kubeFlags, ref string) (client.Client, string, string, error) {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("give the instance as NAMESPACE/NAME, not %q", ref)
+		return nil, "", "", fmt.Errorf("give the instance as NAMESPACE/NAME, not %q", ref)
 	}
 	cfg, err := kube.restConfig()
 	if err != nil {
-		return err
+		return nil, "", "", err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+	return c, ns, name, err
+}
+
+// setSuspend sets or removes the suspend annotation on NAMESPACE/NAME.
+func setSuspend(cmd *cobra.Command, kube *kubeFlags, ref string, suspend bool) error {
+	c, ns, name, err := instanceClient(kube, ref)
 	if err != nil {
 		return err
 	}
-	return patchSuspend(cmd.Context(), c, ns, name, suspend, cmd)
+	value := ""
+	if suspend {
+		value = "true"
+	}
+	if err := annotate(cmd.Context(), c, ns, name, cairnv1.SuspendAnnotation, value, suspendFieldManager); err != nil {
+		return err
+	}
+	if suspend {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s suspended: the next sync leaves its objects as they are; `cairn resume %s/%s` undoes it\n", ns, name, ns, name)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s resumed: the next sync applies what Git says\n", ns, name)
+	}
+	return nil
 }
 
-func patchSuspend(ctx context.Context, c client.Client, ns, name string, suspend bool, cmd *cobra.Command) error {
+// annotate sets the annotation key to value ("" removes it) on the ModuleInstance
+// ns/name, as manager.
+func annotate(ctx context.Context, c client.Client, ns, name, key, value, manager string) error {
 	mi := &cairnv1.ModuleInstance{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -69,19 +117,13 @@ func patchSuspend(ctx context.Context, c client.Client, ns, name string, suspend
 		}
 		return fmt.Errorf("failed to read ModuleInstance %s/%s: %w", ns, name, err)
 	}
-	value := any(nil)
-	if suspend {
-		value = "true"
+	v := any(nil)
+	if value != "" {
+		v = value
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.SuspendAnnotation: value}}})
-	if err := c.Patch(ctx, mi, client.RawPatch(types.MergePatchType, patch),
-		client.FieldOwner(suspendFieldManager)); err != nil {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err := c.Patch(ctx, mi, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(manager)); err != nil {
 		return fmt.Errorf("failed to annotate ModuleInstance %s/%s: %w", ns, name, err)
-	}
-	if suspend {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s suspended: the next sync leaves its objects as they are; `cairn resume %s/%s` undoes it\n", ns, name, ns, name)
-	} else {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s resumed: the next sync applies what Git says\n", ns, name)
 	}
 	return nil
 }

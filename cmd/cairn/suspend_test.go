@@ -70,3 +70,39 @@ func TestSuspendIsAnEmergencyStopThatGitDoesNotUndo(t *testing.T) {
 	r = execCairn(t, "suspend", "web", "--kubeconfig", cc.kubeconfig)
 	g.Expect(r.err).To(MatchError(ContainSubstring("NAMESPACE/NAME")))
 }
+
+// TestReconcileReappliesEveryObjectOnce: `cairn reconcile` makes the next sync apply
+// every object again (so a hand edit of an object is put back even when nothing changed
+// in Git), once: the sync after it leaves the instance alone.
+func TestReconcileReappliesEveryObjectOnce(t *testing.T) {
+	g := NewWithT(t)
+	cc := newCLICluster(t)
+	dir := writeRepoDir(t, cliRepo(map[string]string{"web": cliInstance(cc.ns, "web", "app", "{replicas: 1}")}))
+	r := cc.run(t, "sync", "--once", "-q", "--repo", dir)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stdout+r.stderr)
+
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: cc.ns, Name: "web-config"}
+	g.Expect(cc.c.Get(ctx, key, cm)).To(Succeed())
+	cm.Data["replicas"] = "99"
+	g.Expect(cc.c.Update(ctx, cm)).To(Succeed())
+
+	r = cc.run(t, "sync", "--once", "--repo", dir)
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Unchanged`), "nothing changed in Git: not touched")
+
+	r = execCairn(t, "reconcile", cc.ns+"/web", "--kubeconfig", cc.kubeconfig)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).To(ContainSubstring("reconcile requested"))
+	r = cc.run(t, "sync", "--once", "--repo", dir)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stdout+r.stderr)
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Updated\s+2 objects applied \(2 changed`), "every object applied again")
+	g.Expect(cc.c.Get(ctx, key, cm)).To(Succeed())
+	g.Expect(cm.Data["replicas"]).To(Equal("1"), "the hand edit is put back")
+	mi := &cairnv1.ModuleInstance{}
+	g.Expect(cc.c.Get(ctx, client.ObjectKey{Namespace: cc.ns, Name: "web"}, mi)).To(Succeed())
+	g.Expect(mi.Status.LastHandledReconcileAt).To(Equal(mi.Annotations[cairnv1.ReconcileRequestAnnotation]))
+
+	r = cc.run(t, "sync", "--once", "--repo", dir)
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Unchanged`), "handled once")
+}
