@@ -27,21 +27,21 @@ const (
 	ReasonHealthCheckFailed  = "HealthCheckFailed"
 	// ReasonProgressing: the objects were applied and are not all Current yet; the
 	// sync moved on and a later one checks them again (Ready is Unknown meanwhile).
-	ReasonProgressing = "Progressing"
-	ReasonNamespaceDenied    = "NamespaceDenied"
-	ReasonObjectForbidden    = "ObjectForbidden"
-	ReasonOwnershipConflict  = "OwnershipConflict"
-	ReasonValuesFromFailed   = "ValuesFromFailed"
-	ReasonSuspended          = "Suspended"
-	ReasonSourceFailed       = "SourceFailed"
-	ReasonSignatureMissing   = "SignatureMissing"
-	ReasonSignatureInvalid   = "SignatureInvalid"
-	ReasonVerified           = "Verified"
-	ReasonNotVerified        = "NotVerified"
-	ReasonUnsupportedSecret  = "UnsupportedSecret"
-	ReasonRegistryNotReady   = "RegistryNotReady"
-	ReasonArtifactFailed     = "ArtifactFailed"
-	ReasonPublishFailed      = "PublishFailed"
+	ReasonProgressing       = "Progressing"
+	ReasonNamespaceDenied   = "NamespaceDenied"
+	ReasonObjectForbidden   = "ObjectForbidden"
+	ReasonOwnershipConflict = "OwnershipConflict"
+	ReasonValuesFromFailed  = "ValuesFromFailed"
+	ReasonSuspended         = "Suspended"
+	ReasonSourceFailed      = "SourceFailed"
+	ReasonSignatureMissing  = "SignatureMissing"
+	ReasonSignatureInvalid  = "SignatureInvalid"
+	ReasonVerified          = "Verified"
+	ReasonNotVerified       = "NotVerified"
+	ReasonUnsupportedSecret = "UnsupportedSecret"
+	ReasonRegistryNotReady  = "RegistryNotReady"
+	ReasonArtifactFailed    = "ArtifactFailed"
+	ReasonPublishFailed     = "PublishFailed"
 	// ReasonInterrupted is a sync stopped before it ended (SIGTERM, a lost sync
 	// Lease): transient, the next sync resumes it.
 	ReasonInterrupted = "Interrupted"
@@ -52,11 +52,11 @@ const (
 
 // Labels and annotations cairn sets or reads on managed objects.
 const (
-	ManagedByLabel    = "app.kubernetes.io/managed-by"
-	ManagedByValue    = "cairn"
-	InstanceLabel     = "cairn.dev/instance"
-	InstanceUIDLabel  = "cairn.dev/instance-uid"
-	ForceAnnotation   = "cairn.dev/force"
+	ManagedByLabel   = "app.kubernetes.io/managed-by"
+	ManagedByValue   = "cairn"
+	InstanceLabel    = "cairn.dev/instance"
+	InstanceUIDLabel = "cairn.dev/instance-uid"
+	ForceAnnotation  = "cairn.dev/force"
 	// SuspendAnnotation "true" on a ModuleInstance CR suspends it without a commit
 	// (`cairn suspend`): an emergency stop that Git does not undo; `cairn resume`
 	// removes it.
@@ -66,8 +66,8 @@ const (
 	// as Flux's reconcile.fluxcd.io/requestedAt does; status.lastHandledReconcileAt
 	// records the value handled.
 	ReconcileRequestAnnotation = "cairn.dev/reconcile-requested-at"
-	FieldManager      = "cairn"
-	AllowPruneTrailer = "cairn-allow-prune"
+	FieldManager               = "cairn"
+	AllowPruneTrailer          = "cairn-allow-prune"
 )
 
 // InstanceKey returns the value of the instance label: <namespace>.<name>.

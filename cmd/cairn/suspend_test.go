@@ -89,14 +89,14 @@ func TestReconcileReappliesEveryObjectOnce(t *testing.T) {
 	g.Expect(cc.c.Update(ctx, cm)).To(Succeed())
 
 	r = cc.run(t, "sync", "--once", "--repo", dir)
-	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Unchanged`), "nothing changed in Git: not touched")
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns+`/web\s+Unchanged`), "nothing changed in Git: not touched")
 
 	r = execCairn(t, "reconcile", cc.ns+"/web", "--kubeconfig", cc.kubeconfig)
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
 	g.Expect(r.stdout).To(ContainSubstring("reconcile requested"))
 	r = cc.run(t, "sync", "--once", "--repo", dir)
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stdout+r.stderr)
-	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Updated\s+2 objects applied \(2 changed`), "every object applied again")
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns+`/web\s+Updated\s+2 objects applied \(2 changed`), "every object applied again")
 	g.Expect(cc.c.Get(ctx, key, cm)).To(Succeed())
 	g.Expect(cm.Data["replicas"]).To(Equal("1"), "the hand edit is put back")
 	mi := &cairnv1.ModuleInstance{}
@@ -104,5 +104,5 @@ func TestReconcileReappliesEveryObjectOnce(t *testing.T) {
 	g.Expect(mi.Status.LastHandledReconcileAt).To(Equal(mi.Annotations[cairnv1.ReconcileRequestAnnotation]))
 
 	r = cc.run(t, "sync", "--once", "--repo", dir)
-	g.Expect(r.stdout).To(MatchRegexp(cc.ns + `/web\s+Unchanged`), "handled once")
+	g.Expect(r.stdout).To(MatchRegexp(cc.ns+`/web\s+Unchanged`), "handled once")
 }
