@@ -22,6 +22,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/lease"
+	"cairn.dev/cairn/reconciler/loop"
 )
 
 // controllerFlags are the manager's flags, named as kubebuilder names them.
@@ -128,18 +129,22 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	defer closeFn()
-	s := &syncer{engine: e, repo: repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: cf.drift, forge: fw,
-		kicks: make(chan struct{}, 1)}
-	if err := watchEdits(mgr, s.kicks); err != nil {
+	src, err := repo.loopSource()
+	if err != nil {
+		return err
+	}
+	l := loop.New(loop.Options{Engine: e, Source: src, Interval: cf.interval, DriftInterval: cf.drift,
+		Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
+	if err := watchEdits(mgr, l.Kick); err != nil {
 		return err
 	}
 	// A runnable needs the Lease by default: only the leader polls and syncs.
 	poll := func(ctx context.Context) error {
 		log.Info("leading: polling the repository", "interval", cf.interval.String())
-		if err := fw.listen(ctx); err != nil {
+		if err := fw.listen(l); err != nil {
 			return err
 		}
-		return s.loop(ctx, cf.interval)
+		return l.Run(ctx)
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if cf.leaderElect {
@@ -183,12 +188,9 @@ func managerOptions(cf *controllerFlags, cfg *rest.Config) (manager.Options, err
 // Platform or a Registry changes in the cluster, or one is deleted (`kubectl edit`,
 // `kubectl delete`): the sync finds it out of step with Git and mirrors it again (and
 // applies an instance). Kicks coalesce.
-func watchEdits(mgr manager.Manager, kicks chan<- struct{}) error {
-	kick := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-		select {
-		case kicks <- struct{}{}:
-		default:
-		}
+func watchEdits(mgr manager.Manager, kick func()) error {
+	kicked := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		kick()
 		return reconcile.Result{}, nil
 	})
 	for name, obj := range map[string]client.Object{
@@ -196,7 +198,7 @@ func watchEdits(mgr manager.Manager, kicks chan<- struct{}) error {
 	} {
 		err := ctrl.NewControllerManagedBy(mgr).Named(name).
 			For(obj, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
-				predicate.AnnotationChangedPredicate{}))).Complete(kick)
+				predicate.AnnotationChangedPredicate{}))).Complete(kicked)
 		if err != nil {
 			return fmt.Errorf("failed to watch %s: %w", name, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/loop"
 )
 
 // repoFlags select the platform repository and the revision to read.
@@ -81,24 +82,37 @@ func (f *repoFlags) url() (string, error) {
 	return "file://" + abs, nil
 }
 
-// source opens the Git repository.
-func (f *repoFlags) source() (*gitsource.Source, error) {
+// gitOptions are the options of the repository's Git source (its branch: --branch).
+func (f *repoFlags) gitOptions() (gitsource.Options, error) {
 	url, err := f.url()
 	if err != nil {
-		return nil, err
+		return gitsource.Options{}, err
 	}
 	auth, err := f.auth()
 	if err != nil {
+		return gitsource.Options{}, err
+	}
+	return gitsource.Options{
+		URL: url, Branch: f.branch, CacheDir: filepath.Join(f.cacheDir, "git"), Auth: auth, Timeout: f.timeout,
+		AllowHTTP: isLoopbackHTTP(url),
+	}, nil
+}
+
+// gitRepo is the Git repository, followed at --ref (a branch or SHA) or --branch.
+func (f *repoFlags) gitRepo() (*loop.GitRepo, error) {
+	opts, err := f.gitOptions()
+	if err != nil {
 		return nil, err
 	}
-	branch := f.branch
-	if f.ref != "" && !isSHA(f.ref) {
-		branch = f.ref
+	return loop.NewGitRepo(opts, f.ref), nil
+}
+
+// loopSource is what a sync reads: the directory on disk, or the Git repository.
+func (f *repoFlags) loopSource() (loop.Source, error) {
+	if f.isDir() {
+		return loop.Dir{Path: f.repo}, nil
 	}
-	return gitsource.New(gitsource.Options{
-		URL: url, Branch: branch, CacheDir: filepath.Join(f.cacheDir, "git"), Auth: auth, Timeout: f.timeout,
-		AllowHTTP: isLoopbackHTTP(url),
-	})
+	return f.gitRepo()
 }
 
 // isLoopbackHTTP allows plain http:// only to this machine (a local forge or mirror).
@@ -138,55 +152,25 @@ func (f *repoFlags) auth() (*gitsource.Auth, error) {
 	return nil, nil
 }
 
-var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
-
-func isSHA(s string) bool { return shaPattern.MatchString(s) }
-
-// readDir reads a local directory as a revision named by its content digest.
-func (f *repoFlags) readDir() (reconciler.Revision, error) {
-	tree, err := gitsource.ReadDir(f.repo, gitsource.DefaultLimits())
-	if err != nil {
-		return reconciler.Revision{}, err
-	}
-	return reconciler.Revision{SHA: "dir:" + strings.TrimPrefix(tree.Digest(), "sha256:")[:12], Tree: tree}, nil
-}
-
-// resolve returns the SHA to read: --ref when it is a SHA, else the branch head.
-func (f *repoFlags) resolve(ctx context.Context, src *gitsource.Source) (string, error) {
-	if isSHA(f.ref) {
-		return f.ref, nil
-	}
-	return src.Head(ctx)
-}
-
 // readRevision reads the repository once: from disk, or from Git at --ref or the
 // branch head.
 func (f *repoFlags) readRevision(ctx context.Context, base string) (reconciler.Revision, error) {
-	if f.isDir() {
-		return f.readDir()
-	}
-	src, err := f.source()
+	src, err := f.loopSource()
 	if err != nil {
 		return reconciler.Revision{}, err
 	}
-	sha, err := f.resolve(ctx, src)
+	head, err := src.Head(ctx)
 	if err != nil {
 		return reconciler.Revision{}, err
 	}
-	return reconciler.ReadRevision(ctx, src, sha, base)
+	return src.Read(ctx, head, base)
 }
 
 // revisionOfRef reads one branch or SHA of the Git repository.
 func (f *repoFlags) revisionOfRef(ctx context.Context, ref string) (reconciler.Revision, error) {
-	g := *f
-	g.ref = ref
-	src, err := g.source()
+	g, err := f.gitRepo()
 	if err != nil {
 		return reconciler.Revision{}, err
 	}
-	sha, err := g.resolve(ctx, src)
-	if err != nil {
-		return reconciler.Revision{}, err
-	}
-	return reconciler.ReadRevision(ctx, src, sha, "")
+	return g.ReadRef(ctx, ref)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
-	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/loop"
 )
 
 func newSyncCommand(kube *kubeFlags) *cobra.Command {
@@ -67,18 +67,23 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			s := &syncer{engine: e, repo: &repo, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), log: log, driftEvery: drift, forge: fw}
-			if once && !cmd.Flags().Changed("drift-interval") {
-				s.driftEvery = 0 // a one-off sync checks drift only when asked
+			src, err := repo.loopSource()
+			if err != nil {
+				return err
 			}
+			if once && !cmd.Flags().Changed("drift-interval") {
+				drift = 0 // a one-off sync checks drift only when asked
+			}
+			l := loop.New(loop.Options{Engine: e, Source: src, Interval: interval, DriftInterval: drift,
+				Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
 			return syncLease(ctx, kube, &repo, lockWait, log, func(ctx context.Context) error {
 				if once {
-					return s.once(ctx)
+					return syncOnce(ctx, l)
 				}
-				if err := fw.listen(ctx); err != nil {
+				if err := fw.listen(l); err != nil {
 					return err
 				}
-				return s.loop(ctx, interval)
+				return l.Run(ctx)
 			})
 		},
 	}
@@ -102,226 +107,14 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 // stuck one never holds back the next poll for longer.
 const loopHealthWait = 10 * time.Second
 
-type syncer struct {
-	engine *reconciler.Engine
-	repo   *repoFlags
-	src    *gitsource.Source
-	forge  *forgeWiring
-	out    io.Writer
-	errOut io.Writer
-	log    logr.Logger // diagnostics: failed syncs and drift checks
-	last   string
-	// retryAt is when a failure of the last sync is due for a retry of the same
-	// revision (zero: nothing to retry); see reconciler.SyncResult.NextRetry.
-	retryAt time.Time
-
-	driftEvery time.Duration
-	lastDrift  time.Time
-	rev        reconciler.Revision
-	// kicks asks for a sync now, even when the branch has not moved (the controller's
-	// watch of edited ModuleInstances); nil in the CLI.
-	kicks chan struct{}
-}
-
-func (s *syncer) once(ctx context.Context) error {
-	res, err := s.sync(ctx)
-	if res != nil {
-		printSyncResult(s.out, res)
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("sync interrupted: %w", context.Cause(ctx))
-	}
+// syncOnce runs one sync; it fails when an instance failed.
+func syncOnce(ctx context.Context, l *loop.Loop) error {
+	res, err := l.Once(ctx)
 	if err != nil {
 		return err
-	}
-	if s.driftEvery > 0 && res.Error == nil {
-		if err := s.checkDrift(ctx); err != nil {
-			return err
-		}
 	}
 	if res.Failed() {
 		return errInstancesFailed
 	}
 	return nil
-}
-
-// checkDrift compares the live objects with the last synced revision.
-func (s *syncer) checkDrift(ctx context.Context) error {
-	s.lastDrift = time.Now()
-	reports, err := s.engine.CheckDrift(ctx, s.rev)
-	if err != nil {
-		return err
-	}
-	for _, r := range reports {
-		switch {
-		case r.Err != nil:
-			s.log.Error(r.Err, "drift check failed", "instance", r.Namespace+"/"+r.Name, "revision", s.rev.SHA)
-		case len(r.Drifted) > 0:
-			fmt.Fprintf(s.out, "  %-40s drift (%s): %d object(s), %d corrected: %v\n",
-				r.Namespace+"/"+r.Name, r.Policy, len(r.Drifted), r.Corrected, r.Drifted)
-		}
-		if r.Err == nil && len(r.Rotated) > 0 {
-			fmt.Fprintf(s.out, "  %-40s rotated generated Secrets: %v\n", r.Namespace+"/"+r.Name, r.Rotated)
-		}
-	}
-	return nil
-}
-
-// loop polls until ctx ends, at once when a webhook says the branch moved or a
-// pull request changed, and when the earliest retry of a failed instance is due
-// (even if that falls between two polls). An unchanged branch with nothing to retry
-// costs one ls-remote and nothing else.
-func (s *syncer) loop(ctx context.Context, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	s.step(ctx)
-	for {
-		s.armRetry(retry) // after every step, the first one too
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			s.step(ctx)
-		case <-retry.C:
-			s.step(ctx)
-		case <-s.kicks:
-			s.resync(ctx)
-		case <-s.forge.pushes():
-			s.afterPush(ctx)
-		case pr := <-s.forge.pullRequests():
-			s.forge.plan(ctx, s.engine, s.repo, pr)
-		}
-	}
-}
-
-// resync syncs the branch head whether or not it moved: the cluster changed.
-func (s *syncer) resync(ctx context.Context) {
-	res, err := s.sync(ctx)
-	if res != nil {
-		printSyncResult(s.out, res)
-	}
-	if err != nil {
-		s.log.Error(err, "sync failed", "revision", s.last)
-	}
-}
-
-// armRetry sets timer to fire when the next retry is due (never when none is), at
-// least a second from now, so that a retry that failed early never spins.
-func (s *syncer) armRetry(timer *time.Timer) {
-	timer.Stop()
-	if !s.retryAt.IsZero() {
-		timer.Reset(max(time.Until(s.retryAt), time.Second))
-	}
-}
-
-// step polls once, then checks drift when it is due.
-func (s *syncer) step(ctx context.Context) *reconciler.SyncResult {
-	res, err := s.poll(ctx)
-	if res != nil {
-		printSyncResult(s.out, res)
-	}
-	if err != nil {
-		s.log.Error(err, "sync failed", "revision", s.last)
-	}
-	if s.rev.Tree != nil && s.driftEvery > 0 && time.Since(s.lastDrift) >= s.driftEvery {
-		if err := s.checkDrift(ctx); err != nil {
-			s.log.Error(err, "drift check failed", "revision", s.rev.SHA)
-		}
-	}
-	return res
-}
-
-// afterPush polls at once. The payload's SHA is never trusted: cairn reads the head
-// itself; when the pushed commit is not visible yet (a mirror that lags), it retries
-// briefly and then leaves it to the next poll.
-func (s *syncer) afterPush(ctx context.Context) {
-	hint := s.forge.pushHint()
-	for attempt := 0; ; attempt++ {
-		before := s.last
-		s.step(ctx)
-		if hint == "" || s.last == hint || s.last != before || attempt == 4 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// poll syncs when the branch moved or a retry is due; a failed instance is retried
-// on its own schedule, never by re-running the whole revision at every poll.
-func (s *syncer) poll(ctx context.Context) (*reconciler.SyncResult, error) {
-	if !s.repo.isDir() && s.last != "" && !reconciler.RetryDue(s.retryAt, time.Now()) {
-		head, err := s.head(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if head == s.last {
-			return nil, nil
-		}
-	}
-	return s.sync(ctx)
-}
-
-func (s *syncer) head(ctx context.Context) (string, error) {
-	if s.src == nil {
-		src, err := s.repo.source()
-		if err != nil {
-			return "", err
-		}
-		s.src = src
-	}
-	return s.repo.resolve(ctx, s.src)
-}
-
-func (s *syncer) sync(ctx context.Context) (*reconciler.SyncResult, error) {
-	rev, err := s.revision(ctx)
-	if err != nil {
-		s.engine.RecordSourceFailure(ctx, rev.SHA, err)
-		return nil, err
-	}
-	res, err := s.engine.Sync(ctx, rev)
-	if res == nil {
-		s.retryAt = time.Now().Add(5 * time.Second) // the cluster could not be used: try again soon
-		return nil, err
-	}
-	s.last, s.retryAt, s.rev = res.Revision, res.NextRetry(), rev
-	return res, err
-}
-
-func (s *syncer) revision(ctx context.Context) (reconciler.Revision, error) {
-	if s.repo.isDir() {
-		return s.repo.readDir()
-	}
-	base, err := s.engine.LastSynced(ctx)
-	if err != nil {
-		return reconciler.Revision{}, err
-	}
-	head, err := s.head(ctx)
-	if err != nil {
-		return reconciler.Revision{}, err
-	}
-	return reconciler.ReadRevision(ctx, s.src, head, base)
-}
-
-func printSyncResult(w io.Writer, res *reconciler.SyncResult) {
-	if res.Error != nil {
-		fmt.Fprintf(w, "revision %s not synced: %v\n", res.Revision, res.Error)
-		return
-	}
-	if res.Interrupted {
-		fmt.Fprintf(w, "sync of revision %s interrupted\n", res.Revision)
-	} else {
-		fmt.Fprintf(w, "synced revision %s\n", res.Revision)
-	}
-	for _, i := range res.Instances {
-		fmt.Fprintf(w, "  %-40s %-9s %s\n", i.Namespace+"/"+i.Name, i.Action, i.Message)
-		for _, warning := range i.Warnings {
-			fmt.Fprintf(w, "  %-40s warning: %s\n", "", warning)
-		}
-	}
 }

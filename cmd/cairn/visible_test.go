@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,7 +19,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/loop"
 	"cairn.dev/cairn/test/harness"
 )
 
@@ -47,7 +48,7 @@ func TestStatusMarksSuspendedInstances(t *testing.T) {
 func TestSyncOutputShowsWarnings(t *testing.T) {
 	g := NewWithT(t)
 	var out bytes.Buffer
-	printSyncResult(&out, &reconciler.SyncResult{Revision: "abc", Instances: []reconciler.InstanceResult{{
+	loop.PrintResult(&out, &reconciler.SyncResult{Revision: "abc", Instances: []reconciler.InstanceResult{{
 		Namespace: "team-a", Name: "web", Action: "Updated", Ready: true, Message: "1 objects applied",
 		Warnings: []string{"module x requires catalog y v0.2.0, newer than the pinned v0.1.0; rendering with v0.1.0"},
 	}}})
@@ -113,7 +114,7 @@ func TestWebhookRejectionIsLogged(t *testing.T) {
 	w, err := newForgeWiring(&forgeFlags{listen: addr, webhookSecretFile: secretFile}, &repoFlags{branch: "main"}, log)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer w.close()
-	g.Expect(w.listen(context.Background())).To(Succeed())
+	g.Expect(w.listen(loop.New(loop.Options{}))).To(Succeed())
 
 	var resp *http.Response
 	g.Eventually(func() error {
@@ -147,7 +148,8 @@ func TestUnsignedWebhookFloodDoesNotStarveSignedPushes(t *testing.T) {
 		&repoFlags{branch: "main"}, logr.Discard())
 	g.Expect(err).NotTo(HaveOccurred())
 	defer w.close()
-	g.Expect(w.listen(context.Background())).To(Succeed())
+	pushes := make(chan forge.Push, 1)
+	g.Expect(w.serve(w.flags.listen, func(p forge.Push) { pushes <- p })).To(Succeed())
 
 	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "gitea", "testdata", "gitea_push.json"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -173,10 +175,10 @@ func TestUnsignedWebhookFloodDoesNotStarveSignedPushes(t *testing.T) {
 	t.Logf("flood of 300 unsigned or wrongly signed deliveries: %v", codes)
 	g.Expect(codes[http.StatusAccepted]).To(BeZero())
 	g.Expect(codes[http.StatusTooManyRequests]).To(BeNumerically(">=", 250), "the flood is beyond the budget")
-	g.Expect(w.pushes()).NotTo(Receive(), "no junk woke the loop")
+	g.Expect(pushes).NotTo(Receive(), "no junk woke the loop")
 
 	g.Expect(post(hmacHexOf(key, body))).To(Equal(http.StatusAccepted), "the signed push is accepted")
-	g.Eventually(w.pushes()).Should(Receive(), "and wakes the sync loop")
+	g.Eventually(pushes).Should(Receive(), "and wakes the sync loop")
 }
 
 func hmacHexOf(key string, body []byte) string {

@@ -1,0 +1,107 @@
+package loop
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/reconciler"
+)
+
+// fakeEngine records the revisions it is asked to sync and the drift checks.
+type fakeEngine struct {
+	mu     sync.Mutex
+	synced []string
+	drifts int
+	// retry, when set, is the NextRetryAt of a failed instance in every result.
+	retry *time.Time
+}
+
+func (e *fakeEngine) LastSynced(context.Context) (string, error) { return "", nil }
+
+func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconciler.SyncResult, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.synced = append(e.synced, rev.SHA)
+	res := &reconciler.SyncResult{Revision: rev.SHA}
+	if e.retry != nil {
+		res.Instances = []reconciler.InstanceResult{{Namespace: "a", Name: "b", Action: reconciler.ActionFailed, NextRetryAt: e.retry}}
+	}
+	return res, nil
+}
+
+func (e *fakeEngine) RecordSourceFailure(context.Context, string, error) {}
+
+func (e *fakeEngine) CheckDrift(context.Context, reconciler.Revision) ([]reconciler.DriftReport, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.drifts++
+	return nil, nil
+}
+
+func (e *fakeEngine) syncs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.synced...)
+}
+
+// fakeSource is a branch whose head the test moves; "" is a directory.
+type fakeSource struct {
+	mu    sync.Mutex
+	head  string
+	heads int
+}
+
+func (s *fakeSource) Head(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heads++
+	return s.head, nil
+}
+
+func (s *fakeSource) Read(_ context.Context, head, base string) (reconciler.Revision, error) {
+	if head == "" {
+		head = "dir:0"
+	}
+	return reconciler.Revision{SHA: head, Base: base}, nil
+}
+
+func (s *fakeSource) move(head string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.head = head
+}
+
+// slowForge is a forge whose PullRequest blocks until release is closed.
+type slowForge struct {
+	release chan struct{}
+	mu      sync.Mutex
+	read    []int
+}
+
+func (f *slowForge) SetStatus(context.Context, forge.RepoRef, string, forge.Status) error { return nil }
+
+func (f *slowForge) UpsertPlanComment(context.Context, forge.RepoRef, int, string) error { return nil }
+
+func (f *slowForge) PullRequest(ctx context.Context, _ forge.RepoRef, pr int) (forge.PR, error) {
+	f.mu.Lock()
+	f.read = append(f.read, pr)
+	f.mu.Unlock()
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	return forge.PR{}, context.Canceled // nothing more to plan in these tests
+}
+
+func (f *slowForge) reads() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.read...)
+}
+
+type nopPoster struct{}
+
+func (nopPoster) PostStatus(forge.RepoRef, string, forge.Status) {}
+func (nopPoster) PostPlanComment(forge.RepoRef, int, string)     {}

@@ -1,0 +1,179 @@
+package loop
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestPollSyncsWhenTheHeadMovedOrARetryIsDue: a poll syncs a new head, a failed
+// instance whose retry is due, a directory (it has no cheap head) and the first
+// revision; an unchanged head with nothing due costs one Head and nothing else.
+func TestPollSyncsWhenTheHeadMovedOrARetryIsDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, last, head string
+		retryAt          time.Time
+		want             []string
+	}{
+		{name: "first poll", head: "a", want: []string{"a"}},
+		{name: "unchanged head", last: "a", head: "a"},
+		{name: "head moved", last: "a", head: "b", want: []string{"b"}},
+		{name: "retry due", last: "a", head: "a", retryAt: now.Add(-time.Second), want: []string{"a"}},
+		{name: "retry not due yet", last: "a", head: "a", retryAt: now.Add(time.Minute)},
+		{name: "directory", last: "dir:0", head: "", want: []string{"dir:0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e, src := &fakeEngine{}, &fakeSource{head: tt.head}
+			l := New(Options{Engine: e, Source: src})
+			l.now = func() time.Time { return now }
+			l.last, l.retryAt = tt.last, tt.retryAt
+			_, err := l.poll(context.Background())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(e.syncs()).To(Equal(tt.want))
+		})
+	}
+}
+
+// TestDriftIsCheckedWhenDue: a step checks drift once the interval has passed since
+// the last check, never before the first sync and never when the interval is 0.
+func TestDriftIsCheckedWhenDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		interval  time.Duration
+		lastDrift time.Time
+		synced    bool
+		want      bool
+	}{
+		{name: "due", interval: time.Minute, lastDrift: now.Add(-time.Minute), synced: true, want: true},
+		{name: "not due", interval: time.Minute, lastDrift: now.Add(-59 * time.Second), synced: true},
+		{name: "never synced", interval: time.Minute},
+		{name: "disabled", lastDrift: now.Add(-time.Hour), synced: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			l := New(Options{DriftInterval: tt.interval})
+			l.now = func() time.Time { return now }
+			l.lastDrift = tt.lastDrift
+			if tt.synced {
+				l.rev.SHA = "a"
+			}
+			g.Expect(l.driftDue()).To(Equal(tt.want))
+		})
+	}
+}
+
+// TestAStepChecksDriftAfterItsPoll: the drift check runs against the revision last
+// synced and is not repeated before the interval.
+func TestAStepChecksDriftAfterItsPoll(t *testing.T) {
+	g := NewWithT(t)
+	e := &fakeEngine{}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, DriftInterval: time.Hour})
+	l.step(context.Background())
+	l.step(context.Background())
+	g.Expect(e.syncs()).To(Equal([]string{"a"}))
+	g.Expect(e.drifts).To(Equal(1))
+}
+
+// TestRetryTimerWakesTheLoopWhenDue: the loop's retry timer fires when the earliest
+// retry is due, not at the next poll, never sooner than a second, and not at all
+// when nothing is to be retried.
+func TestRetryTimerWakesTheLoopWhenDue(t *testing.T) {
+	g := NewWithT(t)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	l := New(Options{})
+	l.armRetry(timer)
+	g.Consistently(timer.C, 1500*time.Millisecond).ShouldNot(Receive(), "nothing to retry")
+
+	start := time.Now()
+	l.retryAt = start.Add(-time.Minute) // overdue
+	l.armRetry(timer)
+	g.Eventually(timer.C, 3*time.Second).Should(Receive())
+	g.Expect(time.Since(start)).To(BeNumerically(">=", time.Second), "an overdue retry waits a second, never spins")
+
+	start = time.Now()
+	l.retryAt = start.Add(2 * time.Second)
+	l.armRetry(timer)
+	g.Eventually(timer.C, 4*time.Second).Should(Receive())
+	g.Expect(time.Since(start)).To(BeNumerically("~", 2*time.Second, 500*time.Millisecond))
+}
+
+// run starts l.Run and stops it at the end of the test.
+func run(t *testing.T, l *Loop) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		NewWithT(t).Expect(<-done).To(Succeed())
+	})
+}
+
+// TestAKickSyncsTheUnchangedHeadAtOnce: a kick (an edit in the cluster) syncs the
+// head again although it did not move, long before the next poll.
+func TestAKickSyncsTheUnchangedHeadAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	e := &fakeEngine{}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, Interval: time.Hour})
+	run(t, l)
+	g.Eventually(e.syncs).Should(Equal([]string{"a"}))
+	l.Kick()
+	g.Eventually(e.syncs, time.Second).Should(Equal([]string{"a", "a"}))
+	g.Consistently(e.syncs, 300*time.Millisecond).Should(HaveLen(2), "nothing else until the next poll")
+}
+
+// TestAPushPollsAtOnceAndWaitsBrieflyForTheHintedHead: a push polls at once; while
+// the mirror does not show the pushed head yet, the loop polls again a few times.
+func TestAPushPollsAtOnceAndWaitsBrieflyForTheHintedHead(t *testing.T) {
+	g := NewWithT(t)
+	e, src := &fakeEngine{}, &fakeSource{head: "a"}
+	l := New(Options{Engine: e, Source: src, Interval: time.Hour})
+	l.pushPause = 100 * time.Millisecond
+	run(t, l)
+	g.Eventually(e.syncs).Should(Equal([]string{"a"}))
+	l.Push("b")
+	g.Eventually(func() int { src.mu.Lock(); defer src.mu.Unlock(); return src.heads }).Should(BeNumerically(">=", 3))
+	src.move("b")
+	g.Eventually(e.syncs, time.Second).Should(Equal([]string{"a", "b"}))
+}
+
+// TestASlowPlanDoesNotDelayAPushSync: while a pull-request plan hangs, a push is
+// synced at once, and further requests for a waiting PR coalesce into one plan.
+func TestASlowPlanDoesNotDelayAPushSync(t *testing.T) {
+	g := NewWithT(t)
+	f := &slowForge{release: make(chan struct{})}
+	p := NewPlanner(PlannerOptions{Forge: f, Poster: nopPoster{}, MaxPending: 2})
+	e, src := &fakeEngine{}, &fakeSource{head: "a"}
+	l := New(Options{Engine: e, Source: src, Interval: time.Hour, Planner: p})
+	run(t, l)
+	g.Eventually(e.syncs).Should(Equal([]string{"a"}))
+	p.Enqueue(1)
+	g.Eventually(f.reads).Should(Equal([]int{1}), "the plan of PR 1 is under way (and hangs)")
+
+	src.move("b")
+	start := time.Now()
+	l.Push("b")
+	g.Eventually(e.syncs, time.Second).Should(Equal([]string{"a", "b"}))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 500*time.Millisecond))
+
+	for range 3 {
+		p.Enqueue(2)
+	}
+	p.Enqueue(3)
+	p.Enqueue(4) // beyond MaxPending: dropped until PR 4's next update
+	close(f.release)
+	g.Eventually(f.reads).Should(Equal([]int{1, 2, 3}))
+	g.Consistently(f.reads, 200*time.Millisecond).Should(HaveLen(3))
+}
+
+func TestRunNeedsAPositiveInterval(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(New(Options{}).Run(context.Background())).To(MatchError("the sync loop needs a positive interval, not 0s"))
+}

@@ -1,0 +1,105 @@
+package loop
+
+import (
+	"context"
+	"time"
+
+	"cairn.dev/cairn/reconciler"
+)
+
+// step polls once, then checks drift when it is due.
+func (l *Loop) step(ctx context.Context) *reconciler.SyncResult {
+	res, err := l.poll(ctx)
+	l.report(res, err)
+	if l.driftDue() {
+		if err := l.checkDrift(ctx); err != nil {
+			l.opts.Log.Error(err, "drift check failed", "revision", l.rev.SHA)
+		}
+	}
+	return res
+}
+
+// resync syncs the branch head whether or not it moved: the cluster changed.
+func (l *Loop) resync(ctx context.Context) {
+	res, err := l.sync(ctx, "")
+	l.report(res, err)
+}
+
+func (l *Loop) report(res *reconciler.SyncResult, err error) {
+	if res != nil {
+		PrintResult(l.opts.Out, res)
+	}
+	if err != nil {
+		l.opts.Log.Error(err, "sync failed", "revision", l.last)
+	}
+}
+
+// afterPush polls at once. The payload's SHA is never trusted: the loop reads the
+// head itself; when the pushed commit is not visible yet (a mirror that lags), it
+// retries briefly and then leaves it to the next poll.
+func (l *Loop) afterPush(ctx context.Context) {
+	l.mu.Lock()
+	hint := l.hint
+	l.hint = ""
+	l.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		before := l.last
+		l.step(ctx)
+		if hint == "" || l.last == hint || l.last != before || attempt == 4 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.pushPause):
+		}
+	}
+}
+
+// poll syncs when the branch moved or a retry is due; a failed instance is retried
+// on its own schedule, never by re-running the whole revision at every poll.
+func (l *Loop) poll(ctx context.Context) (*reconciler.SyncResult, error) {
+	head := ""
+	if l.last != "" && !reconciler.RetryDue(l.retryAt, l.now()) {
+		h, err := l.opts.Source.Head(ctx)
+		if err != nil {
+			return nil, err // the Platform keeps the last sync's state; the next poll tries again
+		}
+		if h != "" && h == l.last {
+			return nil, nil
+		}
+		head = h
+	}
+	return l.sync(ctx, head)
+}
+
+// sync reads head (resolved here when "") and syncs it.
+func (l *Loop) sync(ctx context.Context, head string) (*reconciler.SyncResult, error) {
+	rev, err := l.revision(ctx, head)
+	if err != nil {
+		l.opts.Engine.RecordSourceFailure(ctx, rev.SHA, err)
+		return nil, err
+	}
+	res, err := l.opts.Engine.Sync(ctx, rev)
+	if res == nil {
+		l.retryAt = l.now().Add(5 * time.Second) // the cluster could not be used: try again soon
+		return nil, err
+	}
+	l.last, l.retryAt, l.rev = res.Revision, res.NextRetry(), rev
+	return res, err
+}
+
+func (l *Loop) revision(ctx context.Context, head string) (reconciler.Revision, error) {
+	if head == "" {
+		h, err := l.opts.Source.Head(ctx)
+		if err != nil {
+			return reconciler.Revision{}, err
+		}
+		head = h
+	}
+	base, err := l.opts.Engine.LastSynced(ctx)
+	if err != nil {
+		return reconciler.Revision{}, err
+	}
+	return l.opts.Source.Read(ctx, head, base)
+}
