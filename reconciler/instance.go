@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -17,58 +16,6 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
-
-// applyAll syncs the affected instances, each after its dependencies, at most
-// Concurrency at once. A failing instance makes only its dependents wait.
-func (s *syncRun) applyAll(ctx context.Context) {
-	sem := make(chan struct{}, s.e.opts.Concurrency)
-	var wg sync.WaitGroup
-	for _, r := range s.runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(r.done)
-			if !r.affected {
-				if r.suspended() {
-					s.recordSuspended(ctx, r)
-				}
-				return
-			}
-			s.waitDependencies(r)
-			sem <- struct{}{}
-			r.release = sync.OnceFunc(func() { <-sem })
-			defer r.release()
-			if interrupted(ctx) {
-				s.reportInterrupted(ctx, r)
-				return
-			}
-			s.syncInstance(ctx, r)
-		}()
-	}
-	wg.Wait()
-}
-
-func (s *syncRun) waitDependencies(r *instanceRun) {
-	for _, dep := range r.mi.Spec.DependsOn {
-		ns := dep.Namespace
-		if ns == "" {
-			ns = r.mi.Namespace
-		}
-		d := s.byKey[ns+"/"+dep.Name]
-		if d == nil {
-			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s/%s is not a valid instance", ns, dep.Name)))
-			continue
-		}
-		<-d.done
-		if d.failure != nil && d.failure.Kind == Progressing {
-			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is progressing: applied, not yet healthy", d.key())))
-			continue
-		}
-		if !d.satisfiesDependents() {
-			r.setFailure(waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key())))
-		}
-	}
-}
 
 func (r *instanceRun) setFailure(f *Failure) {
 	if r.failure == nil {

@@ -38,8 +38,7 @@ type instanceRun struct {
 	// appliedLive are the API server's responses to this sync's applies.
 	appliedLive []*unstructured.Unstructured
 	pruned      *ssa.ChangeSet
-	done        chan struct{}
-	// release gives back the instance's apply slot (see applyAll); idempotent.
+	// release gives back the instance's apply slot (see RevisionState.apply); idempotent.
 	release func()
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
@@ -84,7 +83,7 @@ func (s *syncRun) plan() {
 }
 
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
-	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name], done: make(chan struct{})}
+	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
 	r.specDigest = s.specDigest(mi)
 	if mi.Spec.Module.Local != nil {
 		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)

@@ -102,10 +102,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.plan()
-	s.renderAll(ctx)
-	s.checkPrunes(ctx)
-	s.claimShared()
+	s.prepare(ctx)
 	for _, r := range s.runs {
 		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
 	}

@@ -82,20 +82,12 @@ func (e *Engine) LastSynced(ctx context.Context) (string, error) {
 // what left each render (within the guards), removes instances that left Git, and
 // records everything in the CRs' status.
 func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
-	root, err := rev.Tree.Sub(e.opts.Path)
-	if err != nil {
-		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
-	}
-	set, loadErr := e.load(ctx, root)
-	if loadErr != nil {
-		return e.failRevision(ctx, rev, stalled(cairnv1.ReasonInvalidDeclaration, loadErr))
-	}
-	s, err := e.newSyncRun(ctx, rev, root, set, false)
+	st, err := e.PrepareRevision(ctx, rev)
 	if err != nil {
 		return nil, err
 	}
-	s.run(ctx)
-	return s.finish(ctx)
+	st.ReconcileAll(ctx) // when interrupted, only records the instances in flight
+	return st.Finish(ctx)
 }
 
 // load reads the declarations of root, trusting the Platform last synced (the
@@ -224,24 +216,6 @@ func (s *syncRun) listLive(ctx context.Context) error {
 		s.live[mi.Namespace+"/"+mi.Name] = mi
 	}
 	return nil
-}
-
-// run plans, renders, applies and prunes.
-func (s *syncRun) run(ctx context.Context) {
-	s.plan()
-	s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
-	s.markInvalid(ctx)
-	s.renderAll(ctx)
-	if !interrupted(ctx) {
-		s.checkPrunes(ctx)
-		s.claimShared()
-	}
-	s.applyAll(ctx) // when interrupted, only records the instances in flight
-	if interrupted(ctx) {
-		return
-	}
-	s.rotateUnaffected(ctx)
-	s.removeInstances(ctx)
 }
 
 // finish records the sync on the Platform CR and returns the result.

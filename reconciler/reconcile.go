@@ -1,0 +1,298 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// A sync is two reconciles that the CLI and the controller share: the revision step
+// (PrepareRevision: load the declarations, mirror the Platform and Registries, decide
+// the affected and removed instances, render, and the sync-wide prune verdicts) and
+// the instance reconcile (ReconcileInstance: mirror, apply, prune, wait, record).
+// Finish removes the instances that left Git and records the revision. Engine.Sync
+// runs the three in-process, the instances in dependsOn order.
+
+// RevisionState is what the revision step decided for one revision: the instances
+// it affects, rendered, and the verdicts the instance reconciles act on. It is safe
+// for concurrent ReconcileInstance calls.
+type RevisionState struct {
+	s *syncRun
+	// unusable is the result of a revision whose declarations could not be used at
+	// all: nothing is reconciled, Finish returns it.
+	unusable *SyncResult
+	slots    chan struct{} // apply slots: at most Options.Concurrency instances apply at once
+
+	mu       sync.Mutex
+	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
+}
+
+// InstanceOutcome is what one instance reconcile did: the result, whether the
+// instances that depend on it may go ahead, and when it is due again at this
+// revision (zero: only at the next revision or on a change).
+type InstanceOutcome struct {
+	Result InstanceResult
+	// RequeueAfter is how long until the instance is due again: its retry
+	// (status.nextRetryAt) after a failure, its health recheck when Progressing, or a
+	// short wait when a dependency has not been reconciled yet.
+	RequeueAfter time.Duration
+	// SatisfiesDependents says whether its dependents may be applied now.
+	SatisfiesDependents bool
+	// Pending says nothing was done: a dependency has no outcome yet at this revision.
+	Pending bool
+}
+
+// pendingRequeue is how soon a reconcile that found a dependency not yet reconciled
+// asks again.
+const pendingRequeue = time.Second
+
+// PrepareRevision runs the revision step for rev. An unusable revision (a path that
+// does not exist, declarations that do not load) is recorded on the Platform and
+// yields a state with no instance to reconcile, whose Finish returns the failure.
+func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionState, error) {
+	root, err := rev.Tree.Sub(e.opts.Path)
+	if err != nil {
+		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
+	}
+	set, loadErr := e.load(ctx, root)
+	if loadErr != nil {
+		res, err := e.failRevision(ctx, rev, stalled(cairnv1.ReasonInvalidDeclaration, loadErr))
+		return &RevisionState{unusable: res}, err
+	}
+	s, err := e.newSyncRun(ctx, rev, root, set, false)
+	if err != nil {
+		return nil, err
+	}
+	s.prepare(ctx)
+	return newRevisionState(s), nil
+}
+
+func newRevisionState(s *syncRun) *RevisionState {
+	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)), outcomes: map[string]*InstanceOutcome{}}
+}
+
+// prepare plans, renders and decides the prune verdicts: the revision step of a
+// sync, and all of a plan (which writes nothing), so the two never disagree.
+func (s *syncRun) prepare(ctx context.Context) {
+	s.plan()
+	if !s.readOnly {
+		s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
+		s.markInvalid(ctx)
+	}
+	s.renderAll(ctx)
+	if !interrupted(ctx) {
+		s.checkPrunes(ctx)
+		s.claimShared()
+	}
+}
+
+// Revision is the SHA the state was prepared for.
+func (st *RevisionState) Revision() string {
+	if st.unusable != nil {
+		return st.unusable.Revision
+	}
+	return st.s.rev.SHA
+}
+
+// Instances are the keys (namespace/name) of the declared instances, in dependsOn
+// order; an unusable revision has none.
+func (st *RevisionState) Instances() []string {
+	if st.unusable != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(st.s.runs))
+	for _, r := range st.s.runs {
+		keys = append(keys, r.key())
+	}
+	return keys
+}
+
+// ReconcileInstance reconciles the instance key at this revision and returns what it
+// did. An instance the revision does not affect is left as it is (a suspended one
+// records that it is). A dependency that is not reconciled yet makes it Pending, with
+// nothing done; a dependency that is not ready makes it Waiting. Each instance is
+// reconciled once per revision: a second call returns the first outcome (retries
+// come with the next revision step, once status.nextRetryAt is due).
+func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) InstanceOutcome {
+	if out := st.outcome(key); out != nil {
+		return *out
+	}
+	r := st.s.byKey[key]
+	if r == nil {
+		ns, name := splitKey(key)
+		return InstanceOutcome{Result: InstanceResult{Namespace: ns, Name: name, Action: ActionSkipped,
+			Reason: "NotDeclared", Message: "not declared at " + shortSHA(st.Revision())}}
+	}
+	if !r.affected {
+		if r.suspended() {
+			st.s.recordSuspended(ctx, r)
+		}
+		return st.keep(r)
+	}
+	f, pending := dependencyVerdict(st.dependencies(r))
+	if pending {
+		return InstanceOutcome{Result: r.result(), RequeueAfter: pendingRequeue, Pending: true}
+	}
+	r.setFailure(f)
+	st.apply(ctx, r)
+	return st.keep(r)
+}
+
+// apply takes an apply slot (given back early by a health wait, see applyInstance)
+// and syncs r.
+func (st *RevisionState) apply(ctx context.Context, r *instanceRun) {
+	select {
+	case st.slots <- struct{}{}:
+	case <-ctx.Done():
+		st.s.reportInterrupted(ctx, r)
+		return
+	}
+	r.release = sync.OnceFunc(func() { <-st.slots })
+	defer r.release()
+	if interrupted(ctx) {
+		st.s.reportInterrupted(ctx, r)
+		return
+	}
+	st.s.syncInstance(ctx, r)
+}
+
+func (st *RevisionState) outcome(key string) *InstanceOutcome {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.outcomes[key]
+}
+
+// keep records r's outcome and returns it.
+func (st *RevisionState) keep(r *instanceRun) InstanceOutcome {
+	out := InstanceOutcome{Result: r.result(), SatisfiesDependents: r.satisfiesDependents()}
+	if !r.affected && !r.suspended() && !isReady(r.live) && r.live != nil {
+		out.RequeueAfter = requeueAt(retryTime(r.live), time.Now())
+	}
+	if r.affected && r.failure != nil {
+		out.RequeueAfter = requeueAt(out.Result.NextRetryAt, time.Now())
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.outcomes[r.key()] = &out
+	return out
+}
+
+// requeueAt is how long from now until at (nil: never; past: at once).
+func requeueAt(at *time.Time, now time.Time) time.Duration {
+	if at == nil {
+		return 0
+	}
+	return max(at.Sub(now), time.Nanosecond)
+}
+
+// dependencyState is what an instance reconcile knows of one of its dependencies.
+type dependencyState struct {
+	key string
+	// declared: the dependency is a valid instance at this revision.
+	declared bool
+	// outcome is its outcome at this revision; nil when it has none yet. An
+	// instance the revision does not affect has its outcome at once.
+	outcome *InstanceOutcome
+}
+
+func (st *RevisionState) dependencies(r *instanceRun) []dependencyState {
+	var out []dependencyState
+	for _, dep := range r.mi.Spec.DependsOn {
+		ns := dep.Namespace
+		if ns == "" {
+			ns = r.mi.Namespace
+		}
+		ds := dependencyState{key: ns + "/" + dep.Name}
+		if d := st.s.byKey[ds.key]; d != nil {
+			ds.declared = true
+			ds.outcome = st.outcome(ds.key)
+			if ds.outcome == nil && !d.affected && !d.suspended() {
+				ds.outcome = &InstanceOutcome{Result: d.result(), SatisfiesDependents: d.satisfiesDependents()}
+			}
+		}
+		out = append(out, ds)
+	}
+	return out
+}
+
+// dependencyVerdict decides whether an instance with these dependencies may be
+// applied: pending when one has no outcome yet at this revision, else the first
+// reason it must wait (nil: it may go ahead).
+func dependencyVerdict(deps []dependencyState) (*Failure, bool) {
+	var f *Failure
+	for _, d := range deps {
+		switch {
+		case !d.declared:
+			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not a valid instance", d.key)))
+		case d.outcome == nil:
+			return nil, true
+		case d.outcome.Result.Action == ActionProgressing:
+			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is progressing: applied, not yet healthy", d.key)))
+		case !d.outcome.SatisfiesDependents:
+			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key)))
+		}
+	}
+	return f, false
+}
+
+func firstFailure(have, next *Failure) *Failure {
+	if have != nil {
+		return have
+	}
+	return next
+}
+
+// ReconcileAll reconciles every instance of the revision in-process, each once the
+// outcomes of its dependencies are in, at most Options.Concurrency applying at once.
+// An interrupted run records the instances in flight and starts no other.
+func (st *RevisionState) ReconcileAll(ctx context.Context) {
+	if st.unusable != nil {
+		return
+	}
+	runs := st.s.runs
+	waitingOn := map[string]int{}       // key -> dependencies without an outcome
+	dependents := map[string][]string{} // key -> the instances waiting on it
+	for _, r := range runs {
+		for _, d := range st.dependencies(r) {
+			if d.declared && d.outcome == nil {
+				waitingOn[r.key()]++
+				dependents[d.key] = append(dependents[d.key], r.key())
+			}
+		}
+	}
+	done := make(chan string)
+	start := func(key string) {
+		go func() { st.ReconcileInstance(ctx, key); done <- key }()
+	}
+	for _, r := range runs {
+		if waitingOn[r.key()] == 0 {
+			start(r.key())
+		}
+	}
+	for range runs {
+		key := <-done
+		for _, d := range dependents[key] {
+			if waitingOn[d]--; waitingOn[d] == 0 {
+				start(d)
+			}
+		}
+	}
+}
+
+// Finish ends the revision: unless it was interrupted, it rotates the due generated
+// Secrets of the instances it did not affect and removes the instances that left
+// Git; then it records the revision on the Platform and returns the result.
+func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
+	if st.unusable != nil {
+		return st.unusable, nil
+	}
+	s := st.s
+	if !interrupted(ctx) {
+		s.rotateUnaffected(ctx)
+		s.removeInstances(ctx)
+	}
+	return s.finish(ctx)
+}
