@@ -252,30 +252,51 @@ func (st *RevisionState) ReconcileAll(ctx context.Context) {
 	if st.unusable != nil {
 		return
 	}
-	runs := st.s.runs
-	waitingOn := map[string]int{}       // key -> dependencies without an outcome
-	dependents := map[string][]string{} // key -> the instances waiting on it
-	for _, r := range runs {
-		for _, d := range st.dependencies(r) {
-			if d.declared && d.outcome == nil {
-				waitingOn[r.key()]++
-				dependents[d.key] = append(dependents[d.key], r.key())
+	inDependencyOrder(st.Instances(), st.unreconciledDependencies, func(key string) { st.ReconcileInstance(ctx, key) })
+}
+
+// unreconciledDependencies are the dependencies of key that have no outcome yet.
+func (st *RevisionState) unreconciledDependencies(key string) []string {
+	var out []string
+	for _, d := range st.dependencies(st.s.byKey[key]) {
+		if d.declared && d.outcome == nil {
+			out = append(out, d.key)
+		}
+	}
+	return out
+}
+
+// inDependencyOrder calls run for every key, concurrently, each once run has returned
+// for every key it waits on (read before any run starts). keys must hold no cycle
+// (declarations.Load refuses them); a key waited on that is not in keys is ignored.
+func inDependencyOrder(keys []string, waitsOn func(string) []string, run func(string)) {
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k] = true
+	}
+	pending := map[string]int{}         // key -> keys it waits on that have not run
+	dependents := map[string][]string{} // key -> the keys waiting on it
+	for _, k := range keys {
+		for _, d := range waitsOn(k) {
+			if known[d] {
+				pending[k]++
+				dependents[d] = append(dependents[d], k)
 			}
 		}
 	}
 	done := make(chan string)
 	start := func(key string) {
-		go func() { st.ReconcileInstance(ctx, key); done <- key }()
+		go func() { run(key); done <- key }()
 	}
-	for _, r := range runs {
-		if waitingOn[r.key()] == 0 {
-			start(r.key())
+	for _, k := range keys {
+		if pending[k] == 0 {
+			start(k)
 		}
 	}
-	for range runs {
+	for range keys {
 		key := <-done
 		for _, d := range dependents[key] {
-			if waitingOn[d]--; waitingOn[d] == 0 {
+			if pending[d]--; pending[d] == 0 {
 				start(d)
 			}
 		}

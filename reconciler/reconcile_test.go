@@ -1,0 +1,363 @@
+package reconciler
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
+)
+
+func TestInDependencyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		deps map[string][]string // key -> what it waits on, in key order
+	}{
+		{"independent", map[string][]string{"a": nil, "b": nil, "c": nil}},
+		{"chain", map[string][]string{"a": nil, "b": {"a"}, "c": {"b"}}},
+		{"diamond", map[string][]string{"a": nil, "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}},
+		{"a dependency named twice", map[string][]string{"a": nil, "b": {"a", "a"}}},
+		{"a dependency outside the keys is ignored", map[string][]string{"a": {"gone"}, "b": {"a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var keys []string
+			for k := range tc.deps {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			var mu sync.Mutex
+			var order []string
+			inDependencyOrder(keys, func(k string) []string { return tc.deps[k] }, func(k string) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, d := range tc.deps[k] {
+					if tc.deps[d] != nil || slices.Contains(keys, d) {
+						g.Expect(order).To(ContainElement(d), "%s ran before its dependency %s", k, d)
+					}
+				}
+				order = append(order, k)
+			})
+			g.Expect(order).To(ConsistOf(keys), "every key runs exactly once")
+		})
+	}
+}
+
+func TestInDependencyOrderRunsIndependentKeysTogether(t *testing.T) {
+	g := NewWithT(t)
+	var started sync.WaitGroup
+	started.Add(2)
+	together := make(chan bool, 2)
+	inDependencyOrder([]string{"a", "b"}, func(string) []string { return nil }, func(string) {
+		started.Done()
+		ok := make(chan struct{})
+		go func() { started.Wait(); close(ok) }()
+		select {
+		case <-ok:
+			together <- true
+		case <-time.After(5 * time.Second):
+			together <- false
+		}
+	})
+	g.Expect(<-together && <-together).To(BeTrue(), "neither waited for the other")
+}
+
+func TestDependencyVerdict(t *testing.T) {
+	ready := &InstanceOutcome{Result: InstanceResult{Action: ActionUnchanged, Ready: true}, SatisfiesDependents: true}
+	failed := &InstanceOutcome{Result: InstanceResult{Action: ActionFailed}}
+	progressing := &InstanceOutcome{Result: InstanceResult{Action: ActionProgressing}}
+	dep := func(key string, o *InstanceOutcome) dependencyState {
+		return dependencyState{key: key, declared: true, outcome: o}
+	}
+	for _, tc := range []struct {
+		name    string
+		deps    []dependencyState
+		pending bool
+		wait    string // "" when it may go ahead
+	}{
+		{"no dependencies", nil, false, ""},
+		{"all ready", []dependencyState{dep("ns/a", ready), dep("ns/b", ready)}, false, ""},
+		{"one not reconciled yet", []dependencyState{dep("ns/a", ready), dep("ns/b", nil)}, true, ""},
+		{"not ready", []dependencyState{dep("ns/a", failed)}, false, "dependency ns/a is not ready"},
+		{"progressing", []dependencyState{dep("ns/a", progressing)}, false, "dependency ns/a is progressing: applied, not yet healthy"},
+		{"not declared", []dependencyState{{key: "ns/gone"}}, false, "dependency ns/gone is not a valid instance"},
+		{"the first reason wins", []dependencyState{dep("ns/a", failed), dep("ns/b", progressing)}, false, "dependency ns/a is not ready"},
+		{"pending wins over a failure", []dependencyState{dep("ns/a", failed), dep("ns/b", nil)}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f, pending := dependencyVerdict(tc.deps)
+			g.Expect(pending).To(Equal(tc.pending))
+			if tc.wait == "" {
+				g.Expect(f).To(BeNil())
+				return
+			}
+			g.Expect(f).NotTo(BeNil())
+			g.Expect(f.Kind).To(Equal(Waiting))
+			g.Expect(f.Reason).To(Equal(cairnv1.ReasonDependencyNotReady))
+			g.Expect(f.Error()).To(Equal(tc.wait))
+		})
+	}
+}
+
+func TestRequeueAt(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	later, earlier := now.Add(time.Minute), now.Add(-time.Minute)
+	g.Expect(requeueAt(nil, now)).To(BeZero(), "nothing to retry")
+	g.Expect(requeueAt(&later, now)).To(Equal(time.Minute))
+	g.Expect(requeueAt(&earlier, now)).To(BeNumerically(">", 0), "overdue: at once, never zero (zero means never)")
+}
+
+// planFixture is a sync of revision "new" over four instances, each in its own file:
+// team-a/db, team-a/web (dependsOn db), team-a/api (a local module) and team-b/cache.
+func planFixture(t *testing.T, changed []string) *syncRun {
+	t.Helper()
+	doc := func(ns, name, extra string) string {
+		return "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n" + extra
+	}
+	cue := "  module: {cue: {path: example.com/m@v0, version: v0.1.0}}\n"
+	fsys := fstest.MapFS{
+		"platform.yaml":        {Data: []byte("apiVersion: cairn.dev/v1alpha1\nkind: Platform\nmetadata: {name: cluster}\nspec:\n  moduleRegistry: modules\n  namespaces: {allow: [\"team-*\"]}\n---\napiVersion: cairn.dev/v1alpha1\nkind: Registry\nmetadata: {name: modules}\nspec: {hostname: modules.example.com}\n")},
+		"instances/db.yaml":    {Data: []byte(doc("team-a", "db", cue))},
+		"instances/web.yaml":   {Data: []byte(doc("team-a", "web", cue+"  dependsOn: [{name: db}]\n"))},
+		"instances/api.yaml":   {Data: []byte(doc("team-a", "api", "  module: {local: {path: ./modules/api}}\n"))},
+		"instances/cache.yaml": {Data: []byte(doc("team-b", "cache", cue))},
+	}
+	set, err := declarations.Load(fsys, declarations.Options{})
+	if err != nil {
+		t.Fatalf("failed to load the fixture: %v", err)
+	}
+	if len(set.Instances) != 4 {
+		t.Fatalf("fixture: %d instances, want 4 (invalid: %v)", len(set.Instances), set.Invalid)
+	}
+	rev := Revision{SHA: "new", Changed: changed}
+	return &syncRun{set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now(),
+		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{},
+		moduleDigests: map[string]string{"modules/api": "digest-now"}}
+}
+
+// synced is the CR of mi after a successful sync of revision "old" whose spec is
+// still s's view of it.
+func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
+	mi := s.set.Instance(ns, name).DeepCopy()
+	mi.Generation = 1
+	mi.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
+	mi.Status.SourceDigest = "digest-now"
+	markSucceeded(mi, "old", "ok", s.now.Add(-time.Hour))
+	return mi
+}
+
+func TestIsAffected(t *testing.T) {
+	failedAt := func(rev string, retryIn time.Duration) func(*syncRun, *cairnv1.ModuleInstance) {
+		return func(s *syncRun, mi *cairnv1.ModuleInstance) {
+			markFailed(mi, rev, transient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		instance string // in team-a
+		changed  []string
+		live     func(s *syncRun, mi *cairnv1.ModuleInstance) // nil: the CR as synced; set mi to nil by returning from none
+		noCR     bool
+		affected bool
+		why      string
+		forced   bool
+	}{
+		{name: "new instance", instance: "web", noCR: true, affected: true, why: "new instance"},
+		{name: "unchanged", instance: "web", changed: []string{"instances/web.yaml"}, why: "unchanged"},
+		{name: "declaration changed", instance: "web", changed: []string{"instances/web.yaml"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
+		{name: "a digest change the diff does not touch is not looked at", instance: "web", changed: []string{"instances/cache.yaml"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, why: "unchanged"},
+		{name: "the Platform's file changed", instance: "web", changed: []string{"platform.yaml"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
+		{name: "an unknown diff looks at every digest", instance: "web", changed: nil,
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
+		{name: "edited in the cluster", instance: "web", changed: []string{},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Generation = 2 }, affected: true,
+			why: "spec changed since the last sync (an interrupted sync or an edit in the cluster)"},
+		{name: "local module changed", instance: "api", changed: []string{"modules/api/main.cue"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.SourceDigest = "digest-before" }, affected: true, why: "local module changed"},
+		{name: "local module digest differs, its directory untouched", instance: "api", changed: []string{"modules/other/x.cue"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.SourceDigest = "digest-before" }, why: "unchanged"},
+		{name: "suspended in Git", instance: "web", live: func(s *syncRun, _ *cairnv1.ModuleInstance) {
+			s.set.Instance("team-a", "web").Spec.Suspend = true
+		}, why: "suspended"},
+		{name: "suspended in the cluster", instance: "web", changed: []string{"instances/web.yaml"}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			mi.Annotations[cairnv1.SuspendAnnotation] = "true"
+			mi.Annotations[specDigestAnnotation] = "before"
+		}, why: "suspended in the cluster (cairn suspend)"},
+		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { markSuspended(mi, false) },
+			affected: true, why: "resumed"},
+		{name: "reconcile requested", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
+		}, affected: true, forced: true, why: "reconcile requested (cairn reconcile): every object applied again"},
+		{name: "reconcile request already handled", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
+			mi.Status.LastHandledReconcileAt = "2026-12-01T10:00:00Z"
+		}, why: "unchanged"},
+		{name: "failed at an older revision", instance: "web", changed: []string{}, live: failedAt("old", time.Hour),
+			affected: true, why: "retrying a failed sync at a new revision"},
+		{name: "failed at this revision, retry not due", instance: "web", changed: []string{}, live: failedAt("new", time.Hour),
+			why: "not retried before"},
+		{name: "failed at this revision, retry due", instance: "web", changed: []string{}, live: failedAt("new", -time.Second),
+			affected: true, why: "retrying a failed sync (Transient retry due)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := planFixture(t, tc.changed)
+			var live *cairnv1.ModuleInstance
+			if !tc.noCR {
+				live = synced(s, "team-a", tc.instance)
+				if tc.live != nil {
+					tc.live(s, live)
+				}
+			}
+			r := &instanceRun{mi: s.set.Instance("team-a", tc.instance), live: live}
+			r.specDigest = s.specDigest(r.mi)
+			if r.mi.Spec.Module.Local != nil {
+				r.sourceDigest = s.moduleDigest(r.mi.Spec.Module.Local.Path)
+			}
+			affected, why := s.isAffected(r)
+			g.Expect(affected).To(Equal(tc.affected))
+			g.Expect(why).To(HavePrefix(tc.why))
+			g.Expect(r.forced).To(Equal(tc.forced))
+		})
+	}
+}
+
+func TestPlanMarksDependentsAndFindsRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		changed  []string
+		edit     func(s *syncRun)
+		affected []string
+		removed  []string
+	}{
+		{name: "nothing changed", changed: []string{}},
+		{name: "a dependency changed: its dependent follows", changed: []string{"instances/db.yaml"},
+			edit:     func(s *syncRun) { s.live["team-a/db"].Annotations[specDigestAnnotation] = "before" },
+			affected: []string{"team-a/db", "team-a/web"}},
+		{name: "a dependent changed: its dependency stays", changed: []string{"instances/web.yaml"},
+			edit:     func(s *syncRun) { s.live["team-a/web"].Annotations[specDigestAnnotation] = "before" },
+			affected: []string{"team-a/web"}},
+		{name: "a suspended dependent does not follow", changed: []string{"instances/db.yaml"},
+			edit: func(s *syncRun) {
+				s.live["team-a/db"].Annotations[specDigestAnnotation] = "before"
+				s.live["team-a/web"].Annotations[cairnv1.SuspendAnnotation] = "true"
+			},
+			affected: []string{"team-a/db"}},
+		{name: "a CR whose declaration left Git is removed", changed: []string{"instances/old.yaml"},
+			edit: func(s *syncRun) {
+				gone := synced(s, "team-b", "cache")
+				gone.Name = "old"
+				s.live["team-b/old"] = gone
+			},
+			removed: []string{"team-b/old"}},
+		{name: "a CR whose file could not be read is held, not removed", changed: []string{},
+			edit: func(s *syncRun) {
+				gone := synced(s, "team-b", "cache")
+				gone.Name = "old"
+				gone.Annotations[sourceAnnotation] = "instances/old.yaml"
+				s.live["team-b/old"] = gone
+				s.set.Unparsed = []string{"instances/old.yaml"}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := planFixture(t, tc.changed)
+			for _, mi := range s.set.Instances {
+				s.live[mi.Namespace+"/"+mi.Name] = synced(s, mi.Namespace, mi.Name)
+			}
+			if tc.edit != nil {
+				tc.edit(s)
+			}
+			s.plan()
+			var affected, removed []string
+			for _, r := range s.runs {
+				if r.affected {
+					affected = append(affected, r.key())
+				}
+			}
+			for _, live := range s.removed {
+				removed = append(removed, live.Namespace+"/"+live.Name)
+			}
+			g.Expect(affected).To(ConsistOf(tc.affected))
+			g.Expect(removed).To(ConsistOf(tc.removed))
+			g.Expect(s.runs[0].key()).To(Equal("team-a/api"), "in dependsOn order, ties by key")
+		})
+	}
+}
+
+func TestInstanceResultAndOutcome(t *testing.T) {
+	now := time.Now()
+	mk := func(edit func(r *instanceRun)) *instanceRun {
+		mi := &cairnv1.ModuleInstance{}
+		mi.Namespace, mi.Name = "team-a", "web"
+		live := mi.DeepCopy()
+		markSucceeded(live, "old", "ok", now)
+		r := &instanceRun{mi: mi, live: live, affected: true}
+		edit(r)
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		run       *instanceRun
+		action    Action
+		retry     FailureKind
+		ready     bool
+		satisfies bool
+		requeue   bool
+	}{
+		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", "ok", now) }), ActionUpdated, "", true, true, false},
+		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), ActionCreated, "", true, true, false},
+		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), ActionUnchanged, "", true, true, false},
+		{"failed", mk(func(r *instanceRun) {
+			r.failure = transient(cairnv1.ReasonApplyFailed, errors.New("boom"))
+			markFailed(r.live, "new", r.failure, now)
+		}), ActionFailed, Transient, false, false, true},
+		{"progressing", mk(func(r *instanceRun) {
+			r.failure = &Failure{Kind: Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("not yet")}
+			markFailed(r.live, "new", r.failure, now)
+		}), ActionProgressing, Progressing, false, false, true},
+		{"failed before, retry not due", mk(func(r *instanceRun) {
+			r.affected, r.why = false, "not retried before"
+			markFailed(r.live, "new", stalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
+		}), ActionFailed, Stalled, false, false, true},
+		{"suspended after a good sync", mk(func(r *instanceRun) { r.affected, r.mi.Spec.Suspend = false, true }), ActionSkipped, "", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := newRevisionState(&syncRun{e: &Engine{opts: Options{Concurrency: 1}}, now: now})
+			out := st.keep(tc.run)
+			g.Expect(out.Result.Action).To(Equal(tc.action))
+			g.Expect(out.Result.Retry).To(Equal(tc.retry))
+			g.Expect(out.Result.Ready).To(Equal(tc.ready))
+			g.Expect(out.SatisfiesDependents).To(Equal(tc.satisfies))
+			g.Expect(out.RequeueAfter > 0).To(Equal(tc.requeue), "requeued for its retry")
+			g.Expect(st.outcome("team-a/web")).To(HaveValue(Equal(out)), "kept for its dependents")
+		})
+	}
+}
+
+func TestCountInstancesAndNextRetry(t *testing.T) {
+	g := NewWithT(t)
+	soon, later := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
+	res := &SyncResult{Instances: []InstanceResult{
+		{Action: ActionUpdated, Ready: true}, {Action: ActionUnchanged, Ready: true},
+		{Action: ActionFailed, NextRetryAt: &later}, {Action: ActionProgressing, NextRetryAt: &soon},
+		{Action: ActionDeleted},
+	}}
+	g.Expect(countInstances(res)).To(Equal(cairnv1.InstanceCounts{Total: 4, Ready: 2, Failed: 1, Progressing: 1}))
+	g.Expect(res.NextRetry()).To(Equal(soon))
+	g.Expect(res.Failed()).To(BeTrue())
+	unusable := &SyncResult{Error: errors.New("bad"), RetryAt: later}
+	g.Expect(unusable.NextRetry()).To(Equal(later))
+}
