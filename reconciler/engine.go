@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/events"
 
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -48,6 +49,10 @@ type Options struct {
 	Log logr.Logger
 	// Reporter is told about each sync as it happens (nil: nobody).
 	Reporter Reporter
+	// Events records a Kubernetes event (events.k8s.io/v1) on each transition of the
+	// Ready condition of a ModuleInstance, the Platform or a Registry, and on each
+	// removal of an instance (nil: none). See emitTransition.
+	Events events.EventRecorder
 	// Namespace is cairn's own namespace, where the Secrets and ConfigMaps that
 	// Registries name live ("" means DefaultNamespace).
 	Namespace string

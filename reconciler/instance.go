@@ -256,6 +256,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
+	s.e.emitTransition(before, mi)
 	s.e.progress("%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())

@@ -42,6 +42,7 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	} else {
 		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", shortSHA(s.rev.SHA)))
 	}
+	defer s.e.emitTransition(before, r)
 	return patchStatus(ctx, c, r, before)
 }
 

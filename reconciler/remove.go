@@ -36,6 +36,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			res.NextRetryAt = retryTime(live)
 		}
 		s.results = append(s.results, res)
+		s.e.emitRemoval(live, res, s.rev.SHA)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)
 	}
 }
@@ -156,6 +157,7 @@ func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.Module
 	if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name, "revision", s.rev.SHA)
 	}
+	s.e.emitTransition(before, live)
 }
 
 // removalOrder puts dependents before the instances they depend on.

@@ -42,7 +42,7 @@ func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *i
 // exist); a workload started a moment earlier finds its Secret at its next retry.
 func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
 	for _, d := range r.secrets {
-		if err := d.write(ctx, c, s.now, s.reporter(r)); err != nil {
+		if err := d.write(ctx, c, s.now, s.reporter(ctx, r)); err != nil {
 			return classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
@@ -51,14 +51,14 @@ func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instance
 
 // reporter returns the callback that reports each write of a generated Secret of r
 // (names and actions only).
-func (s *syncRun) reporter(r *instanceRun) func(*secretTarget) {
-	return func(t *secretTarget) { s.reportSecret(r, t) }
+func (s *syncRun) reporter(ctx context.Context, r *instanceRun) func(*secretTarget) {
+	return func(t *secretTarget) { s.reportSecret(ctx, r, t) }
 }
 
-func (s *syncRun) reportSecret(r *instanceRun, t *secretTarget) {
+func (s *syncRun) reportSecret(ctx context.Context, r *instanceRun, t *secretTarget) {
 	name := "Secret/" + t.key.Namespace + "/" + t.key.Name
 	s.e.progress("secret %s: %s %s (%s)", r.key(), t.action, name, t.why)
-	s.e.opts.Log.Info("generated Secret", "instance", r.key(), "secret", t.key.String(), "action", string(t.action))
+	s.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", s.rev.SHA, "secret", t.key.String(), "action", string(t.action))
 }
 
 func hasRotation(spec cairnv1.GeneratedSecret) bool {
@@ -84,7 +84,7 @@ func (s *syncRun) rotateUnaffected(ctx context.Context) {
 		}
 		if err := s.rotateDue(ctx, r); err != nil {
 			r.secretNote = fmt.Sprintf("; rotation of generated Secrets failed: %v", err)
-			s.e.opts.Log.Error(err, "failed to rotate generated Secrets", "instance", r.key())
+			s.e.logger(ctx).Error(err, "failed to rotate generated Secrets", "instance", r.key(), "revision", s.rev.SHA)
 			s.e.progress("secret %s: rotation failed: %v", r.key(), err)
 		}
 	}
@@ -106,7 +106,7 @@ func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
 			continue
 		}
 		r.secrets = append(r.secrets, d)
-		if err := d.write(ctx, m.Client(), s.now, s.reporter(r)); err != nil {
+		if err := d.write(ctx, m.Client(), s.now, s.reporter(ctx, r)); err != nil {
 			return err
 		}
 	}
@@ -162,7 +162,7 @@ func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instance
 		if !d.changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
 			continue
 		}
-		if err := d.write(ctx, c, time.Now(), s.reporter(r)); err != nil {
+		if err := d.write(ctx, c, time.Now(), s.reporter(ctx, r)); err != nil {
 			return err
 		}
 		if rotation {

@@ -45,6 +45,7 @@ func (s *syncRun) recordSuspended(ctx context.Context, r *instanceRun) {
 	if err := s.patchStatusRetrying(ctx, r.live, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 	}
+	s.e.emitTransition(before, r.live)
 	s.e.progress("%s suspended", r.key())
 }
 

@@ -122,6 +122,7 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 		if err := patchStatus(ctx, e.cluster.client, &p, before); err != nil {
 			e.logger(ctx).Error(err, "failed to record the failed revision", "revision", rev.SHA, "reason", f.Reason)
 		}
+		e.emitTransition(before, &p)
 	}
 	return res, nil
 }
@@ -258,6 +259,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
 			s.e.logger(ctx).Error(err, "failed to record an invalid declaration", "instance", inv.Object, "revision", s.rev.SHA)
 		}
+		s.e.emitTransition(before, live)
 	}
 }
 
@@ -269,6 +271,7 @@ func invalidResult(inv *declarations.Error) InstanceResult {
 func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 	p := s.platform
 	before := p.DeepCopy()
+	defer s.e.emitTransition(before, p)
 	p.Status.ObservedGeneration = p.Generation
 	p.Status.Repository = s.e.opts.Repository
 	p.Status.LastAttemptedRevision = s.rev.SHA

@@ -124,7 +124,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return fmt.Errorf("failed to register cairn's metrics: %w", err)
 	}
 	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, reconciler.Reporters(fw.reporter(), metrics), log,
-		func(o *reconciler.Options) { o.HealthWait = cf.healthWait })
+		func(o *reconciler.Options) {
+			o.HealthWait, o.Events = cf.healthWait, mgr.GetEventRecorder(reconciler.EventReportingController)
+		})
 	if err != nil {
 		return err
 	}

@@ -61,8 +61,13 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 					health = 0 // a one-off sync reports each instance's final health
 				}
 			}
+			rec, err := newEventRecorder(kube)
+			if err != nil {
+				return err
+			}
+			defer rec.Flush(eventFlushWait)
 			e, closeFn, err := engine(kube, &repo, progress, fw.reporter(), log,
-				func(o *reconciler.Options) { o.HealthWait = health })
+				func(o *reconciler.Options) { o.HealthWait, o.Events = health, rec })
 			if err != nil {
 				return err
 			}

@@ -46,17 +46,22 @@ func (e *env) putValuesSecret(values string) {
 	e.g.Expect(e.c.Create(e.ctx, s)).To(Succeed())
 }
 
+// dbRepo is a repository with the db instance, its values Secret holding values.
+func (e *env) dbRepo(values string) *gitRepo {
+	e.putValuesSecret(values)
+	files := appRepo("")
+	files["modules/db/db.cue"] = dbModule
+	files["instances/db.yaml"] = dbInstance(e.ns, "")
+	return newGitRepo(e.t, files)
+}
+
 // TestValuesFromSecret: spec.valuesFrom reads values from a Secret in the instance's
 // namespace, merged under spec.values; the values reach the render, never the CR, its
 // status or a message (a render error that quotes one shows *** instead), and the
 // Secret is read as the instance's identity.
 func TestValuesFromSecret(t *testing.T) {
 	e := newEnv(t)
-	e.putValuesSecret("password: hunterhunter\npool: {size: 5}\nuser: ignored\n")
-	files := appRepo("")
-	files["modules/db/db.cue"] = dbModule
-	files["instances/db.yaml"] = dbInstance(e.ns, "")
-	repo := newGitRepo(t, files)
+	repo := e.dbRepo("password: hunterhunter\npool: {size: 5}\nuser: ignored\n")
 	res := e.sync(repo)
 	got := result(res, e.ns, "db")
 	e.g.Expect(got.Ready).To(BeTrue(), got.Message)

@@ -1,0 +1,137 @@
+package reconciler
+
+import (
+	"reflect"
+	"unicode/utf8"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// Event actions (events.k8s.io/v1 `action`: what cairn did, or failed to do).
+const (
+	eventActionSync   = "Sync"
+	eventActionRemove = "Remove"
+)
+
+// RevisionAnnotation is set on cairn's events to the revision the transition happened at.
+const RevisionAnnotation = "cairn.dev/revision"
+
+// eventNoteLimit is the longest note the API server accepts on an events.k8s.io/v1 Event;
+// a longer one would be refused and the event lost.
+const eventNoteLimit = 1024
+
+// readyEvent is the event a change of a Ready condition calls for.
+type readyEvent struct {
+	eventType, reason, action, note, revision string
+}
+
+// emitTransition records an event on after when its Ready condition changed from
+// before's: another status or reason, or the same verdict at a newly applied revision
+// (so each commit applied is one event, and a retry that changes nothing is none).
+// The reason is the condition's and the note its message, the text already written to
+// the status, so an event says no more than the status does (Secret values are masked
+// there). Warning when Ready is False, Normal otherwise.
+func (e *Engine) emitTransition(before, after client.Object) {
+	if ev, ok := transitionEvent(before, after); ok {
+		e.emit(after, ev)
+	}
+}
+
+// emitRemoval records that an instance that left Git was removed (its CR is gone; the
+// event stays, regarding it, for the events' TTL).
+func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, revision string) {
+	if res.Action == ActionDeleted {
+		e.emit(live, readyEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
+			note: res.Message, revision: revision})
+	}
+}
+
+func (e *Engine) emit(regarding client.Object, ev readyEvent) {
+	if e.opts.Events == nil {
+		return
+	}
+	note := truncateNote(ev.note)
+	if ar, ok := e.opts.Events.(events.AnnotatedEventRecorder); ok && ev.revision != "" {
+		ar.AnnotatedEventf(regarding, nil, map[string]string{RevisionAnnotation: ev.revision}, ev.eventType, ev.reason, ev.action, "%s", note)
+		return
+	}
+	e.opts.Events.Eventf(regarding, nil, ev.eventType, ev.reason, ev.action, "%s", note)
+}
+
+// transitionEvent compares the Ready conditions of before and after (either may be nil).
+func transitionEvent(before, after client.Object) (readyEvent, bool) {
+	now := readyCondition(after)
+	if now == nil || now.Reason == "" {
+		return readyEvent{}, false
+	}
+	was := readyCondition(before)
+	if was != nil && was.Status == now.Status && was.Reason == now.Reason && appliedRevision(before) == appliedRevision(after) {
+		return readyEvent{}, false
+	}
+	ev := readyEvent{eventType: corev1.EventTypeNormal, reason: now.Reason, action: eventActionSync, note: now.Message,
+		revision: attemptedRevision(after)}
+	if now.Status == metav1.ConditionFalse {
+		ev.eventType = corev1.EventTypeWarning
+	}
+	return ev, true
+}
+
+func readyCondition(obj client.Object) *metav1.Condition {
+	g, ok := obj.(conditions.Getter)
+	if !ok || isNil(obj) {
+		return nil
+	}
+	return conditions.Get(g, "Ready")
+}
+
+func isNil(obj client.Object) bool {
+	v := reflect.ValueOf(obj)
+	return obj == nil || (v.Kind() == reflect.Pointer && v.IsNil())
+}
+
+// appliedRevision is the revision obj records as applied.
+func appliedRevision(obj client.Object) string {
+	switch o := obj.(type) {
+	case *cairnv1.ModuleInstance:
+		if o != nil {
+			return o.Status.LastAppliedRevision
+		}
+	case *cairnv1.Platform:
+		if o != nil {
+			return o.Status.LastSyncedRevision
+		}
+	}
+	return "" // a Registry: only a new verdict is an event, not each revision it is declared at
+}
+
+// attemptedRevision is the revision obj's status was last written for.
+func attemptedRevision(obj client.Object) string {
+	switch o := obj.(type) {
+	case *cairnv1.ModuleInstance:
+		return o.Status.LastAttemptedRevision
+	case *cairnv1.Platform:
+		return o.Status.LastAttemptedRevision
+	case *cairnv1.Registry:
+		return o.Status.LastAppliedRevision
+	}
+	return ""
+}
+
+// truncateNote cuts a note to eventNoteLimit bytes on a rune boundary.
+func truncateNote(s string) string {
+	if len(s) <= eventNoteLimit {
+		return s
+	}
+	const more = "…"
+	cut := eventNoteLimit - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}

@@ -1,0 +1,112 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// instanceAt is a ModuleInstance whose Ready condition is status/reason/message, last
+// applied at applied.
+func instanceAt(status, reason, message, applied string) *cairnv1.ModuleInstance {
+	mi := &cairnv1.ModuleInstance{}
+	mi.Name, mi.Namespace = "app", "team"
+	mi.Status.LastAppliedRevision, mi.Status.LastAttemptedRevision = applied, applied
+	switch status {
+	case "True":
+		conditions.MarkTrue(mi, "Ready", reason, "%s", message)
+	case "False":
+		conditions.MarkFalse(mi, "Ready", reason, "%s", message)
+	case "Unknown":
+		conditions.MarkUnknown(mi, "Ready", reason, "%s", message)
+	}
+	return mi
+}
+
+func TestTransitionEvent(t *testing.T) {
+	ready := instanceAt("True", cairnv1.ReasonSucceeded, "4 objects applied", "sha1")
+	for _, tc := range []struct {
+		name          string
+		before, after client.Object
+		want          *readyEvent
+	}{
+		{name: "first verdict", before: instanceAt("", "", "", ""), after: ready,
+			want: &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
+		{name: "no CR before", before: (*cairnv1.ModuleInstance)(nil), after: ready,
+			want: &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
+		{name: "ready to failed is a warning", before: ready,
+			after: instanceAt("False", cairnv1.ReasonRenderFailed, "app.cue:3: boom", "sha1"),
+			want:  &readyEvent{eventType: "Warning", reason: "RenderFailed", action: "Sync", note: "app.cue:3: boom", revision: "sha1"}},
+		{name: "progressing is normal", before: ready,
+			after: instanceAt("Unknown", cairnv1.ReasonProgressing, "waiting", "sha1"),
+			want:  &readyEvent{eventType: "Normal", reason: "Progressing", action: "Sync", note: "waiting", revision: "sha1"}},
+		{name: "a new revision applied", before: ready,
+			after: instanceAt("True", cairnv1.ReasonSucceeded, "5 objects applied", "sha2"),
+			want:  &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "5 objects applied", revision: "sha2"}},
+		{name: "same verdict, same revision: none", before: ready,
+			after: instanceAt("True", cairnv1.ReasonSucceeded, "4 objects applied (again)", "sha1")},
+		{name: "the same failure again: none",
+			before: instanceAt("False", cairnv1.ReasonApplyFailed, "conflict", "sha1"),
+			after:  instanceAt("False", cairnv1.ReasonApplyFailed, "conflict, again", "sha1")},
+		{name: "no Ready condition: none", before: ready, after: instanceAt("", "", "", "sha1")},
+		{name: "a Registry is not an event at each revision",
+			before: registryReady("sha1"), after: registryReady("sha2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, ok := transitionEvent(tc.before, tc.after)
+			if tc.want == nil {
+				g.Expect(ok).To(BeFalse(), "%+v", got)
+				return
+			}
+			g.Expect(ok).To(BeTrue())
+			g.Expect(got).To(Equal(*tc.want))
+		})
+	}
+}
+
+func registryReady(sha string) *cairnv1.Registry {
+	r := &cairnv1.Registry{}
+	r.Name = "internal"
+	r.Status.LastAppliedRevision = sha
+	setReady(r, true, cairnv1.ReasonSucceeded, "declared at "+sha)
+	return r
+}
+
+func TestEmitTransitionRecordsAnnotatedEvent(t *testing.T) {
+	g := NewWithT(t)
+	rec := events.NewFakeRecorder(10)
+	rec.Verbose = true
+	e := &Engine{opts: Options{Events: rec}}
+	before := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha1")
+	after := instanceAt("False", cairnv1.ReasonValuesFromFailed, strings.Repeat("é", 600), "sha2")
+	e.emitTransition(before, after)
+	e.emitTransition(after, after) // no change: no event
+	e.emitRemoval(after, InstanceResult{Action: ActionDeleted, Reason: "Removed", Message: "removed from Git: 2 objects deleted"}, "sha3")
+	e.emitRemoval(after, InstanceResult{Action: ActionFailed, Reason: cairnv1.ReasonPruneGuard}, "sha3") // the transition says it
+
+	g.Expect(rec.Events).To(HaveLen(2))
+	first := <-rec.Events
+	g.Expect(first).To(HavePrefix(corev1.EventTypeWarning + " ValuesFromFailed Sync "))
+	g.Expect(first).To(ContainSubstring("map[" + RevisionAnnotation + ":sha2]"))
+	g.Expect(<-rec.Events).To(HavePrefix("Normal Removed Remove removed from Git: 2 objects deleted"))
+
+	(&Engine{}).emitTransition(before, after) // no recorder: nothing, no panic
+}
+
+func TestTruncateNote(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(truncateNote("short")).To(Equal("short"))
+	long := truncateNote(strings.Repeat("é", 600)) // 1200 bytes
+	g.Expect(len(long)).To(BeNumerically("<=", eventNoteLimit))
+	g.Expect(utf8.ValidString(long)).To(BeTrue())
+	g.Expect(long).To(HaveSuffix("…"))
+}

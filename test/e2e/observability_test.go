@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+)
+
+// eventsAbout lists the events.k8s.io events in ns regarding the object with uid.
+func (e *env) eventsAbout(ns string, uid types.UID) []eventsv1.Event {
+	e.t.Helper()
+	var list eventsv1.EventList
+	e.g.Expect(e.c.List(e.ctx, &list, client.InNamespace(ns))).To(Succeed())
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.UID == uid {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// eventWith returns the event of evs with reason (nil when none).
+func eventWith(evs []eventsv1.Event, reason string) *eventsv1.Event {
+	for i := range evs {
+		if evs[i].Reason == reason {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// jsonLogLines parses the lines of out that are JSON objects (the log on stderr).
+func jsonLogLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !strings.HasPrefix(sc.Text(), "{") {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %v\n%s", err, sc.Text())
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestEventsAndJSONLogsOfASync: `cairn sync --once --log-format json` records an
+// events.k8s.io event on each transition of an instance's Ready condition (reason and
+// message as in its status, Secret values masked, the revision in an annotation), on
+// the Platform's, and on the removal of an instance; all are written before the
+// process exits. Each JSON log line about an instance carries its instance and
+// revision keys, and no Secret value.
+func TestEventsAndJSONLogsOfASync(t *testing.T) {
+	e := newEnv(t)
+	repo := e.dbRepo("password: hunterhunter\n")
+	cli := cairnSync{bin: buildCairn(t), repoURL: repo.url(), kubeconfig: e.cluster.Kubeconfig, cacheDir: t.TempDir()}
+	run := func() (string, error) { return cli.runWith(e.ctx, "--log-format", "json") }
+	out, err := run()
+	e.g.Expect(err).NotTo(HaveOccurred(), out)
+	head, err := repo.r.Head()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	sha1 := head.Hash().String()
+
+	mi := e.instance(e.ns, "db")
+	ev := eventWith(e.eventsAbout(e.ns, mi.UID), cairnv1.ReasonSucceeded)
+	e.g.Expect(ev).NotTo(BeNil(), "written before the process exited: %v", e.eventsAbout(e.ns, mi.UID))
+	e.g.Expect(ev.Type).To(Equal("Normal"))
+	e.g.Expect(ev.Note).To(Equal(conditions.GetMessage(mi, "Ready")))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, sha1))
+	e.g.Expect(ev.Action).To(Equal("Sync"))
+	e.g.Expect(ev.ReportingController).To(Equal(reconciler.EventReportingController))
+	p := e.platformCR()
+	e.g.Expect(eventWith(e.eventsAbout("default", p.UID), cairnv1.ReasonSucceeded)).NotTo(BeNil(), "the Platform's, in default")
+
+	e.putValuesSecret("password: Hunter-Hunter-42\n")
+	sha2 := repo.commit("retry", map[string]string{"instances/db.yaml": dbInstance(e.ns, "  wait: true\n")})
+	out, err = run()
+	e.g.Expect(err).To(HaveOccurred(), "the instance fails")
+	mi = e.instance(e.ns, "db")
+	reason := conditions.GetReason(mi, "Ready")
+	ev = eventWith(e.eventsAbout(e.ns, mi.UID), reason)
+	e.g.Expect(ev).NotTo(BeNil(), "%v", e.eventsAbout(e.ns, mi.UID))
+	e.g.Expect(ev.Type).To(Equal("Warning"))
+	e.g.Expect(ev.Note).To(ContainSubstring("***"))
+	e.g.Expect(ev.Note).NotTo(ContainSubstring("Hunter-Hunter-42"))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, sha2))
+	e.g.Expect(eventWith(e.eventsAbout("default", p.UID), "InstancesFailed")).To(HaveField("Type", "Warning"))
+
+	e.g.Expect(out).NotTo(ContainSubstring("Hunter-Hunter-42"), "no Secret value in any log line")
+	var failed map[string]any
+	for _, l := range jsonLogLines(t, out) {
+		if l["msg"] == "instance failed" {
+			failed = l
+		}
+	}
+	e.g.Expect(failed).NotTo(BeNil(), out)
+	e.g.Expect(failed).To(HaveKeyWithValue("instance", e.ns+"/db"))
+	e.g.Expect(failed).To(HaveKeyWithValue("revision", sha2))
+	e.g.Expect(failed).To(HaveKeyWithValue("reason", reason))
+	e.g.Expect(failed).To(HaveKeyWithValue("level", "ERROR"))
+
+	repo.commit("remove db", map[string]string{"instances/db.yaml": ""})
+	_, _ = run() // refused: the commit removes the only instance
+	e.g.Expect(eventWith(e.eventsAbout(e.ns, mi.UID), cairnv1.ReasonPruneGuard)).To(HaveField("Type", "Warning"))
+	repo.commit("remove db\n\ncairn-allow-prune: 10", nil)
+	out, err = run()
+	e.g.Expect(err).NotTo(HaveOccurred(), out)
+	e.g.Expect(e.instance(e.ns, "db")).To(BeNil())
+	ev = eventWith(e.eventsAbout(e.ns, mi.UID), "Removed")
+	e.g.Expect(ev).NotTo(BeNil())
+	e.g.Expect(ev.Action).To(Equal("Remove"))
+	e.g.Expect(ev.Note).To(ContainSubstring("removed from Git"))
+}
