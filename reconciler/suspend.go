@@ -92,3 +92,11 @@ func reconcileRequested(live *cairnv1.ModuleInstance) bool {
 	v := live.Annotations[cairnv1.ReconcileRequestAnnotation]
 	return v != "" && v != live.Status.LastHandledReconcileAt
 }
+
+// markSourceReconcileHandled records on the Platform that its reconcile request
+// (`cairn reconcile source`), as read when the sync began, was handled.
+func markSourceReconcileHandled(p *cairnv1.Platform) {
+	if v := p.Annotations[cairnv1.ReconcileRequestAnnotation]; v != "" {
+		p.Status.LastHandledReconcileAt = v
+	}
+}

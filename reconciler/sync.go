@@ -117,6 +117,7 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 		if rev.SHA != "" {
 			p.Status.LastAttemptedRevision = rev.SHA
 		}
+		markSourceReconcileHandled(&p)
 		conditions.MarkFalse(&p, "Ready", f.Reason, "%s", f.Error())
 		conditions.MarkStalled(&p, f.Reason, "%s", f.Error())
 		if err := patchStatus(ctx, e.cluster.client, &p, before); err != nil {
@@ -283,6 +284,7 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 		return patchStatus(ctx, s.e.cluster.client, p, before)
 	}
 	p.Status.LastSyncedRevision = s.rev.SHA
+	markSourceReconcileHandled(p)
 	now := metav1.NewTime(s.now)
 	p.Status.LastSyncTime = &now
 	conditions.Delete(p, "Stalled")

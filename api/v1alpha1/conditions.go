@@ -64,7 +64,8 @@ const (
 	// ReconcileRequestAnnotation, set to a new value (`cairn reconcile`, a time),
 	// makes the next sync re-apply every object of the instance and check its health,
 	// as Flux's reconcile.fluxcd.io/requestedAt does; status.lastHandledReconcileAt
-	// records the value handled.
+	// records the value handled. On the Platform CR (`cairn reconcile source`) it
+	// makes the controller fetch and sync the branch head at once, moved or not.
 	ReconcileRequestAnnotation = "cairn.dev/reconcile-requested-at"
 	FieldManager               = "cairn"
 	AllowPruneTrailer          = "cairn-allow-prune"

@@ -243,6 +243,10 @@ type PlatformStatus struct {
 	// Instances counts instances by outcome of the last sync.
 	// +optional
 	Instances InstanceCounts `json:"instances,omitempty"`
+	// LastHandledReconcileAt is the value of the cairn.dev/reconcile-requested-at
+	// annotation (`cairn reconcile source`) the last sync of the repository handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // InstanceCounts counts instances by state.

@@ -42,6 +42,10 @@ func newStatusCommand(kube *kubeFlags) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
+			var p cairnv1.Platform
+			if err := c.Get(cmd.Context(), client.ObjectKey{Name: cairnv1.PlatformName}, &p); err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), sourceLine(&p))
+			}
 			return printStatusTable(cmd.OutOrStdout(), rows)
 		},
 	}
@@ -112,4 +116,27 @@ func suspendedMark(suspended bool) string {
 		return "SUSPENDED"
 	}
 	return "-"
+}
+
+// sourceLine is the Platform's line of the status table: the repository, the
+// revision last synced, and the last `cairn reconcile source` request, handled or
+// pending.
+func sourceLine(p *cairnv1.Platform) string {
+	rev := p.Status.LastSyncedRevision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	repo := p.Status.Repository
+	if repo == "" {
+		repo = "(a local directory)"
+	}
+	line := fmt.Sprintf("source: %s at %s", repo, rev)
+	if at := p.Annotations[cairnv1.ReconcileRequestAnnotation]; at != "" {
+		state := "pending"
+		if at == p.Status.LastHandledReconcileAt {
+			state = "handled"
+		}
+		line += fmt.Sprintf("; reconcile requested at %s: %s", at, state)
+	}
+	return line
 }

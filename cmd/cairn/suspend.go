@@ -14,6 +14,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/loop"
 )
 
 // suspendFieldManager owns the suspend annotation, apart from the manager that
@@ -47,14 +48,21 @@ func newResumeCommand(kube *kubeFlags) *cobra.Command {
 
 func newReconcileCommand(kube *kubeFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "reconcile NAMESPACE/NAME",
-		Short: "Ask for every object of one instance to be applied again at the next sync (at once under the controller)",
-		Long: `Annotate the instance's ModuleInstance with ` + cairnv1.ReconcileRequestAnnotation + `: <now>. The next sync
-applies every object of the instance again, changed or not, and checks its health, as
+		Use:   "reconcile NAMESPACE/NAME | reconcile source",
+		Short: "Ask for one instance to be applied again, or for the branch head to be synced at once",
+		Long: `cairn reconcile NAMESPACE/NAME annotates the instance's ModuleInstance with ` + cairnv1.ReconcileRequestAnnotation + `: <now>.
+The next sync applies every object of the instance again, changed or not, and checks its health, as
 ` + "`flux reconcile`" + ` does; status.lastHandledReconcileAt records the request once handled. The
-controller syncs at once; with cairn sync, the next sync of the repository handles it.`,
+controller syncs at once; with cairn sync, the next sync of the repository handles it.
+
+cairn reconcile source sets the same annotation on the Platform CR: the controller's leader fetches
+the branch and syncs its head at once, before its next poll, and records the request in the
+Platform's status.lastHandledReconcileAt (cairn status shows it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "source" {
+				return reconcileSource(cmd, kube)
+			}
 			c, ns, name, err := instanceClient(kube, args[0])
 			if err != nil {
 				return err
@@ -69,8 +77,22 @@ controller syncs at once; with cairn sync, the next sync of the repository handl
 	}
 }
 
+// reconcileSource asks the controller to sync the branch head at once.
+func reconcileSource(cmd *cobra.Command, kube *kubeFlags) error {
+	c, err := kube.client()
+	if err != nil {
+		return err
+	}
+	at, err := loop.RequestSourceReconcile(cmd.Context(), c, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "source: reconcile requested at %s (the controller syncs the branch head at once)\n", at)
+	return nil
+}
+
 // reconcileFieldManager owns the reconcile request annotation.
-const reconcileFieldManager = "cairn-reconcile"
+const reconcileFieldManager = loop.RequestFieldManager
 
 // instanceClient parses NAMESPACE/NAME and connects to the cluster.
 func instanceClient(kube *kubeFlags, ref string) (client.Client, string, string, error) {
@@ -78,12 +100,17 @@ func instanceClient(kube *kubeFlags, ref string) (client.Client, string, string,
 	if !ok || ns == "" || name == "" {
 		return nil, "", "", fmt.Errorf("give the instance as NAMESPACE/NAME, not %q", ref)
 	}
-	cfg, err := kube.restConfig()
-	if err != nil {
-		return nil, "", "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+	c, err := kube.client()
 	return c, ns, name, err
+}
+
+// client connects to the cluster with cairn's types.
+func (k *kubeFlags) client() (client.Client, error) {
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: reconciler.Scheme})
 }
 
 // setSuspend sets or removes the suspend annotation on NAMESPACE/NAME.

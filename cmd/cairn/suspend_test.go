@@ -106,3 +106,32 @@ func TestReconcileReappliesEveryObjectOnce(t *testing.T) {
 	r = cc.run(t, "sync", "--once", "--repo", dir)
 	g.Expect(r.stdout).To(MatchRegexp(cc.ns+`/web\s+Unchanged`), "handled once")
 }
+
+// TestReconcileSourceIsShownAndRecorded: `cairn reconcile source` annotates the
+// Platform; cairn status shows the request pending until a sync handles it, then
+// handled, and the Platform's status.lastHandledReconcileAt holds the value.
+func TestReconcileSourceIsShownAndRecorded(t *testing.T) {
+	g := NewWithT(t)
+	cc := newCLICluster(t)
+	r := execCairn(t, "reconcile", "source", "--kubeconfig", cc.kubeconfig)
+	g.Expect(r.err).To(MatchError("no Platform cluster in the cluster (it is created by the first sync)"))
+
+	dir := writeRepoDir(t, cliRepo(map[string]string{"web": cliInstance(cc.ns, "web", "app", "{replicas: 1}")}))
+	r = cc.run(t, "sync", "--once", "-q", "--repo", dir)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stdout+r.stderr)
+	r = execCairn(t, "reconcile", "source", "--kubeconfig", cc.kubeconfig)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).To(MatchRegexp(`^source: reconcile requested at \S+ \(the controller syncs the branch head at once\)`))
+	r = execCairn(t, "status", "--kubeconfig", cc.kubeconfig)
+	g.Expect(r.stdout).To(MatchRegexp(`(?m)^source: \(a local directory\) at dir:\w+; reconcile requested at \S+: pending$`))
+
+	r = cc.run(t, "sync", "--once", "-q", "--repo", dir)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stdout+r.stderr)
+	p := &cairnv1.Platform{}
+	g.Expect(cc.c.Get(context.Background(), client.ObjectKey{Name: cairnv1.PlatformName}, p)).To(Succeed())
+	g.Expect(p.Status.LastHandledReconcileAt).NotTo(BeEmpty())
+	g.Expect(p.Status.LastHandledReconcileAt).To(Equal(p.Annotations[cairnv1.ReconcileRequestAnnotation]))
+	r = execCairn(t, "status", "--kubeconfig", cc.kubeconfig)
+	g.Expect(r.stdout).To(MatchRegexp(`(?m)^source: .*: handled$`))
+	g.Expect(r.stdout).To(MatchRegexp(`(?m)^NAMESPACE `), "the instances' table follows")
+}
