@@ -119,6 +119,13 @@ func TestB2Fleet(t *testing.T) {
 			change := f.changeOne()
 			f.addRows(tb, cold, change)
 		})
+		t.Run(fmt.Sprintf("M=%d controller", m), func(t *testing.T) {
+			f := newFleetRun(t, m, bin)
+			cold, c := f.coldController()
+			change := f.changeOneController(c)
+			c.stop()
+			f.addControllerRows(tb, cold, change)
+		})
 	}
 	tb.note("each instance in its own namespace (fleet-0001 …), which cairn creates: M namespaces, M ModuleInstances, 4·M objects; Deployments at 0 replicas must be Available (kube-controller-manager) for Ready")
 	tb.note("one fresh cluster per M (etcd, kube-apiserver with --max-requests-inflight=3000 --max-mutating-requests-inflight=1000 --service-cluster-ip-range=10.96.0.0/16, kube-controller-manager, kube-scheduler, kwok), on the same 2 cores as cairn")
@@ -127,6 +134,7 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
 	tb.note("Flux here: M=100 7.7 s, M=1000 852 s, peak RSS %d MiB (111 kustomize-controller + 91 source-controller); published (16-core runner): 28 s / 2m02s / 4m16s, 32 / 122 / 175 MiB", fluxRSSHere)
 	tb.note("targets: %d instances Ready in under %s, peak RSS under %d MiB, one-instance change under %s", fleetTargetM, secs(fleetTarget), rssTarget>>20, secs(changeTarget))
+	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval 1h` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a LIST (every second) finds all M Ready at the first commit; one change = from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged; the controller's request counts include its first drift check, which follows its first sync; CPU and RSS are the process's so far (it keeps running)", controllerPoll)
 	tb.note("engine: %s", engineRevision(t))
 	prof := profileFleet(t, pick(500, 10))
 	reportTables(t, "B2", tb, prof)

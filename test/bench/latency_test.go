@@ -101,6 +101,8 @@ spec:
 // latencyMode is one way of getting a push applied.
 type latencyMode struct {
 	name, trigger string
+	// controller runs `cairn controller` (one replica) instead of `cairn sync`.
+	controller bool
 	// args are the flags of a long-running `cairn sync` (nil: `--once` per push).
 	args func(r *latencyRun) []string
 }
@@ -109,6 +111,12 @@ var latencyModes = []latencyMode{
 	{name: "webhook", trigger: "Gitea push webhook → `cairn sync --interval 10m --listen …`",
 		args: func(r *latencyRun) []string {
 			return []string{"--interval", "10m", "--listen", r.addr, "--webhook-secret-file", r.secretFile}
+		}},
+	{name: "controller webhook", trigger: "Gitea push webhook → `cairn controller --interval 10m --listen …` (one replica, the manager's watches on)",
+		controller: true,
+		args: func(r *latencyRun) []string {
+			return []string{"--interval", "10m", "--listen", r.addr, "--webhook-secret-file", r.secretFile,
+				"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 		}},
 	{name: "poll 1 s", trigger: "`cairn sync --interval 1s` (no webhook): ls-remote every second",
 		args: func(r *latencyRun) []string { return []string{"--interval", pollInterval.String()} }},
@@ -235,10 +243,14 @@ func (r *latencyRun) push(files map[string]string) string {
 
 // syncArgs are the flags every mode shares: the same repository, cluster, forge
 // (commit statuses are posted in every mode) and a cache directory per mode.
-func (r *latencyRun) syncArgs(mode string) []string {
-	return []string{"sync", "--repo", r.gitURL(), "--drift-interval", "0", "-q",
+func (r *latencyRun) syncArgs(mode string, controller bool) []string {
+	command := []string{"sync", "-q"}
+	if controller {
+		command = []string{"controller"}
+	}
+	return append(command, "--repo", r.gitURL(), "--drift-interval", "0",
 		"--forge", "gitea", "--forge-url", r.gitea.URL, "--forge-token-file", r.tokenFile,
-		"--kubeconfig", r.c.Kubeconfig, "--cache-dir", filepath.Join(r.dir, "cache-"+strings.ReplaceAll(mode, " ", "-"))}
+		"--kubeconfig", r.c.Kubeconfig, "--cache-dir", filepath.Join(r.dir, "cache-"+strings.ReplaceAll(mode, " ", "-")))
 }
 
 // measure warms the mode up with one push (not counted), then times n pushes.
@@ -352,7 +364,7 @@ func (r *latencyRun) measureDelivery(n int) latencies {
 // the branch head, not timed).
 func (r *latencyRun) startLoop(m latencyMode) *exec.Cmd {
 	r.t.Helper()
-	args := append(r.syncArgs(m.name), m.args(r)...)
+	args := append(r.syncArgs(m.name, m.controller), m.args(r)...)
 	cmd := exec.Command(r.bin, args...)
 	out := &lockedOutput{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -399,7 +411,7 @@ func (r *latencyRun) stopLoop(cmd *exec.Cmd) {
 func (r *latencyRun) runOnce(mode string) {
 	r.t.Helper()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(r.ctx, r.bin, append(r.syncArgs(mode), "--once")...)
+	cmd := exec.CommandContext(r.ctx, r.bin, append(r.syncArgs(mode, false), "--once")...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	r.g.Expect(cmd.Run()).To(Succeed(), "cairn sync --once:\n%s", out.String())
 }

@@ -1,0 +1,173 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// B2 through the controller: the same fleet, on a fresh cluster of its own, synced
+// by one `cairn controller` process (polling file:// every second) instead of
+// `cairn sync --once`. Cold: from the start of the process until a LIST (every
+// second) finds all M instances Ready at the first commit. One change: from the
+// commit until the changed instance is Ready at the new commit (read every 50 ms).
+
+// controllerPoll is the controller's --interval in B2.
+const controllerPoll = time.Second
+
+// controllerRun is one `cairn controller` process of B2.
+type controllerRun struct {
+	f   *fleetRun
+	cmd *exec.Cmd
+	log string
+}
+
+// startController starts `cairn controller` against the fleet's repository.
+func (f *fleetRun) startController() *controllerRun {
+	f.t.Helper()
+	c := &controllerRun{f: f, log: filepath.Join(f.t.TempDir(), "controller.log")}
+	out, err := os.Create(c.log)
+	f.g.Expect(err).NotTo(HaveOccurred())
+	c.cmd = exec.CommandContext(f.ctx, f.bin, "controller", "--repo", "file://"+f.repo, "--branch", "main",
+		"--interval", controllerPoll.String(), "--drift-interval", "1h", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
+	c.cmd.Stdout, c.cmd.Stderr = out, out
+	f.g.Expect(c.cmd.Start()).To(Succeed())
+	f.t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		_ = out.Close()
+	})
+	return c
+}
+
+// stop ends the controller with SIGTERM, as a rollout would.
+func (c *controllerRun) stop() {
+	c.f.t.Helper()
+	if b, err := os.ReadFile(c.log); err == nil && os.Getenv("CAIRN_BENCH_LOG") != "" {
+		c.f.t.Logf("controller log:\n%s", b)
+	}
+	c.f.g.Expect(c.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		c.f.g.Expect(err).NotTo(HaveOccurred(), "cairn controller must exit cleanly on SIGTERM: %s", c.tail())
+	case <-time.After(30 * time.Second):
+		c.f.t.Fatalf("cairn controller still runs 30 s after SIGTERM: %s", c.tail())
+	}
+}
+
+func (c *controllerRun) tail() string {
+	b, _ := os.ReadFile(c.log)
+	return tail(string(b), 20)
+}
+
+// cpu is the process's user+system CPU time so far (/proc/<pid>/stat).
+func (c *controllerRun) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks (USER_HZ 100)
+}
+
+// coldController starts the controller on the empty cluster and times it until
+// every instance is Ready at the first commit; the controller keeps running.
+func (f *fleetRun) coldController() (cliRun, *controllerRun) {
+	var run cliRun
+	var c *controllerRun
+	var peak <-chan int64
+	done := make(chan struct{})
+	run.measurement = f.c.measure(f.t, nil, func() error {
+		c = f.startController()
+		peak = watchPeakRSS(c.cmd.Process.Pid, done)
+		deadline := time.Now().Add(30 * time.Minute)
+		for f.readyAt(f.first) < f.m {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d of %d instances Ready after 30 minutes: %s", f.readyAt(f.first), f.m, c.tail())
+			}
+			time.Sleep(time.Second)
+		}
+		return nil
+	})
+	run.cairnCPU = c.cpu()
+	close(done)
+	run.rss = <-peak
+	f.t.Logf("M=%d cold through the controller: %s, RSS %s, %s", f.m, secs(run.wall), byteSize(run.rss), run.server)
+	return run, c
+}
+
+// readyAt counts the instances Ready with sha applied.
+func (f *fleetRun) readyAt(sha string) int {
+	n := 0
+	for _, mi := range f.instances() {
+		if conditions.IsTrue(&mi, "Ready") && mi.Status.LastAppliedRevision == sha {
+			n++
+		}
+	}
+	return n
+}
+
+// changeOneController commits a new image for the first instance and times the
+// running controller until that instance is Ready at the commit; no other
+// instance may be applied.
+func (f *fleetRun) changeOneController(c *controllerRun) cliRun {
+	writeFiles(f.t, f.repo, map[string]string{fleetFile(1): fleetInstance(1, "6.7.1")})
+	ns, name := fleetName(1)
+	cpuBefore := c.cpu()
+	var run cliRun
+	var sha string
+	run.measurement = f.c.measure(f.t, nil, func() error {
+		sha = f.commit("app-0001: podinfo 6.7.1")
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			var mi cairnv1.ModuleInstance
+			if err := f.c.admin.Get(f.ctx, client.ObjectKey{Namespace: ns, Name: name}, &mi); err != nil {
+				return err
+			}
+			if conditions.IsTrue(&mi, "Ready") && mi.Status.LastAppliedRevision == sha {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s/%s not Ready at %s after 5 minutes: %s", ns, name, sha, c.tail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	run.cairnCPU = c.cpu() - cpuBefore
+	run.rss = vmHWM(c.cmd.Process.Pid)
+	for _, mi := range f.instances() {
+		want := f.first
+		if mi.Name == name {
+			want = sha
+		}
+		f.g.Expect(mi.Status.LastAppliedRevision).To(Equal(want), "%s/%s", mi.Namespace, mi.Name)
+	}
+	f.t.Logf("M=%d one changed through the controller: %s, %s", f.m, secs(run.wall), run.server)
+	return run
+}
+
+// addControllerRows adds the controller's rows next to the CLI's.
+func (f *fleetRun) addControllerRows(tb *table, cold, change cliRun) {
+	tb.add(f.m, "controller: empty cluster → all Ready", secs(cold.wall), "", "", "",
+		byteSize(cold.rss)+" (peak so far)", cold.server, cold.server.latencies(), cpuSummary(cold))
+	tb.add(f.m, "controller: one instance changed → Ready", secs(change.wall), "", "", "",
+		byteSize(change.rss)+" (peak so far)", change.server, change.server.latencies(), cpuSummary(change))
+}
