@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -199,11 +200,39 @@ func watchEdits(mgr manager.Manager, kick func()) error {
 		"moduleinstance-edits": &cairnv1.ModuleInstance{}, "platform-edits": &cairnv1.Platform{}, "registry-edits": &cairnv1.Registry{},
 	} {
 		err := ctrl.NewControllerManagedBy(mgr).Named(name).
-			For(obj, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+			For(obj, builder.WithPredicates(notOwnWrite, predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 				predicate.AnnotationChangedPredicate{}))).Complete(kicked)
 		if err != nil {
 			return fmt.Errorf("failed to watch %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// notOwnWrite drops the events of cairn's own writes (its mirror of Git, by the field
+// manager cairn): a sync made them, and a kick for them would only run the revision
+// step again to find nothing to do. A deletion always passes.
+var notOwnWrite = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return !lastWriteIsCairns(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool { return !lastWriteIsCairns(e.ObjectNew) },
+}
+
+// lastWriteIsCairns reports whether the latest write of obj's fields (its
+// managedFields, outside subresources) is cairn's alone; on a tie within the same
+// second another writer wins, so an edit is never missed.
+func lastWriteIsCairns(obj client.Object) bool {
+	var latest time.Time
+	cairns := false
+	for _, f := range obj.GetManagedFields() {
+		if f.Subresource != "" || f.Time == nil {
+			continue
+		}
+		switch t := f.Time.Time; {
+		case t.After(latest):
+			latest, cairns = t, f.Manager == cairnv1.FieldManager
+		case t.Equal(latest):
+			cairns = cairns && f.Manager == cairnv1.FieldManager
+		}
+	}
+	return cairns
 }

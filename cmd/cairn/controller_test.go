@@ -2,8 +2,13 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 func TestLeaderElectionNamespace(t *testing.T) {
@@ -27,4 +32,33 @@ func TestControllerRefusesANonPositiveInterval(t *testing.T) {
 	g := NewWithT(t)
 	r := execCairn(t, "controller", "--interval", "0", "--repo", t.TempDir())
 	g.Expect(r.err).To(MatchError("--interval must be positive"))
+}
+
+func TestOwnWritesDoNotKick(t *testing.T) {
+	at := func(sec int) *metav1.Time { tm := metav1.NewTime(time.Unix(int64(1_800_000_000+sec), 0)); return &tm }
+	entry := func(manager string, sec int, sub string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: at(sec), Subresource: sub}
+	}
+	for _, tc := range []struct {
+		name   string
+		fields []metav1.ManagedFieldsEntry
+		kick   bool
+	}{
+		{"created by cairn's mirror", []metav1.ManagedFieldsEntry{entry(cairnv1.FieldManager, 1, "")}, false},
+		{"cairn's own status write after its mirror", []metav1.ManagedFieldsEntry{entry(cairnv1.FieldManager, 1, ""), entry(cairnv1.FieldManager, 5, "status")}, false},
+		{"a kubectl edit after the mirror", []metav1.ManagedFieldsEntry{entry(cairnv1.FieldManager, 1, ""), entry("kubectl-edit", 2, "")}, true},
+		{"the mirror reverted the edit", []metav1.ManagedFieldsEntry{entry("kubectl-edit", 2, ""), entry(cairnv1.FieldManager, 3, "")}, false},
+		{"an edit in the same second as the mirror", []metav1.ManagedFieldsEntry{entry(cairnv1.FieldManager, 2, ""), entry("kubectl-edit", 2, "")}, true},
+		{"cairn suspend", []metav1.ManagedFieldsEntry{entry(cairnv1.FieldManager, 1, ""), entry("cairn-suspend", 4, "")}, true},
+		{"created by hand", []metav1.ManagedFieldsEntry{entry("kubectl-create", 1, "")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mi := &cairnv1.ModuleInstance{}
+			mi.ManagedFields = tc.fields
+			g.Expect(notOwnWrite.Create(event.CreateEvent{Object: mi})).To(Equal(tc.kick))
+			g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: mi, ObjectNew: mi})).To(Equal(tc.kick))
+			g.Expect(notOwnWrite.Delete(event.DeleteEvent{Object: mi})).To(BeTrue(), "a deletion always kicks")
+		})
+	}
 }
