@@ -68,17 +68,26 @@ func TestControllerReplicas(t *testing.T) {
 	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")
 
+	x := e.configMap(e.ns, "a-x")
 	e.g.Expect(first.cmd.Process.Kill()).To(Succeed())
 	<-first.done
 	killed := time.Now()
 	a.configs = configs("x", "y")
-	repo.commit("add y", map[string]string{"instances/a.yaml": a.yaml()})
+	sha := repo.commit("add y", map[string]string{"instances/a.yaml": a.yaml()})
 	e.g.Eventually(e.leaseHolder, 30*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-1_"), second.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-y") != nil }, 30*time.Second, 200*time.Millisecond).
 		Should(BeTrue(), second.String)
 	t.Logf("the commit after the leader's SIGKILL was applied by the other replica %s later",
 		time.Since(killed).Round(100*time.Millisecond))
 	e.g.Expect(strings.Count(second.out.String(), "leading: polling")).To(Equal(1))
+	e.g.Eventually(func() string { return e.instance(e.ns, "a").Status.LastAppliedRevision }, 10*time.Second, 100*time.Millisecond).Should(Equal(sha))
+	var attempts []string
+	for _, h := range e.instance(e.ns, "a").Status.History {
+		attempts = append(attempts, h.Revision+" "+h.Result)
+	}
+	e.g.Expect(attempts).To(HaveLen(2), "each commit applied once, by one replica: %v", attempts)
+	e.g.Expect(attempts[0]).To(Equal(sha+" Succeeded"))
+	e.g.Expect(e.configMap(e.ns, "a-x").UID).To(Equal(x.UID), "nothing lost or re-created in the failover")
 
 	mi := e.instance(e.ns, "a")
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"timeout":"7m","suspend":true}}`))
