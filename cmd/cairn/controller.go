@@ -32,6 +32,7 @@ type controllerFlags struct {
 	leaderNS      string
 	metricsAddr   string
 	probeAddr     string
+	webhookAddr   string
 	interval      time.Duration
 	drift         time.Duration
 	healthWait    time.Duration
@@ -46,6 +47,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "the Lease's namespace (default: $POD_NAMESPACE, else cairn-system)")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "where /metrics is served (0 disables it)")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "where /healthz and /readyz are served (0 disables them)")
+	fl.StringVar(&f.webhookAddr, "webhook-bind-address", "", "serve the forges' webhooks here on every replica (POST /hooks/<forge>; needs --webhook-secret-file): a verified push makes the leader sync at once, passed on through the Platform's reconcile request when it reaches another replica; \"\" disables it")
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often the branch is polled")
 	fl.DurationVar(&f.drift, "drift-interval", 10*time.Minute, "how often live objects are compared with Git")
 	fl.DurationVar(&f.healthWait, "health-wait", loopHealthWait, "longest a sync waits in line for one instance's objects to become Current")
@@ -89,6 +91,7 @@ func newControllerCommand(kube *kubeFlags) *cobra.Command {
 	forgeF.register(cmd)
 	logF.register(cmd)
 	cf.register(cmd)
+	_ = cmd.Flags().MarkDeprecated("listen", "use --webhook-bind-address, served on every replica")
 	return cmd
 }
 
@@ -96,6 +99,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	cf *controllerFlags, log logr.Logger) error {
 	if cf.interval <= 0 {
 		return fmt.Errorf("--interval must be positive")
+	}
+	if cf.webhookAddr == "" {
+		cf.webhookAddr = forgeF.listen
 	}
 	cfg, err := kube.restConfig()
 	if err != nil {
@@ -141,13 +147,14 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := watchEdits(mgr, l.Kick); err != nil {
 		return err
 	}
+	hooks := newControllerHooks(fw, cf.webhookAddr, l, mgr.GetClient(), log)
+	if err := mgr.Add(hooks); err != nil {
+		return err
+	}
 	// A runnable needs the Lease by default: only the leader polls and syncs.
 	poll := func(ctx context.Context) error {
 		log.Info("leading: polling the repository", "interval", cf.interval.String())
-		if err := fw.listen(l); err != nil {
-			return err
-		}
-		return l.Run(ctx)
+		return hooks.lead(ctx, l.Run)
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if cf.leaderElect {

@@ -21,18 +21,18 @@ const RequestFieldManager = "cairn-reconcile"
 // head at once (`cairn reconcile source`, or a push webhook that reached a replica
 // that does not lead): it sets the cairn.dev/reconcile-requested-at annotation of
 // the Platform CR to at, which the leader watches; the sync that handles it records
-// the value in status.lastHandledReconcileAt. It returns the value set.
+// the value in status.lastHandledReconcileAt. It returns the value set. One merge
+// patch, no read: c may be a cached client of a replica that watches nothing.
 func RequestSourceReconcile(ctx context.Context, c client.Client, at time.Time) (string, error) {
 	p := &cairnv1.Platform{}
-	if err := c.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, p); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("no Platform %s in the cluster (it is created by the first sync)", cairnv1.PlatformName)
-		}
-		return "", fmt.Errorf("failed to read Platform %s: %w", cairnv1.PlatformName, err)
-	}
+	p.Name = cairnv1.PlatformName
 	value := at.UTC().Format(time.RFC3339Nano)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.ReconcileRequestAnnotation: value}}})
-	if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(RequestFieldManager)); err != nil {
+	err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(RequestFieldManager))
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("no Platform %s in the cluster (it is created by the first sync)", cairnv1.PlatformName)
+	case err != nil:
 		return "", fmt.Errorf("failed to annotate Platform %s: %w", cairnv1.PlatformName, err)
 	}
 	return value, nil
