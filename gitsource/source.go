@@ -30,6 +30,9 @@ type CommitInfo struct {
 	Message string
 	Author  string // "Name <email>"
 	Time    time.Time
+	// Committed is the committer's time: when the commit was made as it is (a rebase
+	// or cherry-pick renews it; Time, the author's, stays).
+	Committed time.Time
 }
 
 // New validates opts (URL, branch name, credentials) without any network
@@ -135,10 +138,11 @@ func (s *Source) Commit(ctx context.Context, sha string) (CommitInfo, error) {
 	var info CommitInfo
 	err := s.withCommit(sha, func(_ *filesystem.Storage, c *object.Commit) error {
 		info = CommitInfo{
-			SHA:     c.Hash.String(),
-			Message: c.Message,
-			Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
-			Time:    c.Author.When,
+			SHA:       c.Hash.String(),
+			Message:   c.Message,
+			Author:    fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+			Time:      c.Author.When,
+			Committed: c.Committer.When,
 		}
 		return nil
 	})

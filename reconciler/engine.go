@@ -53,6 +53,9 @@ type Options struct {
 	// Ready condition of a ModuleInstance, the Platform or a Registry, and on each
 	// removal of an instance (nil: none). See emitTransition.
 	Events events.EventRecorder
+	// Metrics keeps cairn's Prometheus metrics (nil: none); it is also told what the
+	// Reporter is.
+	Metrics *MetricsReporter
 	// Namespace is cairn's own namespace, where the Secrets and ConfigMaps that
 	// Registries name live ("" means DefaultNamespace).
 	Namespace string
@@ -101,6 +104,9 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.Metrics != nil {
+		opts.Reporter = Reporters(opts.Reporter, opts.Metrics)
 	}
 	if opts.Reporter == nil {
 		opts.Reporter = nopReporter{}

@@ -33,6 +33,7 @@ func (r *instanceRun) ready() bool {
 
 // syncInstance mirrors the CR, then applies, prunes and waits, and records the outcome.
 func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
+	r.started = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(r.mi))
 	defer cancel()
 	if err := s.mirrorInstance(ctx, r); err != nil {
@@ -256,7 +257,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
-	s.e.emitTransition(before, mi)
+	s.transition(before, mi)
 	s.e.progress("%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())

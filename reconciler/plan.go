@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,6 +58,8 @@ type instanceRun struct {
 	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
 	// message (see maskFailure).
 	masks []string
+	// started is when the instance reconcile began (zero: it did not run).
+	started time.Time
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -102,10 +103,10 @@ func (g pruneGuard) checkSync(sets []*pruneSet, totalInstances int) error {
 		return nil
 	}
 	if g.maxDeletions >= 0 && total > g.maxDeletions {
-		return g.refuse("this sync would delete %d objects, over prune.maxDeletions %d", total, g.maxDeletions)
+		return g.refuse(limitMaxDeletions, "this sync would delete %d objects, over prune.maxDeletions %d", total, g.maxDeletions)
 	}
 	if totalInstances > 0 && removed*2 > totalInstances {
-		return g.refuse("this commit removes %d of %d instances, more than half", removed, totalInstances)
+		return g.refuse(limitHalfOfInstances, "this commit removes %d of %d instances, more than half", removed, totalInstances)
 	}
 	return nil
 }
@@ -119,15 +120,47 @@ func (g pruneGuard) checkInstance(s *pruneSet) error {
 		return nil
 	}
 	if pct := len(s.stale) * 100 / s.before; pct > g.maxPercent {
-		return g.refuse("instance %s would lose %d of its %d objects (%d%%), over prune.maxPercent %d%%",
+		return g.refuse(limitMaxPercent, "instance %s would lose %d of its %d objects (%d%%), over prune.maxPercent %d%%",
 			s.key, len(s.stale), s.before, pct, g.maxPercent)
 	}
 	return nil
 }
 
-func (g pruneGuard) refuse(format string, args ...any) *Failure {
+func (g pruneGuard) refuse(limit, format string, args ...any) *Failure {
 	hint := fmt.Sprintf("; add the trailer \"%s: <n>\" to the commit message to allow n deletions", cairnv1.AllowPruneTrailer)
-	return failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...)
+	return refusal(limit, failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...))
+}
+
+// The prune guards, as cairn_prune_refusals_total names them.
+const (
+	limitMaxDeletions    = "maxDeletions"
+	limitHalfOfInstances = "halfOfInstances"
+	limitMaxPercent      = "maxPercent"
+	limitEmptyRender     = "emptyRender"
+)
+
+// guardError is a prune refusal by the guard limit.
+type guardError struct {
+	limit string
+	err   error
+}
+
+func (e *guardError) Error() string { return e.err.Error() }
+func (e *guardError) Unwrap() error { return e.err }
+
+// refusal marks f as a refusal by the guard limit; its message is unchanged.
+func refusal(limit string, f *Failure) *Failure {
+	f.Err = &guardError{limit: limit, err: f.Err}
+	return f
+}
+
+// refusedBy is the guard that refused err ("" when err is no prune refusal).
+func refusedBy(err error) string {
+	var g *guardError
+	if errors.As(err, &g) {
+		return g.limit
+	}
+	return ""
 }
 
 // deleteStale deletes the stale objects of one instance in reverse apply order

@@ -31,6 +31,24 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 		sets = append(sets, rs.pruneSet)
 	}
 	s.pruneErr = s.guard.checkSync(sets, len(s.live))
+	s.countRefusals()
+}
+
+// countRefusals counts the prune refusals of a sync (a plan's are not counted): the
+// sync-wide one, once, and each instance's.
+func (s *syncRun) countRefusals() {
+	if s.readOnly {
+		return
+	}
+	errs := []error{s.pruneErr}
+	for _, r := range s.runs {
+		errs = append(errs, r.pruneErr)
+	}
+	for _, err := range errs {
+		if limit := refusedBy(err); limit != "" {
+			s.e.opts.Metrics.countPruneRefusal(limit)
+		}
+	}
 }
 
 func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inventory) *pruneSet {
@@ -48,8 +66,8 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	r.oldInv = old
 	own := r.desiredInventory(s.digestKey) // generated Secrets included: they never leave with the render
 	if len(own) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
-		r.pruneErr = failuref(Stalled, cairnv1.ReasonPruneGuard,
-			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old))
+		r.pruneErr = refusal(limitEmptyRender, failuref(Stalled, cairnv1.ReasonPruneGuard,
+			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old)))
 		return nil
 	}
 	stale := old.minus(own).minus(desired)

@@ -39,17 +39,18 @@ func TestPruneGuard(t *testing.T) {
 		instances int
 		wantSync  string
 		wantInst  string
+		syncLimit string // the guard that refuses, as cairn_prune_refusals_total counts it
 	}{
 		{name: "within limits", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap"), before: 4}}, instances: 3},
 		{name: "over maxDeletions", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 10}},
-			instances: 3, wantSync: "would delete 3 objects, over prune.maxDeletions 2"},
+			instances: 3, wantSync: "would delete 3 objects, over prune.maxDeletions 2", syncLimit: limitMaxDeletions},
 		{name: "over maxPercent", sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap"), before: 3}},
 			instances: 3, wantInst: "would lose 2 of its 3 objects (66%), over prune.maxPercent 50%"},
 		{name: "trailer allows", msg: "x\n\ncairn-allow-prune: 3", instances: 3,
 			sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 3}}},
-		{name: "trailer too small", msg: "x\n\ncairn-allow-prune: 1", instances: 3, wantSync: "over prune.maxDeletions 2", wantInst: "over prune.maxPercent 50%",
+		{name: "trailer too small", msg: "x\n\ncairn-allow-prune: 1", instances: 3, wantSync: "over prune.maxDeletions 2", wantInst: "over prune.maxPercent 50%", syncLimit: limitMaxDeletions,
 			sets: []*pruneSet{{key: "a", stale: inv("ns_x__ConfigMap", "ns_y__ConfigMap", "ns_z__ConfigMap"), before: 3}}},
-		{name: "half of instances removed", instances: 3, wantSync: "removes 2 of 3 instances",
+		{name: "half of instances removed", instances: 3, wantSync: "removes 2 of 3 instances", syncLimit: limitHalfOfInstances,
 			sets: []*pruneSet{{key: "a", removed: true}, {key: "b", removed: true}}},
 		{name: "removed instance ignores maxPercent", instances: 4,
 			sets: []*pruneSet{{key: "a", removed: true, stale: inv("ns_x__ConfigMap"), before: 1}}},
@@ -65,11 +66,13 @@ func TestPruneGuard(t *testing.T) {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantSync)))
 				g.Expect(err.(*Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
 			}
+			g.Expect(refusedBy(err)).To(Equal(tc.syncLimit))
 			err = guard.checkInstance(tc.sets[0])
 			if tc.wantInst == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 			} else {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantInst)))
+				g.Expect(refusedBy(err)).To(Equal(limitMaxPercent))
 			}
 		})
 	}

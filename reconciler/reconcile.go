@@ -53,6 +53,7 @@ const pendingRequeue = time.Second
 // does not exist, declarations that do not load) is recorded on the Platform and
 // yields a state with no instance to reconcile, whose Finish returns the failure.
 func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionState, error) {
+	e.opts.Metrics.observeRevision(rev)
 	root, err := rev.Tree.Sub(e.opts.Path)
 	if err != nil {
 		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))

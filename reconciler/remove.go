@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,11 +31,13 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			s.results = append(s.results, (&instanceRun{live: live, why: why}).deferredResult(res))
 			continue
 		}
+		began := time.Now()
 		if f := s.removeInstance(ctx, live, &res); f != nil {
 			res.Action, res.Reason, res.Message, res.Retry = ActionFailed, f.Reason, f.Error(), f.Kind
 			s.recordRemovalFailure(ctx, live, f)
 			res.NextRetryAt = retryTime(live)
 		}
+		res.Duration = time.Since(began)
 		s.results = append(s.results, res)
 		s.e.emitRemoval(live, res, s.rev.SHA)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)

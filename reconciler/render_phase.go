@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
@@ -56,11 +57,13 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	if len(r.mi.Spec.ValuesFrom) > 0 {
 		cache = nil // its key would digest values from Secrets; such renders are not kept
 	}
+	began := time.Now()
 	if r.chart != nil {
 		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req)
 	} else {
 		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
 	}
+	s.e.opts.Metrics.observeRender(r.mi, cached, err, time.Since(began))
 	if cached {
 		s.e.progress("render %s: cached", r.key())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 )
@@ -68,7 +69,10 @@ func (r *instanceRun) outcome() string {
 func (r *instanceRun) result() InstanceResult {
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
 	res.Applied, res.Unchanged = countApplied(r.applied)
-	res.Pruned = countDeleted(r.pruned)
+	res.Created, res.Pruned = countAction(r.applied, ssa.CreatedAction), countAction(r.pruned, ssa.DeletedAction)
+	if !r.started.IsZero() {
+		res.Duration = time.Since(r.started)
+	}
 	switch {
 	case r.suspended():
 		res.Action, res.Reason, res.Message = ActionSkipped, "Suspended", "suspended"
@@ -105,13 +109,16 @@ func countApplied(cs *ssa.ChangeSet) (changed, unchanged int) {
 	return changed, unchanged
 }
 
-func countDeleted(cs *ssa.ChangeSet) int {
+func countDeleted(cs *ssa.ChangeSet) int { return countAction(cs, ssa.DeletedAction) }
+
+// countAction counts the entries of cs with action a.
+func countAction(cs *ssa.ChangeSet, a ssa.Action) int {
 	if cs == nil {
 		return 0
 	}
 	n := 0
 	for _, e := range cs.Entries {
-		if e.Action == ssa.DeletedAction {
+		if e.Action == a {
 			n++
 		}
 	}

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"path"
 	"strings"
+	"time"
 
 	"cairn.dev/cairn/gitsource"
 )
@@ -20,6 +21,12 @@ type Revision struct {
 	Changed []string
 	// Base is the revision Changed is relative to.
 	Base string
+	// Committed is the commit's committer time (zero for a directory): the start of
+	// the push-to-Ready time (cairn_push_to_ready_seconds).
+	Committed time.Time
+	// Fetch is how long reading the revision from its repository took (fetch, tree,
+	// commit, diff; zero for a directory).
+	Fetch time.Duration
 }
 
 // changes holds the changed paths relative to the declarations path.

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"time"
 
 	"cairn.dev/cairn/gitsource"
 )
@@ -19,6 +20,13 @@ type GitSource interface {
 // base when base is in the fetched history. On error the revision carries only sha. Otherwise (new cluster, force-push,
 // another repository) Changed is nil and every instance is a candidate.
 func ReadRevision(ctx context.Context, src GitSource, sha, base string) (Revision, error) {
+	began := time.Now()
+	rev, err := readRevision(ctx, src, sha, base)
+	rev.Fetch = time.Since(began)
+	return rev, err
+}
+
+func readRevision(ctx context.Context, src GitSource, sha, base string) (Revision, error) {
 	if err := src.Fetch(ctx, sha); err != nil {
 		return Revision{SHA: sha}, err
 	}
@@ -30,7 +38,7 @@ func ReadRevision(ctx context.Context, src GitSource, sha, base string) (Revisio
 	if err != nil {
 		return Revision{SHA: sha}, err
 	}
-	rev := Revision{SHA: sha, Tree: tree, Message: commit.Message}
+	rev := Revision{SHA: sha, Tree: tree, Message: commit.Message, Committed: commit.Committed}
 	switch {
 	case base == sha:
 		rev.Changed, rev.Base = []string{}, base

@@ -47,6 +47,10 @@ type InstanceResult struct {
 	Warnings []string `json:",omitempty"`
 	// Applied counts objects created or configured; Pruned counts deletions.
 	Applied, Unchanged, Pruned int
+	// Created counts the objects of Applied that were created.
+	Created int `json:",omitempty"`
+	// Duration is how long the instance's reconcile took (zero: it did not run).
+	Duration time.Duration `json:"-"`
 	// NextRetryAt is when a failed instance is retried at the same revision.
 	NextRetryAt *time.Time `json:",omitempty"`
 }

@@ -130,9 +130,10 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err != nil {
 		return fmt.Errorf("failed to register cairn's metrics: %w", err)
 	}
-	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, reconciler.Reporters(fw.reporter(), metrics), log,
+	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
 		func(o *reconciler.Options) {
-			o.HealthWait, o.Events = cf.healthWait, mgr.GetEventRecorder(reconciler.EventReportingController)
+			o.HealthWait, o.Metrics = cf.healthWait, metrics
+			o.Events = mgr.GetEventRecorder(reconciler.EventReportingController)
 		})
 	if err != nil {
 		return err

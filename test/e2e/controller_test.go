@@ -64,6 +64,7 @@ func TestControllerReplicas(t *testing.T) {
 	e.g.Expect(scrape).To(ContainSubstring(`cairn_instance_results_total{action="Created",reason="Succeeded"} 1`))
 	e.g.Expect(scrape).To(ContainSubstring(`cairn_sync_duration_seconds_count{result="succeeded"}`))
 	e.g.Expect(scrape).To(ContainSubstring("controller_runtime_"), "controller-runtime's own metrics too")
+	e.expectObservedInstance(t, scrape, "a")
 
 	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")

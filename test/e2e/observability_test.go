@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
@@ -125,4 +127,56 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 	e.g.Expect(ev).NotTo(BeNil())
 	e.g.Expect(ev.Action).To(Equal("Remove"))
 	e.g.Expect(ev.Note).To(ContainSubstring("removed from Git"))
+}
+
+// metricValue is the value of one series in a Prometheus text scrape (series: the
+// name with its labels, in the order they are scraped).
+func metricValue(scrape, series string) (float64, bool) {
+	for _, line := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// expectObservedInstance checks what a controller that created the instance name
+// (a local module, Ready) reports of it: cairn's metrics, with sane values, and the
+// event of its Ready transition.
+func (e *env) expectObservedInstance(t *testing.T, scrape, name string) {
+	t.Helper()
+	for series, bounds := range map[string][2]float64{
+		`cairn_reconcile_duration_seconds_count{kind="ModuleInstance",result="Created"}`: {1, 1},
+		`cairn_reconcile_duration_seconds_sum{kind="ModuleInstance",result="Created"}`:   {0.001, 60},
+		`cairn_reconcile_duration_seconds_count{kind="Platform",result="succeeded"}`:     {1, 100},
+		`cairn_render_duration_seconds_count{result="rendered",type="local"}`:            {1, 1},
+		`cairn_render_duration_seconds_sum{result="rendered",type="local"}`:              {0.0001, 60},
+		`cairn_push_to_ready_seconds_count`:                                              {1, 1},
+		`cairn_push_to_ready_seconds_sum`:                                                {0, 120},
+		`cairn_git_fetch_duration_seconds_count`:                                         {1, 100},
+		`cairn_git_fetch_duration_seconds_sum`:                                           {0.0001, 60},
+		`cairn_objects_total{action="created"}`:                                          {1, 10},
+		`cairn_objects_total{action="configured"}`:                                       {0, 0},
+		`cairn_prune_refusals_total{limit="maxDeletions"}`:                               {0, 0},
+		`cairn_prune_refusals_total{limit="emptyRender"}`:                                {0, 0},
+	} {
+		v, ok := metricValue(scrape, series)
+		e.g.Expect(ok).To(BeTrue(), "%s is scraped", series)
+		e.g.Expect(v).To(BeNumerically(">=", bounds[0]), series)
+		e.g.Expect(v).To(BeNumerically("<=", bounds[1]), series)
+	}
+	figure := func(series string) float64 { v, _ := metricValue(scrape, series); return v }
+	t.Logf("push to Ready %.2fs, instance reconcile %.3fs, render %.3fs, Git fetch %.3fs (sum of %v)",
+		figure(`cairn_push_to_ready_seconds_sum`), figure(`cairn_reconcile_duration_seconds_sum{kind="ModuleInstance",result="Created"}`),
+		figure(`cairn_render_duration_seconds_sum{result="rendered",type="local"}`), figure(`cairn_git_fetch_duration_seconds_sum`),
+		figure(`cairn_git_fetch_duration_seconds_count`))
+	mi := e.instance(e.ns, name)
+	var ev *eventsv1.Event
+	e.g.Eventually(func() *eventsv1.Event {
+		ev = eventWith(e.eventsAbout(e.ns, mi.UID), conditions.GetReason(mi, "Ready"))
+		return ev
+	}, 10*time.Second, 100*time.Millisecond).ShouldNot(BeNil(), "an event of the instance's Ready transition")
+	e.g.Expect(ev.Type).To(Equal("Normal"))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, mi.Status.LastAppliedRevision))
 }
