@@ -148,6 +148,7 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *cairnv1.ModuleInstance,
 	rep DriftReport, drifted []*unstructured.Unstructured) (int, error) {
 	before := live.DeepCopy()
+	defer s.e.emitDrift(before, live)
 	corrected := rep.Corrected
 	switch {
 	case len(rep.Drifted) == 0:

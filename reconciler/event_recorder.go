@@ -33,8 +33,12 @@ func NewEventRecorder(cfg *rest.Config) (*EventRecorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the events client: %w", err)
 	}
+	return newEventRecorder(&events.EventSinkImpl{Interface: c})
+}
+
+func newEventRecorder(sink events.EventSink) (*EventRecorder, error) {
 	r := &EventRecorder{}
-	r.broadcaster = events.NewBroadcaster(&countingSink{EventSink: &events.EventSinkImpl{Interface: c}, pending: &r.pending})
+	r.broadcaster = events.NewBroadcaster(&countingSink{EventSink: sink, pending: &r.pending})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		cancel()

@@ -15,8 +15,9 @@ import (
 
 // Event actions (events.k8s.io/v1 `action`: what cairn did, or failed to do).
 const (
-	eventActionSync   = "Sync"
-	eventActionRemove = "Remove"
+	eventActionSync       = "Sync"
+	eventActionRemove     = "Remove"
+	eventActionDriftCheck = "DriftCheck"
 )
 
 // RevisionAnnotation is set on cairn's events to the revision the transition happened at.
@@ -26,8 +27,8 @@ const RevisionAnnotation = "cairn.dev/revision"
 // a longer one would be refused and the event lost.
 const eventNoteLimit = 1024
 
-// readyEvent is the event a change of a Ready condition calls for.
-type readyEvent struct {
+// conditionEvent is the event a change of a condition calls for.
+type conditionEvent struct {
 	eventType, reason, action, note, revision string
 }
 
@@ -47,12 +48,33 @@ func (e *Engine) emitTransition(before, after client.Object) {
 // event stays, regarding it, for the events' TTL).
 func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, revision string) {
 	if res.Action == ActionDeleted {
-		e.emit(live, readyEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
+		e.emit(live, conditionEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
 			note: res.Message, revision: revision})
 	}
 }
 
-func (e *Engine) emit(regarding client.Object, ev readyEvent) {
+// emitDrift records an event for a drift check: each correction (DriftCorrected,
+// objects re-applied: Normal; the broadcaster counts repeats as a series), and a new
+// verdict of drift left in place (DriftDetected under spec.drift: Warn: a Warning).
+// A drift that is gone is no event.
+func (e *Engine) emitDrift(before, after *cairnv1.ModuleInstance) {
+	now := conditions.Get(after, cairnv1.DriftedCondition)
+	if now == nil {
+		return
+	}
+	was := conditions.Get(before, cairnv1.DriftedCondition)
+	if now.Status == metav1.ConditionTrue && was != nil && was.Reason == now.Reason && was.Message == now.Message {
+		return
+	}
+	ev := conditionEvent{eventType: corev1.EventTypeNormal, reason: now.Reason, action: eventActionDriftCheck, note: now.Message,
+		revision: after.Status.LastAppliedRevision}
+	if now.Status == metav1.ConditionTrue {
+		ev.eventType = corev1.EventTypeWarning
+	}
+	e.emit(after, ev)
+}
+
+func (e *Engine) emit(regarding client.Object, ev conditionEvent) {
 	if e.opts.Events == nil {
 		return
 	}
@@ -65,16 +87,16 @@ func (e *Engine) emit(regarding client.Object, ev readyEvent) {
 }
 
 // transitionEvent compares the Ready conditions of before and after (either may be nil).
-func transitionEvent(before, after client.Object) (readyEvent, bool) {
+func transitionEvent(before, after client.Object) (conditionEvent, bool) {
 	now := readyCondition(after)
 	if now == nil || now.Reason == "" {
-		return readyEvent{}, false
+		return conditionEvent{}, false
 	}
 	was := readyCondition(before)
 	if was != nil && was.Status == now.Status && was.Reason == now.Reason && appliedRevision(before) == appliedRevision(after) {
-		return readyEvent{}, false
+		return conditionEvent{}, false
 	}
-	ev := readyEvent{eventType: corev1.EventTypeNormal, reason: now.Reason, action: eventActionSync, note: now.Message,
+	ev := conditionEvent{eventType: corev1.EventTypeNormal, reason: now.Reason, action: eventActionSync, note: now.Message,
 		revision: attemptedRevision(after)}
 	if now.Status == metav1.ConditionFalse {
 		ev.eventType = corev1.EventTypeWarning

@@ -36,21 +36,21 @@ func TestTransitionEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		before, after client.Object
-		want          *readyEvent
+		want          *conditionEvent
 	}{
 		{name: "first verdict", before: instanceAt("", "", "", ""), after: ready,
-			want: &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
+			want: &conditionEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
 		{name: "no CR before", before: (*cairnv1.ModuleInstance)(nil), after: ready,
-			want: &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
+			want: &conditionEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "4 objects applied", revision: "sha1"}},
 		{name: "ready to failed is a warning", before: ready,
 			after: instanceAt("False", cairnv1.ReasonRenderFailed, "app.cue:3: boom", "sha1"),
-			want:  &readyEvent{eventType: "Warning", reason: "RenderFailed", action: "Sync", note: "app.cue:3: boom", revision: "sha1"}},
+			want:  &conditionEvent{eventType: "Warning", reason: "RenderFailed", action: "Sync", note: "app.cue:3: boom", revision: "sha1"}},
 		{name: "progressing is normal", before: ready,
 			after: instanceAt("Unknown", cairnv1.ReasonProgressing, "waiting", "sha1"),
-			want:  &readyEvent{eventType: "Normal", reason: "Progressing", action: "Sync", note: "waiting", revision: "sha1"}},
+			want:  &conditionEvent{eventType: "Normal", reason: "Progressing", action: "Sync", note: "waiting", revision: "sha1"}},
 		{name: "a new revision applied", before: ready,
 			after: instanceAt("True", cairnv1.ReasonSucceeded, "5 objects applied", "sha2"),
-			want:  &readyEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "5 objects applied", revision: "sha2"}},
+			want:  &conditionEvent{eventType: "Normal", reason: "Succeeded", action: "Sync", note: "5 objects applied", revision: "sha2"}},
 		{name: "same verdict, same revision: none", before: ready,
 			after: instanceAt("True", cairnv1.ReasonSucceeded, "4 objects applied (again)", "sha1")},
 		{name: "the same failure again: none",
@@ -109,4 +109,42 @@ func TestTruncateNote(t *testing.T) {
 	g.Expect(len(long)).To(BeNumerically("<=", eventNoteLimit))
 	g.Expect(utf8.ValidString(long)).To(BeTrue())
 	g.Expect(long).To(HaveSuffix("…"))
+}
+
+func TestEmitDrift(t *testing.T) {
+	drifted := func(status, reason, msg string) *cairnv1.ModuleInstance {
+		mi := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha1")
+		if status == "True" {
+			conditions.MarkTrue(mi, cairnv1.DriftedCondition, reason, "%s", msg)
+		} else if status == "False" {
+			conditions.MarkFalse(mi, cairnv1.DriftedCondition, reason, "%s", msg)
+		}
+		return mi
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *cairnv1.ModuleInstance
+		want          string
+	}{
+		{name: "corrected", before: drifted("", "", ""), after: drifted("False", "DriftCorrected", "re-applied 1 drifted object(s): ConfigMap/team/x"),
+			want: "Normal DriftCorrected DriftCheck re-applied 1 drifted object(s): ConfigMap/team/x"},
+		{name: "detected under Warn", before: drifted("", "", ""), after: drifted("True", "DriftDetected", "1 object(s) differ from Git: ConfigMap/team/x"),
+			want: "Warning DriftDetected DriftCheck 1 object(s) differ from Git: ConfigMap/team/x"},
+		{name: "corrected again", before: drifted("False", "DriftCorrected", "re-applied 1"), after: drifted("False", "DriftCorrected", "re-applied 1"),
+			want: "Normal DriftCorrected DriftCheck re-applied 1"},
+		{name: "the same drift left again", before: drifted("True", "DriftDetected", "1 object(s) differ"), after: drifted("True", "DriftDetected", "1 object(s) differ")},
+		{name: "no drift", before: drifted("True", "DriftDetected", "1 object(s) differ"), after: drifted("", "", "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			rec := events.NewFakeRecorder(2)
+			rec.Verbose = true
+			(&Engine{opts: Options{Events: rec}}).emitDrift(tc.before, tc.after)
+			if tc.want == "" {
+				g.Expect(rec.Events).To(BeEmpty())
+				return
+			}
+			g.Expect(rec.Events).To(Receive(HavePrefix(tc.want)))
+		})
+	}
 }

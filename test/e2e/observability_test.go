@@ -89,6 +89,17 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 	p := e.platformCR()
 	e.g.Expect(eventWith(e.eventsAbout("default", p.UID), cairnv1.ReasonSucceeded)).NotTo(BeNil(), "the Platform's, in default")
 
+	cm := e.configMap(e.ns, "db-cfg")
+	cm.Data["user"] = "someone-else"
+	e.g.Expect(e.c.Update(e.ctx, cm)).To(Succeed())
+	out, err = cli.runWith(e.ctx, "--log-format", "json", "--drift-interval", "1s")
+	e.g.Expect(err).NotTo(HaveOccurred(), out)
+	e.g.Expect(e.configMap(e.ns, "db-cfg").Data).To(HaveKeyWithValue("user", "admin"))
+	ev = eventWith(e.eventsAbout(e.ns, mi.UID), "DriftCorrected")
+	e.g.Expect(ev).NotTo(BeNil(), "a drift correction is an event")
+	e.g.Expect(ev.Note).To(ContainSubstring("ConfigMap/" + e.ns + "/db-cfg"))
+	e.g.Expect(ev.Action).To(Equal("DriftCheck"))
+
 	e.putValuesSecret("password: Hunter-Hunter-42\n")
 	sha2 := repo.commit("retry", map[string]string{"instances/db.yaml": dbInstance(e.ns, "  wait: true\n")})
 	out, err = run()
