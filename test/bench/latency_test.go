@@ -112,10 +112,10 @@ var latencyModes = []latencyMode{
 		args: func(r *latencyRun) []string {
 			return []string{"--interval", "10m", "--listen", r.addr, "--webhook-secret-file", r.secretFile}
 		}},
-	{name: "controller webhook", trigger: "Gitea push webhook → `cairn controller --interval 10m --listen …` (one replica, the manager's watches on)",
+	{name: "controller webhook", trigger: "Gitea push webhook → `cairn controller --interval 10m --webhook-bind-address …` (one replica, the manager's watches on)",
 		controller: true,
 		args: func(r *latencyRun) []string {
-			return []string{"--interval", "10m", "--listen", r.addr, "--webhook-secret-file", r.secretFile,
+			return []string{"--interval", "10m", "--webhook-bind-address", r.addr, "--webhook-secret-file", r.secretFile,
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 		}},
 	{name: "poll 1 s", trigger: "`cairn sync --interval 1s` (no webhook): ls-remote every second",
@@ -375,7 +375,7 @@ func (r *latencyRun) startLoop(m latencyMode) *exec.Cmd {
 			r.t.Logf("cairn sync (%s) output:\n%s", m.name, out)
 		}
 	})
-	if slices.Contains(args, "--listen") {
+	if slices.Contains(args, "--listen") || slices.Contains(args, "--webhook-bind-address") {
 		r.waitListening(cmd, out)
 	}
 	return cmd
