@@ -47,7 +47,8 @@ func TestControllerReplicas(t *testing.T) {
 	repo := newGitRepo(t, appRepo("", a))
 
 	probe0, metrics0 := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.controllerArgs(t, repo, probe0, metrics0)...)
+	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"},
+		append(e.controllerArgs(t, repo, probe0, metrics0), "--log-format", "json")...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), first.String)
@@ -64,7 +65,7 @@ func TestControllerReplicas(t *testing.T) {
 	e.g.Expect(scrape).To(ContainSubstring(`cairn_instance_results_total{action="Created",reason="Succeeded"} 1`))
 	e.g.Expect(scrape).To(ContainSubstring(`cairn_sync_duration_seconds_count{result="succeeded"}`))
 	e.g.Expect(scrape).To(ContainSubstring("controller_runtime_"), "controller-runtime's own metrics too")
-	e.expectObservedInstance(t, scrape, "a")
+	e.expectObservedInstance(t, scrape, first.out.String(), "a")
 
 	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")

@@ -116,7 +116,7 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 
 	e.g.Expect(out).NotTo(ContainSubstring("Hunter-Hunter-42"), "no Secret value in any log line")
 	var failed map[string]any
-	for _, l := range jsonLogLines(t, out) {
+	for _, l := range expectInstanceKeys(t, out) {
 		if l["msg"] == "instance failed" {
 			failed = l
 		}
@@ -140,6 +140,20 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 	e.g.Expect(ev.Note).To(ContainSubstring("removed from Git"))
 }
 
+// expectInstanceKeys parses the JSON log lines of out and checks that each one
+// about an instance names it (namespace/name) and its revision.
+func expectInstanceKeys(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	lines := jsonLogLines(t, out)
+	for _, l := range lines {
+		if instance, ok := l["instance"]; ok {
+			NewWithT(t).Expect(instance).To(MatchRegexp(`^[a-z0-9-]+/[a-z0-9-]+$`), "%v", l)
+			NewWithT(t).Expect(l).To(HaveKeyWithValue("revision", MatchRegexp(`^[0-9a-f]{40}$`)), "%v", l)
+		}
+	}
+	return lines
+}
+
 // metricValue is the value of one series in a Prometheus text scrape (series: the
 // name with its labels, in the order they are scraped).
 func metricValue(scrape, series string) (float64, bool) {
@@ -153,10 +167,13 @@ func metricValue(scrape, series string) (float64, bool) {
 }
 
 // expectObservedInstance checks what a controller that created the instance name
-// (a local module, Ready) reports of it: cairn's metrics, with sane values, and the
-// event of its Ready transition.
-func (e *env) expectObservedInstance(t *testing.T, scrape, name string) {
+// (a local module, Ready) reports of it: cairn's metrics, with sane values, the event
+// of its Ready transition, and its JSON log line.
+func (e *env) expectObservedInstance(t *testing.T, scrape, log, name string) {
 	t.Helper()
+	lines := expectInstanceKeys(t, log)
+	e.g.Expect(lines).To(ContainElement(And(HaveKeyWithValue("msg", "instance synced"), HaveKeyWithValue("instance", e.ns+"/"+name),
+		HaveKeyWithValue("action", "Created"))), log)
 	for series, bounds := range map[string][2]float64{
 		`cairn_reconcile_duration_seconds_count{kind="ModuleInstance",result="Created"}`: {1, 1},
 		`cairn_reconcile_duration_seconds_sum{kind="ModuleInstance",result="Created"}`:   {0.001, 60},
