@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,6 +110,8 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case reconcileRequested(r.live):
 		r.forced = true
 		return true, "reconcile requested (cairn reconcile): every object applied again"
+	case s.refreshed(r.mi) != "":
+		return true, "the Secrets or ConfigMaps of Registry " + s.refreshed(r.mi) + " changed in the cluster: rendered and verified again"
 	case !isReady(r.live):
 		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
 			return true, why
@@ -208,6 +211,20 @@ func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv
 		}
 	}
 	return out
+}
+
+// refreshed is the first Registry that mi's render uses among those whose Secrets
+// or ConfigMaps changed in the cluster (Revision.Refreshed), or "".
+func (s *syncRun) refreshed(mi *cairnv1.ModuleInstance) string {
+	if len(s.rev.Refreshed) == 0 {
+		return ""
+	}
+	for _, reg := range usedRegistries(s.set, mi) {
+		if slices.Contains(s.rev.Refreshed, reg.Name) {
+			return reg.Name
+		}
+	}
+	return ""
 }
 
 func digestJSON(v any) string {

@@ -203,6 +203,11 @@ func TestIsAffected(t *testing.T) {
 			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
 			mi.Status.LastHandledReconcileAt = "2026-12-01T10:00:00Z"
 		}, why: "unchanged"},
+		{name: "a Secret of a Registry it uses changed in the cluster", instance: "web", changed: []string{},
+			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"other", "modules"} }, affected: true,
+			why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
+		{name: "a Secret of a Registry it does not use changed", instance: "api", changed: []string{},
+			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"modules"} }, why: "unchanged"},
 		{name: "failed at an older revision", instance: "web", changed: []string{}, live: failedAt("old", time.Hour),
 			affected: true, why: "retrying a failed sync at a new revision"},
 		{name: "failed at this revision, retry not due", instance: "web", changed: []string{}, live: failedAt("new", time.Hour),

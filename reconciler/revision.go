@@ -27,6 +27,10 @@ type Revision struct {
 	// Fetch is how long reading the revision from its repository took (fetch, tree,
 	// commit, diff; zero for a directory).
 	Fetch time.Duration
+	// Refreshed names the Registries whose Secrets or ConfigMaps (credentials, cosign
+	// keys, CA bundles) changed in the cluster since the last sync: the instances
+	// that use one render and verify again, whatever the diff says.
+	Refreshed []string
 }
 
 // changes holds the changed paths relative to the declarations path.

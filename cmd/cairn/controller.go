@@ -107,7 +107,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err != nil {
 		return err
 	}
-	opts, err := managerOptions(cf, cfg)
+	opts, err := managerOptions(cf, cfg, repo.namespace)
 	if err != nil {
 		return err
 	}
@@ -148,6 +148,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := watchEdits(mgr, l.Kick); err != nil {
 		return err
 	}
+	if err := watchRegistrySecrets(ctx, mgr, repo.namespace, l.Refresh, log.WithName("registry-secrets")); err != nil {
+		return err
+	}
 	hooks := newControllerHooks(fw, cf.webhookAddr, l, mgr.GetClient(), log)
 	if err := mgr.Add(hooks); err != nil {
 		return err
@@ -171,9 +174,10 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	return mgr.Start(ctx)
 }
 
-func managerOptions(cf *controllerFlags, cfg *rest.Config) (manager.Options, error) {
+func managerOptions(cf *controllerFlags, cfg *rest.Config, namespace string) (manager.Options, error) {
 	opts := manager.Options{
 		Scheme:                        reconciler.Scheme,
+		Cache:                         namespaceCache(namespace),
 		Metrics:                       metricsserver.Options{BindAddress: cf.metricsAddr},
 		HealthProbeBindAddress:        cf.probeAddr,
 		LeaderElection:                cf.leaderElect,

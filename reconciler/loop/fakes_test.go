@@ -13,7 +13,9 @@ import (
 type fakeEngine struct {
 	mu     sync.Mutex
 	synced []string
-	drifts int
+	// refreshed holds each sync's Revision.Refreshed.
+	refreshed [][]string
+	drifts    int
 	// retry, when set, is the NextRetryAt of a failed instance in every result.
 	retry *time.Time
 }
@@ -24,6 +26,7 @@ func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconcil
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.synced = append(e.synced, rev.SHA)
+	e.refreshed = append(e.refreshed, rev.Refreshed)
 	res := &reconciler.SyncResult{Revision: rev.SHA}
 	if e.retry != nil {
 		res.Instances = []reconciler.InstanceResult{{Namespace: "a", Name: "b", Action: reconciler.ActionFailed, NextRetryAt: e.retry}}
@@ -44,6 +47,12 @@ func (e *fakeEngine) syncs() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.synced...)
+}
+
+func (e *fakeEngine) refreshes() [][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([][]string(nil), e.refreshed...)
 }
 
 // fakeSource is a branch whose head the test moves; "" is a directory.

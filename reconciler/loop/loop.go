@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,8 +48,9 @@ type Loop struct {
 	kicks  *forge.Trigger
 	pushes *forge.Trigger
 
-	mu   sync.Mutex
-	hint string // the head a push webhook claims (see afterPush)
+	mu      sync.Mutex
+	hint    string          // the head a push webhook claims (see afterPush)
+	refresh map[string]bool // Registries to refresh at the next sync (see Refresh)
 
 	last string // the revision last synced
 	// retryAt is when a failure of the last sync is due for a retry of the same
@@ -75,6 +78,24 @@ func New(opts Options) *Loop {
 // cluster changed: an edited CR, a rotated Secret, `cairn reconcile source`).
 // Kicks coalesce; Kick never blocks.
 func (l *Loop) Kick() { l.kicks.Fire() }
+
+// Refresh asks for a sync now in which the instances that use one of registries
+// render and verify again: a Secret or ConfigMap they name (credentials, cosign
+// keys, CA bundle) changed in the cluster. Requests add up until a sync handles
+// them; Refresh never blocks.
+func (l *Loop) Refresh(registries ...string) {
+	l.addRefresh(registries)
+	l.kicks.Fire()
+}
+
+// takeRefresh returns the Registries to refresh, sorted, and forgets them.
+func (l *Loop) takeRefresh() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := slices.Sorted(maps.Keys(l.refresh))
+	l.refresh = nil
+	return names
+}
 
 // Push says a verified push webhook claims the branch moved to hint (a hint only:
 // the loop reads the head itself). Pushes coalesce; Push never blocks.

@@ -177,3 +177,17 @@ func TestRunNeedsAPositiveInterval(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(New(Options{}).Run(context.Background())).To(MatchError("the sync loop needs a positive interval, not 0s"))
 }
+
+// TestARefreshReachesTheNextSyncOnce: Registries whose Secrets changed are handed to
+// the sync that the refresh starts (sorted, without repeats), and to that one only.
+func TestARefreshReachesTheNextSyncOnce(t *testing.T) {
+	g := NewWithT(t)
+	e := &fakeEngine{}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, Interval: time.Hour})
+	run(t, l)
+	g.Eventually(e.syncs).Should(HaveLen(1))
+	l.Refresh("modules", "charts", "modules")
+	g.Eventually(e.refreshes, time.Second).Should(Equal([][]string{nil, {"charts", "modules"}}))
+	l.Kick()
+	g.Eventually(e.refreshes, time.Second).Should(Equal([][]string{nil, {"charts", "modules"}, nil}))
+}

@@ -75,12 +75,18 @@ func (l *Loop) poll(ctx context.Context) (*reconciler.SyncResult, error) {
 
 // sync reads head (resolved here when "") and syncs it.
 func (l *Loop) sync(ctx context.Context, head string) (*reconciler.SyncResult, error) {
+	refresh := l.takeRefresh()
 	rev, err := l.revision(ctx, head)
 	if err != nil {
+		l.addRefresh(refresh) // for the next sync
 		l.opts.Engine.RecordSourceFailure(ctx, rev.SHA, err)
 		return nil, err
 	}
+	rev.Refreshed = refresh
 	res, err := l.opts.Engine.Sync(ctx, rev)
+	if res == nil || res.Error != nil || res.Interrupted {
+		l.addRefresh(refresh)
+	}
 	if res == nil {
 		l.retryAt = l.now().Add(5 * time.Second) // the cluster could not be used: try again soon
 		return nil, err
@@ -102,4 +108,20 @@ func (l *Loop) revision(ctx context.Context, head string) (reconciler.Revision, 
 		return reconciler.Revision{}, err
 	}
 	return l.opts.Source.Read(ctx, head, base)
+}
+
+// addRefresh adds Registries to refresh at the next sync (also those of a sync
+// that did not handle its instances; the sync's own retry wakes the loop then).
+func (l *Loop) addRefresh(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refresh == nil {
+		l.refresh = map[string]bool{}
+	}
+	for _, n := range names {
+		l.refresh[n] = true
+	}
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+func TestRegistryRefsNameEverySecretAndConfigMap(t *testing.T) {
+	g := NewWithT(t)
+	reg := &cairnv1.Registry{Spec: cairnv1.RegistrySpec{
+		Hostname: "r.example.com", CAConfigMap: "ca",
+		SecretRef: &cairnv1.LocalObjectReference{Name: "creds"},
+		Verify: &cairnv1.RegistryVerify{Cosign: &cairnv1.CosignVerify{PublicKeys: []cairnv1.PublicKeySource{
+			{SecretRef: cairnv1.SecretKeyReference{Name: "pub-a"}}, {SecretRef: cairnv1.SecretKeyReference{Name: "pub-b"}},
+		}}},
+		Signing: &cairnv1.RegistrySigning{KeySecretRef: cairnv1.LocalObjectReference{Name: "signer"}},
+	}}
+	g.Expect(registryRefs(reg)).To(Equal([]string{"Secret/creds", "ConfigMap/ca", "Secret/pub-a", "Secret/pub-b", "Secret/signer"}))
+	g.Expect(registryRefs(&cairnv1.Registry{})).To(BeEmpty())
+}
+
+func TestOnlyAChangeOfContentRefreshes(t *testing.T) {
+	start := time.Now()
+	secret := func(created time.Time, data string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)},
+			Data: map[string][]byte{"cosign.pub": []byte(data)}}
+	}
+	p := changedSince(start)
+	tests := []struct {
+		name string
+		pass bool
+		got  func() bool
+	}{
+		{"listed when the watch started", false, func() bool { return p.Create(event.CreateEvent{Object: secret(start.Add(-time.Hour), "k")}) }},
+		{"created after the start", true, func() bool { return p.Create(event.CreateEvent{Object: secret(start.Add(2*time.Second), "k")}) }},
+		{"data rotated", true, func() bool {
+			return p.Update(event.UpdateEvent{ObjectOld: secret(start, "k1"), ObjectNew: secret(start, "k2")})
+		}},
+		{"metadata only", false, func() bool {
+			n := secret(start, "k")
+			n.Annotations = map[string]string{"a": "b"}
+			return p.Update(event.UpdateEvent{ObjectOld: secret(start, "k"), ObjectNew: n})
+		}},
+		{"ConfigMap bundle changed", true, func() bool {
+			return p.Update(event.UpdateEvent{ObjectOld: &corev1.ConfigMap{Data: map[string]string{"ca.crt": "1"}},
+				ObjectNew: &corev1.ConfigMap{Data: map[string]string{"ca.crt": "2"}}})
+		}},
+		{"deleted", true, func() bool { return p.Delete(event.DeleteEvent{Object: secret(start, "k")}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { NewWithT(t).Expect(tt.got()).To(Equal(tt.pass)) })
+	}
+}
