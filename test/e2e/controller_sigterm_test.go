@@ -49,7 +49,10 @@ func TestSIGTERMMidSyncConverges(t *testing.T) {
 	}
 	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, args()...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
-	ready := func(name string) bool { mi := e.instance(e.ns, name); return mi != nil && conditions.IsTrue(mi, "Ready") }
+	ready := func(name string) bool {
+		mi := e.instance(e.ns, name)
+		return mi != nil && conditions.IsTrue(mi, "Ready")
+	}
 	e.g.Eventually(func() bool { return ready("a") }, time.Minute, 200*time.Millisecond).Should(BeTrue(), first.String)
 	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, args()...)
 	e.g.Eventually(second.out.String, 30*time.Second, 100*time.Millisecond).Should(ContainSubstring("Attempting to acquire leader lease"))
