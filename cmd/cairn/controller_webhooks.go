@@ -41,7 +41,7 @@ func (h *controllerHooks) NeedLeaderElection() bool { return false }
 
 // Start serves the webhooks until ctx ends (forgeWiring.close stops the server).
 func (h *controllerHooks) Start(ctx context.Context) error {
-	if err := h.fw.serve(h.addr, h.onPush); err != nil {
+	if err := h.fw.serve(h.addr, h.onPush, h.onPullRequest); err != nil {
 		return err
 	}
 	for {
@@ -67,6 +67,17 @@ func (h *controllerHooks) onPush(p forge.Push) {
 		return
 	}
 	h.requests.Fire()
+}
+
+// onPullRequest queues a plan on the leader. Another replica does not plan (only
+// the leader does) and cannot pass the request on yet: it says so, and the PR's next
+// event that reaches the leader plans its newest head.
+func (h *controllerHooks) onPullRequest(pr forge.PullRequest) {
+	if h.leading.Load() {
+		h.fw.onPullRequest(pr)
+		return
+	}
+	h.log.Info("a pull request event reached a replica that does not lead: not planned here", "pr", pr.Number)
 }
 
 // request asks the leader to sync the branch head at once.

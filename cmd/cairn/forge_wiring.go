@@ -88,12 +88,12 @@ func (w *forgeWiring) close() {
 // listen serves the webhooks when --listen is set: a push wakes l, a pull request
 // is queued for a plan.
 func (w *forgeWiring) listen(l *loop.Loop) error {
-	return w.serve(w.flags.listen, func(p forge.Push) { l.Push(p.SHAHint) })
+	return w.serve(w.flags.listen, func(p forge.Push) { l.Push(p.SHAHint) }, w.onPullRequest)
 }
 
-// serve serves the webhooks on addr ("": none), passing pushes to onPush and
-// queueing pull requests for a plan.
-func (w *forgeWiring) serve(addr string, onPush func(forge.Push)) error {
+// serve serves the webhooks on addr ("": none), passing pushes to onPush and pull
+// requests to onPR.
+func (w *forgeWiring) serve(addr string, onPush func(forge.Push), onPR func(forge.PullRequest)) error {
 	if addr == "" {
 		return nil
 	}
@@ -109,10 +109,11 @@ func (w *forgeWiring) serve(addr string, onPush func(forge.Push)) error {
 		opts.Repos = []string{w.ref.String()}
 	}
 	w.hooks, err = loop.Listen(loop.WebhookOptions{Address: addr, Receiver: opts, OnPush: onPush,
-		OnPullRequest: w.onPullRequest, Log: w.log.WithName("webhooks")})
+		OnPullRequest: onPR, Log: w.log.WithName("webhooks")})
 	return err
 }
 
+// onPullRequest queues a plan of the pull request.
 func (w *forgeWiring) onPullRequest(pr forge.PullRequest) {
 	if w.plans != nil {
 		w.plans.Enqueue(pr.Number)

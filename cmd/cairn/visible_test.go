@@ -149,7 +149,7 @@ func TestUnsignedWebhookFloodDoesNotStarveSignedPushes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer w.close()
 	pushes := make(chan forge.Push, 1)
-	g.Expect(w.serve(w.flags.listen, func(p forge.Push) { pushes <- p })).To(Succeed())
+	g.Expect(w.serve(w.flags.listen, func(p forge.Push) { pushes <- p }, nil)).To(Succeed())
 
 	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "gitea", "testdata", "gitea_push.json"))
 	g.Expect(err).NotTo(HaveOccurred())

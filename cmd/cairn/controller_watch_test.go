@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/reconciler/loop"
 )
 
 func TestRegistryRefsNameEverySecretAndConfigMap(t *testing.T) {
@@ -57,4 +61,23 @@ func TestOnlyAChangeOfContentRefreshes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { NewWithT(t).Expect(tt.got()).To(Equal(tt.pass)) })
 	}
+}
+
+// TestAPushToAReplicaThatDoesNotLeadIsPassedOn: a verified push wakes the sync loop
+// of the replica that leads; another replica queues a request to the leader.
+func TestAPushToAReplicaThatDoesNotLeadIsPassedOn(t *testing.T) {
+	g := NewWithT(t)
+	h := newControllerHooks(&forgeWiring{}, "", loop.New(loop.Options{}), nil, logr.Discard())
+	h.onPush(forge.Push{SHAHint: "abc"})
+	g.Expect(h.requests.C()).To(Receive(), "passed on")
+
+	led := make(chan bool, 1)
+	g.Expect(h.lead(context.Background(), func(context.Context) error {
+		h.onPush(forge.Push{SHAHint: "abc"})
+		led <- h.leading.Load()
+		return nil
+	})).To(Succeed())
+	g.Expect(led).To(Receive(BeTrue()))
+	g.Expect(h.requests.C()).NotTo(Receive(), "the leader syncs it itself")
+	g.Expect(h.leading.Load()).To(BeFalse(), "not leading once the loop has stopped")
 }
