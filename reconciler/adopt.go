@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,15 +104,13 @@ func versionOf(apiVersion string) string {
 
 // leftInventory reads the inventory Secret a deleted CR of mi left behind, if any.
 func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
-	if _, err := s.listManaged(ctx, corev1.SchemeGroupVersion.WithKind("Secret")); err != nil {
-		return nil, err // the list also finds the inventory Secrets
-	}
-	if !s.inventorySecrets[mi.Namespace+"/"+inventorySecretName(mi)] {
-		return nil, nil
-	}
 	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
 	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: inventorySecretName(mi)}}
-	return loadInventory(ctx, s.e.cluster.client, owner)
+	inv, err := s.e.inventories().load(ctx, owner)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return inv, err
 }
 
 // listManaged lists, once per sync and as cairn, the metadata of every object of
@@ -134,9 +131,6 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 	}
 	found := managedObjects{}
 	for _, item := range list.Items {
-		if gvk.Kind == "Secret" && gvk.Group == "" && strings.HasPrefix(item.Name, inventorySecretPrefix) {
-			s.inventorySecrets[item.Namespace+"/"+item.Name] = true
-		}
 		key := item.Labels[cairnv1.InstanceLabel]
 		if key == "" {
 			continue

@@ -44,9 +44,10 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("b-x")}, "ns.b", "b-uid"),
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-unlabelled")}, "", ""),
 		&corev1.ConfigMap{ObjectMeta: meta("a-plain")},
-		labelled(&corev1.Secret{ObjectMeta: meta("cairn-inventory-a"), Data: map[string][]byte{inventorySecretKey: left}}, "", ""),
+		labelled(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "cairn-inventory-ns.a"},
+			Data: map[string][]byte{inventorySecretKey: left}}, "", ""),
 	).Build()
-	s := &syncRun{e: &Engine{cluster: &Cluster{client: c}}, managed: map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{}}
+	s := &syncRun{e: &Engine{cluster: &Cluster{client: c}}, managed: map[schema.GroupKind]managedObjects{}}
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 	cm := &unstructured.Unstructured{}
 	cm.SetAPIVersion("v1")

@@ -92,7 +92,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	inv, err := loadInventory(ctx, s.e.cluster.client, live)
+	inv, err := s.e.inventories().load(ctx, live)
 	if err != nil {
 		rep.Err = err
 		return rep

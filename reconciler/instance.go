@@ -44,7 +44,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	}
 	before := r.live.DeepCopy()
 	if r.failure == nil {
-		r.setFailure(s.applyInstance(ctx, r))
+		r.setFailure(s.explainIdentity(r, s.applyInstance(ctx, r)))
 	}
 	s.record(ctx, r, before)
 }
@@ -208,7 +208,7 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := storeInventory(ctx, s.e.cluster.client, r.live, inv); err != nil {
+	if err := s.e.inventories().store(ctx, r.live, inv); err != nil {
 		return err
 	}
 	return patchStatus(ctx, s.e.cluster.client, r.live, before)
@@ -233,13 +233,13 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {
-			if err := storeInventory(ctx, s.e.cluster.client, mi, r.failedInventory()); err != nil {
+			if err := s.e.inventories().store(ctx, mi, r.failedInventory()); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
 		markFailed(mi, s.rev.SHA, r.failure, s.now)
 	} else {
-		if err := storeInventory(ctx, s.e.cluster.client, mi, r.newInv); err != nil {
+		if err := s.e.inventories().store(ctx, mi, r.newInv); err != nil {
 			r.failure = transient(cairnv1.ReasonApplyFailed, err)
 			markFailed(mi, s.rev.SHA, r.failure, s.now)
 		} else {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,24 +13,62 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 // inlineInventoryLimit is the number of entries kept in the status; larger inventories
-// are stored gzip-compressed in a Secret beside the instance.
+// are stored gzip-compressed in a Secret of cairn's namespace (see inventoryStore).
 const inlineInventoryLimit = 500
 
 const inventorySecretKey = "inventory.json.gz"
 
-func inventorySecretName(mi *cairnv1.ModuleInstance) string { return inventorySecretPrefix + mi.Name }
-
 // inventorySecretPrefix starts the name of every inventory Secret; a render may not use it.
 const inventorySecretPrefix = "cairn-inventory-"
 
-// loadInventory reads the last inventory of mi from its status or its Secret.
-func loadInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInstance) (inventory, error) {
+// inventorySecretName is the name, in cairn's namespace, of the Secret holding mi's
+// large inventory: cairn-inventory-<namespace>.<name> (a namespace has no dot), or
+// cairn-inventory-<hash> when that is too long for a name.
+func inventorySecretName(mi *cairnv1.ModuleInstance) string {
+	if n := inventorySecretPrefix + mi.Namespace + "." + mi.Name; len(n) <= validation.DNS1123SubdomainMaxLength {
+		return n
+	}
+	sum := sha256.Sum256([]byte(mi.Namespace + "/" + mi.Name))
+	return inventorySecretPrefix + hex.EncodeToString(sum[:16])
+}
+
+// legacyInventorySecretName is where cairn kept a large inventory before: a Secret of
+// that name in the instance's own namespace, which cairn then had to write in every
+// namespace.
+func legacyInventorySecretName(mi *cairnv1.ModuleInstance) string {
+	return inventorySecretPrefix + mi.Name
+}
+
+// inventoryStore keeps large inventories in Secrets of cairn's namespace, as cairn:
+// cairn needs no right to Secrets of any other namespace, and no tenant may touch them.
+type inventoryStore struct {
+	c         client.Client
+	namespace string
+}
+
+// inventories is the engine's inventory store.
+func (e *Engine) inventories() inventoryStore {
+	return inventoryStore{c: e.cluster.client, namespace: e.namespace()}
+}
+
+// secretKey is where the Secret that ref names lives: cairn's namespace, or the
+// instance's own for an inventory written before.
+func (st inventoryStore) secretKey(mi *cairnv1.ModuleInstance, ref string) client.ObjectKey {
+	if ref != inventorySecretName(mi) && ref == legacyInventorySecretName(mi) {
+		return client.ObjectKey{Namespace: mi.Namespace, Name: ref}
+	}
+	return client.ObjectKey{Namespace: st.namespace, Name: ref}
+}
+
+// load reads the last inventory of mi from its status or its Secret.
+func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
 	inv := mi.Status.Inventory
 	if inv == nil {
 		return inventory{}, nil
@@ -37,8 +77,8 @@ func loadInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInsta
 		return inventoryFromEntries(inv.Entries), nil
 	}
 	var s corev1.Secret
-	key := client.ObjectKey{Namespace: mi.Namespace, Name: inv.SecretRef.Name}
-	if err := c.Get(ctx, key, &s); err != nil {
+	key := st.secretKey(mi, inv.SecretRef.Name)
+	if err := st.c.Get(ctx, key, &s); err != nil {
 		return nil, fmt.Errorf("failed to read inventory Secret %s: %w", key, err)
 	}
 	entries, err := decodeEntries(s.Data[inventorySecretKey])
@@ -48,9 +88,9 @@ func loadInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInsta
 	return inventoryFromEntries(entries), nil
 }
 
-// storeInventory sets inv on mi's status, spilling it into a Secret when large. The
-// status itself is written by the caller.
-func storeInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInstance, inv inventory) error {
+// store sets inv on mi's status, spilling it into a Secret when large. The status
+// itself is written by the caller.
+func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, inv inventory) error {
 	entries := inv.entries()
 	if len(entries) <= inlineInventoryLimit {
 		mi.Status.Inventory = &cairnv1.Inventory{Entries: entries, Count: int32(len(entries))}
@@ -61,21 +101,22 @@ func storeInventory(ctx context.Context, c client.Client, mi *cairnv1.ModuleInst
 		return err
 	}
 	s := &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: inventorySecretName(mi), Namespace: mi.Namespace, Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}},
-		Data:       map[string][]byte{inventorySecretKey: data},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: inventorySecretName(mi), Namespace: st.namespace,
+			Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}},
+		Data: map[string][]byte{inventorySecretKey: data},
 	}
-	if err := c.Patch(ctx, s, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck
+	if err := st.c.Patch(ctx, s, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck
 		return fmt.Errorf("failed to write inventory Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	mi.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: s.Name}, Count: int32(len(entries))}
 	return nil
 }
 
-// deleteInventorySecret removes the spilled inventory of a removed instance.
-func deleteInventorySecret(ctx context.Context, c client.Client, mi *cairnv1.ModuleInstance) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: inventorySecretName(mi), Namespace: mi.Namespace}}
-	if err := c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+// remove deletes the spilled inventory of a removed instance.
+func (st inventoryStore) remove(ctx context.Context, mi *cairnv1.ModuleInstance) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: inventorySecretName(mi), Namespace: st.namespace}}
+	if err := st.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete inventory Secret: %w", err)
 	}
 	return nil

@@ -94,10 +94,10 @@ func (c *Cluster) newManager(namespace, serviceAccount string) (*ssa.ResourceMan
 	cl := c.client
 	if serviceAccount != "" {
 		cfg := rest.CopyConfig(c.config)
-		cfg.Impersonate = rest.ImpersonationConfig{
-			UserName: fmt.Sprintf("system:serviceaccount:%s:%s", namespace, serviceAccount),
-			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		}
+		// No groups: the API server gives an impersonated ServiceAccount its own
+		// (system:serviceaccounts, system:serviceaccounts:<ns>, system:authenticated),
+		// so cairn needs no right to impersonate groups, which would be any group.
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: fmt.Sprintf("system:serviceaccount:%s:%s", namespace, serviceAccount)}
 		httpClient, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("failed to create impersonating HTTP client: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -90,9 +91,18 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
 			fresh = append(fresh, u)
 		}
 	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	// Read as the instance's identity, which is to write them: cairn itself may read
+	// no tenant's objects.
+	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	if err != nil {
+		return transient(cairnv1.ReasonApplyFailed, err)
+	}
 	var mu sync.Mutex
 	errs := forEachObject(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
-		adopt, err := s.claim(ctx, r, u)
+		adopt, err := s.claim(ctx, m.Client(), r, u)
 		if adopt {
 			mu.Lock()
 			r.adopted = append(r.adopted, describe(u))
@@ -105,23 +115,23 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
 		return nil
 	}
 	var f *Failure
-	if errors.As(errors.Join(errs...), &f) && f.Kind == Transient {
+	if errors.As(errors.Join(errs...), &f) { // a failed read: transient, or denied
 		return f
 	}
 	return failuref(Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
 }
 
-// claim decides whether r may write u, which its inventory does not hold: yes when u
+// claim decides, reading with c, whether r may write u, which its inventory does not hold: yes when u
 // does not exist, is labelled as r's, is a Namespace cairn created for instances, or is
 // given up by its owner in this revision (see releases); an object no cairn instance
 // owns only with spec.adopt (adopt is then true).
-func (s *syncRun) claim(ctx context.Context, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
-	live, err := getLive(ctx, s.e.cluster.client, u)
+func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
+	live, err := getLive(ctx, c, u)
 	switch {
 	case meta.IsNoMatchError(err):
 		return false, nil // its definition comes with this render
 	case err != nil:
-		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+		return false, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
 	case live == nil:
 		return false, nil
 	}
@@ -174,7 +184,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 	if live == nil {
 		return false, nil // declared, not rendered in this sync, and without a CR yet
 	}
-	inv, err := loadInventory(ctx, s.e.cluster.client, live)
+	inv, err := s.e.inventories().load(ctx, live)
 	if err != nil {
 		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
 	}

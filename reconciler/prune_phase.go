@@ -90,7 +90,7 @@ func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (inventory,
 	if r.live == nil {
 		return s.adoptedInventory(ctx, r)
 	}
-	return loadInventory(ctx, s.e.cluster.client, r.live)
+	return s.e.inventories().load(ctx, r.live)
 }
 
 // removedSet is what a removed instance would delete (or, with prune: false,
@@ -106,7 +106,7 @@ type removedSet struct {
 // nothing is: every object of its inventory is orphaned. An object another instance
 // renders in this revision moves to it and is neither deleted nor orphaned.
 func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired inventory) removedSet {
-	old, err := loadInventory(ctx, s.e.cluster.client, live)
+	old, err := s.e.inventories().load(ctx, live)
 	if err != nil {
 		old = inventory{}
 	}

@@ -145,7 +145,7 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 }
 
 func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
-	if err := deleteInventorySecret(ctx, s.e.cluster.client, live); err != nil {
+	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}
 	if err := s.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {

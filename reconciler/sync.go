@@ -176,11 +176,10 @@ type syncRun struct {
 	moduleDigests     map[string]string     // local module directory -> digest of its files
 	pruneErr          error                 // a sync-wide prune refusal
 	removedSets       map[string]removedSet // what each removed instance would delete, by namespace/name
-	// managed and inventorySecrets are cairn's labelled objects, listed once per sync
-	// for the instances without a CR (see adoptedInventory).
-	managed          map[schema.GroupKind]managedObjects
-	inventorySecrets map[string]bool
-	results          []InstanceResult
+	// managed are cairn's labelled objects, listed once per sync for the instances
+	// without a CR (see adoptedInventory).
+	managed map[schema.GroupKind]managedObjects
+	results []InstanceResult
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -191,8 +190,8 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
 		createdNamespaces: map[string]bool{},
 		moduleDigests:     map[string]string{},
-		managed:           map[schema.GroupKind]managedObjects{}, inventorySecrets: map[string]bool{},
-		removeOK: len(set.Unparsed) == 0, readOnly: readOnly,
+		managed:           map[schema.GroupKind]managedObjects{},
+		removeOK:          len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
 	key, err := e.digestKey(ctx, !readOnly)

@@ -190,7 +190,7 @@ func bulkInstanceYAML(name, ns string, count int) string {
 }
 
 // inventoryEntries reads the recorded inventory of an instance, inline or spilled into
-// its Secret.
+// its Secret in cairn's namespace.
 func (e *env) inventoryEntries(ns, name string) []cairnv1.InventoryEntry {
 	e.t.Helper()
 	mi := e.instance(ns, name)
@@ -203,7 +203,8 @@ func (e *env) inventoryEntries(ns, name string) []cairnv1.InventoryEntry {
 		return inv.Entries
 	}
 	var s corev1.Secret
-	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: inv.SecretRef.Name}, &s)).To(Succeed())
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: reconciler.DefaultNamespace, Name: inv.SecretRef.Name}, &s)).
+		To(Succeed(), "large inventories live in cairn's namespace")
 	zr, err := gzip.NewReader(bytes.NewReader(s.Data["inventory.json.gz"]))
 	e.g.Expect(err).NotTo(HaveOccurred())
 	var entries []cairnv1.InventoryEntry

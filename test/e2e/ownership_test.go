@@ -314,8 +314,9 @@ func TestIdentityChangeReappliesEveryObject(t *testing.T) {
 }
 
 // TestRefusedInstanceCanBeRemoved: an instance whose ServiceAccount may not even read
-// the kind it renders never applies it; removing its file removes the instance, since
-// inventory entries that were never applied are skipped.
+// the kind it renders never applies it: the read before the first write, made as that
+// ServiceAccount, is denied, so nothing is recorded or written; removing its file
+// removes the instance.
 func TestRefusedInstanceCanBeRemoved(t *testing.T) {
 	e := newEnv(t)
 	viewer(e)
@@ -327,7 +328,8 @@ func TestRefusedInstanceCanBeRemoved(t *testing.T) {
 	}))
 	res := e.sync(repo)
 	e.expectFailure(res, wantFailure{name: "a", reason: cairnv1.ReasonApplyFailed, contains: []string{"forbidden"}})
-	e.g.Expect(e.instance(e.ns, "a").Status.Inventory).NotTo(BeNil(), "the entry was recorded before the apply")
+	e.g.Expect(e.instance(e.ns, "a").Status.Inventory).To(BeNil(), "denied at the read, before anything is recorded")
+	e.g.Expect(e.get("v1", "Secret", e.ns, "token")).To(BeNil())
 
 	repo.commit("remove", map[string]string{"instances/a.yaml": ""})
 	res = e.sync(repo)

@@ -1,0 +1,20 @@
+package reconciler
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// explainIdentity says why the API server denied an instance that applies as cairn
+// itself (no spec.serviceAccountName, no Platform defaultServiceAccount): cairn's own
+// RBAC grants it no objects of tenants unless it was installed to (the
+// --allow-apply-as-controller choice of `cairn install --controller`).
+func (s *syncRun) explainIdentity(r *instanceRun, f *Failure) *Failure {
+	if f == nil || s.serviceAccount(r.mi) != "" || !apierrors.IsForbidden(f.Err) {
+		return f
+	}
+	return &Failure{Kind: Stalled, Reason: f.Reason, Err: fmt.Errorf("the instance names no ServiceAccount (spec.serviceAccountName) "+
+		"and the Platform no defaultServiceAccount, so it applies as cairn itself, which cairn's RBAC does not allow: "+
+		"name a ServiceAccount, or install cairn with --allow-apply-as-controller: %w", f.Err)}
+}
