@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -12,52 +14,126 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/manifests"
+	"cairn.dev/cairn/manifests/controller"
 	"cairn.dev/cairn/reconciler"
 )
 
+// installFlags are the flags of `cairn install`.
+type installFlags struct {
+	namespace  string
+	controller bool
+	dryRun     bool
+	output     string
+	ctrl       controllerInstallFlags
+}
+
 func newInstallCommand(kube *kubeFlags) *cobra.Command {
-	namespace := reconciler.DefaultNamespace
+	f := &installFlags{namespace: reconciler.DefaultNamespace}
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Apply cairn's CustomResourceDefinitions and its namespace (where Registry Secrets live) to the cluster",
+		Short: "Apply cairn's CustomResourceDefinitions and its namespace (with --controller: the in-cluster controller too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := kube.restConfig()
+			objects, err := f.objects()
 			if err != nil {
 				return err
 			}
-			cluster, err := reconciler.NewCluster(cfg)
-			if err != nil {
-				return err
+			if f.dryRun {
+				return printManifests(cmd.OutOrStdout(), objects, f.output)
 			}
-			m, err := cluster.Manager("", "")
-			if err != nil {
-				return err
-			}
-			objects, err := embeddedCRDs()
-			if err != nil {
-				return err
-			}
-			ns := &unstructured.Unstructured{}
-			ns.SetAPIVersion("v1")
-			ns.SetKind("Namespace")
-			ns.SetName(namespace)
-			ns.SetLabels(map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue})
-			objects = append(objects, ns)
-			opts := ssa.DefaultApplyOptions()
-			opts.WaitTimeout = time.Minute
-			cs, err := m.ApplyAllStaged(cmd.Context(), objects, opts)
-			if err != nil {
-				return fmt.Errorf("failed to install CRDs: %w", err)
-			}
-			for _, e := range cs.Entries {
-				fmt.Fprintln(cmd.OutOrStdout(), e.String())
-			}
-			return nil
+			return applyManifests(cmd.Context(), kube, cmd.OutOrStdout(), objects)
 		},
 	}
-	cmd.Flags().StringVar(&namespace, "namespace", namespace, "cairn's namespace, where the Secrets and ConfigMaps that Registries name live")
+	fl := cmd.Flags()
+	fl.StringVar(&f.namespace, "namespace", f.namespace, "cairn's namespace, where the Secrets and ConfigMaps that Registries name live")
+	fl.BoolVar(&f.controller, "controller", false, "also install the controller: ServiceAccount, RBAC, Deployment, Service, PodDisruptionBudget")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the manifests instead of applying them (credential Secrets are left out)")
+	fl.StringVarP(&f.output, "output", "o", "yaml", "format of --dry-run: yaml")
+	f.ctrl.register(cmd)
 	return cmd
+}
+
+// objects are the CRDs, cairn's namespace and, with --controller, the controller's
+// objects and credential Secrets.
+func (f *installFlags) objects() ([]*unstructured.Unstructured, error) {
+	objects, err := embeddedCRDs()
+	if err != nil {
+		return nil, err
+	}
+	if !f.controller {
+		if f.ctrl.changed() {
+			return nil, fmt.Errorf("the controller's flags need --controller")
+		}
+		ns, err := controller.ToUnstructured(controller.Namespace(f.namespace))
+		return append(objects, ns...), err
+	}
+	opts, err := f.ctrl.options(f.namespace)
+	if err != nil {
+		return nil, err
+	}
+	ctrlObjects, err := controller.Objects(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range controller.Secrets(opts) {
+		ctrlObjects = append(ctrlObjects, s)
+	}
+	us, err := controller.ToUnstructured(ctrlObjects...)
+	return append(objects, us...), err
+}
+
+// applyManifests applies objects with server-side apply, the CRDs and the namespace
+// first, and prints one line per object.
+func applyManifests(ctx context.Context, kube *kubeFlags, out io.Writer, objects []*unstructured.Unstructured) error {
+	m, err := adminManager(kube)
+	if err != nil {
+		return err
+	}
+	opts := ssa.DefaultApplyOptions()
+	opts.WaitTimeout = time.Minute
+	cs, err := m.ApplyAllStaged(ctx, objects, opts)
+	if err != nil {
+		return fmt.Errorf("failed to install: %w", err)
+	}
+	for _, e := range cs.Entries {
+		fmt.Fprintln(out, e.String())
+	}
+	return nil
+}
+
+// adminManager is a resource manager with the kubeconfig's own identity.
+func adminManager(kube *kubeFlags) (*ssa.ResourceManager, error) {
+	cfg, err := kube.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := reconciler.NewCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.Manager("", "")
+}
+
+// printManifests writes the objects of --dry-run, leaving out the data of Secrets.
+func printManifests(out io.Writer, objects []*unstructured.Unstructured, format string) error {
+	if format != "yaml" {
+		return fmt.Errorf("-o %q: --dry-run prints yaml", format)
+	}
+	var printed []*unstructured.Unstructured
+	for _, u := range objects {
+		if u.GetKind() == "Secret" {
+			fmt.Fprintf(out, "# Secret %s/%s holds a credential file: cairn install creates it, --dry-run never prints it\n",
+				u.GetNamespace(), u.GetName())
+			continue
+		}
+		printed = append(printed, u)
+	}
+	b, err := controller.YAML(printed)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(b)
+	return err
 }
 
 func embeddedCRDs() ([]*unstructured.Unstructured, error) {

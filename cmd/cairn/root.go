@@ -64,6 +64,7 @@ func newRootCommand() *cobra.Command {
 		newResumeCommand(kube),
 		newReconcileCommand(kube),
 		newInstallCommand(kube),
+		newUninstallCommand(kube),
 		newPushCommand(),
 		newVersionCommand(),
 	)

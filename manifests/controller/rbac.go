@@ -1,0 +1,72 @@
+package controller
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ApplyAsControllerBinding names the ClusterRoleBinding of Options.AllowApplyAsController.
+const ApplyAsControllerBinding = "cairn-controller-apply-as-controller"
+
+var (
+	readWrite    = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	statusWrite  = []string{"get", "update", "patch"}
+	eventWrite   = []string{"create", "patch"}
+	namespaceUse = []string{"get", "create"}
+)
+
+// clusterRules are what cairn does as itself across the cluster: its own CRs and their
+// status, Events on them, the namespaces instances live in (created when missing,
+// never deleted), and impersonating the ServiceAccounts instances apply as. Impersonating
+// a ServiceAccount needs no group impersonation: the API server gives it its groups.
+func clusterRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances", "platforms", "registries"}, Verbs: readWrite},
+		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances/status", "platforms/status", "registries/status"},
+			Verbs: statusWrite},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: eventWrite},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: namespaceUse},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
+	}
+}
+
+// namespaceRules are what cairn does in its own namespace only: the sync Lease, the
+// Secrets and ConfigMaps Registries name (read and watched), and its own Secrets (the
+// digest key, large inventories).
+func namespaceRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	}
+}
+
+func clusterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
+		ObjectMeta: meta("", Name), Rules: clusterRules()}
+}
+
+func role(ns string) *rbacv1.Role {
+	return &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(ns, Name), Rules: namespaceRules()}
+}
+
+func clusterRoleBinding(ns, name, roleName string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+		ObjectMeta: meta("", name),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName},
+		Subjects:   serviceAccountSubject(ns)}
+}
+
+func roleBinding(ns string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(ns, Name),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name},
+		Subjects: serviceAccountSubject(ns)}
+}
+
+func serviceAccountSubject(ns string) []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name, Namespace: ns}}
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
