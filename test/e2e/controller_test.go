@@ -28,27 +28,31 @@ func (e *env) leaseHolder() string {
 }
 
 // controllerArgs runs `cairn controller` against repo with short leader-election
-// timings, its probes on probe.
-func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe, metrics string) []string {
+// timings, its probes on probe, as the identity of kubeconfig.
+func (e *env) controllerArgs(t *testing.T, repo *gitRepo, kubeconfig, probe, metrics string) []string {
 	return []string{"controller", "--repo", repo.url(), "--interval", "1s", "--drift-interval", "0",
 		"--leader-elect", "--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
 		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
-		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir()}
+		"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}
 }
 
-// TestControllerReplicas: of two `cairn controller` replicas, one leads (the Lease
-// holder names its pod) and syncs; the other waits. SIGKILL the leader: the other takes
-// the Lease once it expires and applies the next commit. A `kubectl edit` of a
-// ModuleInstance is reverted within seconds, not at the next poll.
+// TestControllerReplicas: of two `cairn controller` replicas, running with the
+// installed ServiceAccount's token, one leads (the Lease holder names its pod) and
+// syncs; the other waits. SIGKILL the leader: the other takes the Lease once it expires
+// and applies the next commit. A `kubectl edit` of a ModuleInstance is reverted within
+// seconds, not at the next poll.
 func TestControllerReplicas(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
-	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
+	e.grantNamespace(e.ns, "*")
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"), extra: "  serviceAccountName: deployer\n"}
 	repo := newGitRepo(t, appRepo("", a))
+	e.installController(bin, repo)
+	kubeconfig, _ := e.controllerIdentity()
 
 	probe0, metrics0 := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"},
-		append(e.controllerArgs(t, repo, probe0, metrics0), "--log-format", "json")...)
+		append(e.controllerArgs(t, repo, kubeconfig, probe0, metrics0), "--log-format", "json")...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), first.String)
@@ -67,7 +71,7 @@ func TestControllerReplicas(t *testing.T) {
 	e.g.Expect(scrape).To(ContainSubstring("controller_runtime_"), "controller-runtime's own metrics too")
 	e.expectObservedInstance(t, scrape, first.out.String(), "a")
 
-	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
+	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, kubeconfig, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")
 
 	x := e.configMap(e.ns, "a-x")
