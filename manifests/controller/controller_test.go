@@ -123,7 +123,7 @@ func TestDeploymentArgs(t *testing.T) {
 		"--branch prod --path clusters/eu --interval 30s --cache-dir /var/cache/cairn"))
 	g.Expect(args).To(ContainSubstring("--git-username cairn --git-password-file /etc/cairn/git/password " +
 		"--forge-token-file /etc/cairn/forge/token --webhook-secret-file /etc/cairn/webhook/secret"))
-	g.Expect(args).To(ContainSubstring("--forge gitea --forge-url https://git.example.com --forge-repo ops/platform --listen :9292"))
+	g.Expect(args).To(ContainSubstring("--forge gitea --forge-url https://git.example.com --forge-repo ops/platform --webhook-bind-address :9292"))
 	g.Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: GitSecret, MountPath: "/etc/cairn/git", ReadOnly: true}))
 	g.Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "cache", MountPath: CacheDir}))
 	secrets := Secrets(o)
@@ -133,7 +133,7 @@ func TestDeploymentArgs(t *testing.T) {
 	plain, err := Objects(testOptions())
 	g.Expect(err).NotTo(HaveOccurred())
 	pc := find[*appsv1.Deployment](plain, Name).Spec.Template.Spec.Containers[0]
-	g.Expect(pc.Args).NotTo(ContainElement("--listen"), "no webhook receiver without its secret")
+	g.Expect(pc.Args).NotTo(ContainElement("--webhook-bind-address"), "no webhook receiver without its secret")
 	g.Expect(pc.VolumeMounts).To(HaveLen(2), "only the cache and /tmp")
 	g.Expect(Secrets(testOptions())).To(BeEmpty())
 }

@@ -132,7 +132,7 @@ func Args(o Options) []string {
 		args = appendIf(args, "--status-url", o.StatusURL)
 	}
 	if len(o.Credentials.WebhookSecret) > 0 {
-		args = append(args, "--listen", fmt.Sprintf(":%d", WebhookPort))
+		args = append(args, "--webhook-bind-address", fmt.Sprintf(":%d", WebhookPort))
 	}
 	return args
 }
