@@ -21,7 +21,7 @@ import (
 // slowController is controllerArgs with a 10-minute poll: whatever syncs within a
 // test's seconds was not the poll.
 func (e *env) slowController(t *testing.T, repo *gitRepo, extra ...string) []string {
-	args := e.controllerArgs(t, repo, e.cluster.Kubeconfig, freeLoopbackAddr(t), "0")
+	args := e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")
 	for i, a := range args {
 		if a == "--interval" {
 			args[i+1] = "10m"

@@ -28,8 +28,13 @@ func (e *env) leaseHolder() string {
 }
 
 // controllerArgs runs `cairn controller` against repo with short leader-election
-// timings, its probes on probe, as the identity of kubeconfig.
-func (e *env) controllerArgs(t *testing.T, repo *gitRepo, kubeconfig, probe, metrics string) []string {
+// timings, its probes on probe, as the admin.
+func (e *env) controllerArgs(t *testing.T, repo *gitRepo, probe, metrics string) []string {
+	return e.controllerArgsAs(t, repo, e.cluster.Kubeconfig, probe, metrics)
+}
+
+// controllerArgsAs is controllerArgs as the identity of kubeconfig.
+func (e *env) controllerArgsAs(t *testing.T, repo *gitRepo, kubeconfig, probe, metrics string) []string {
 	return []string{"controller", "--repo", repo.url(), "--interval", "1s", "--drift-interval", "0",
 		"--leader-elect", "--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
 		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
@@ -52,7 +57,7 @@ func TestControllerReplicas(t *testing.T) {
 
 	probe0, metrics0 := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"},
-		append(e.controllerArgs(t, repo, kubeconfig, probe0, metrics0), "--log-format", "json")...)
+		append(e.controllerArgsAs(t, repo, kubeconfig, probe0, metrics0), "--log-format", "json")...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), first.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), first.String)
@@ -71,7 +76,7 @@ func TestControllerReplicas(t *testing.T) {
 	e.g.Expect(scrape).To(ContainSubstring("controller_runtime_"), "controller-runtime's own metrics too")
 	e.expectObservedInstance(t, scrape, first.out.String(), "a")
 
-	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgs(t, repo, kubeconfig, freeLoopbackAddr(t), "0")...)
+	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, e.controllerArgsAs(t, repo, kubeconfig, freeLoopbackAddr(t), "0")...)
 	e.g.Consistently(e.leaseHolder, 3*time.Second, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), "one leader at a time")
 
 	x := e.configMap(e.ns, "a-x")
