@@ -166,7 +166,7 @@ func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instance
 	if hw := s.e.opts.HealthWait; hw > 0 && hw < left {
 		wait, handOver = hw, true
 	}
-	s.e.progress("wait %s", r.key())
+	s.step(r.key(), "wait %s", r.key())
 	err := waitHealthy(ctx, c, objects, wait)
 	if interrupted(ctx) {
 		return interruption(ctx, r.key()) // says nothing of the objects: Healthy stays Unknown

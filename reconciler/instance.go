@@ -102,7 +102,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
 		return f
 	}
-	s.e.progress("apply %s: %d objects", r.key(), len(r.objects))
+	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
 	r.warnings = append(r.warnings, rep.notes...)
@@ -157,7 +157,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 	if r.prune == nil || len(r.prune.stale) == 0 {
 		return nil
 	}
-	s.e.progress("prune %s: %d objects", r.key(), len(r.prune.stale))
+	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.stale))
 	cs, err := deleteStale(ctx, m, r.prune, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
@@ -258,7 +258,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
 	s.transition(before, mi)
-	s.e.progress("%s %s", r.key(), r.outcome())
+	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 }

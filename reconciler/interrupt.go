@@ -55,7 +55,7 @@ func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha strin
 // its CR keeps the state of its last sync.
 func (s *syncRun) reportInterrupted(ctx context.Context, r *instanceRun) {
 	r.interrupt(ctx)
-	s.e.progress("%s %s", r.key(), r.outcome())
+	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 }

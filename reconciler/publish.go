@@ -84,7 +84,7 @@ func (s *syncRun) publish(ctx context.Context, r *instanceRun) *Failure {
 	if existed {
 		r.published.Revision = s.previousPublishRevision(r, desc.Digest.String())
 	}
-	s.e.progress("publish %s: %s@%s", r.key(), ref, desc.Digest)
+	s.step(r.key(), "publish %s: %s@%s", r.key(), ref, desc.Digest)
 	return nil
 }
 

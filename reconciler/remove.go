@@ -60,7 +60,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
 	ps := rs.pruneSet
-	s.e.progress("remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
+	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
 	cs, err := deleteStale(ctx, m, ps, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 	if err != nil {
 		return stalled(cairnv1.ReasonPruneFailed, err)
 	}
-	s.e.progress("remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
+	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
 	n, err := orphanObjects(ctx, c, objects, rs.key, string(live.UID))
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)

@@ -33,7 +33,7 @@ func (s *syncRun) renderAll(ctx context.Context) {
 }
 
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
-	s.e.progress("render %s (%s)", r.key(), r.why)
+	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	artifacts, chart, f := s.supplyChain(ctx).verifyArtifacts(ctx, s.platform, r.mi)
 	r.artifacts, r.chart = artifacts, chart
 	if f != nil {
@@ -65,7 +65,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	}
 	s.e.opts.Metrics.observeRender(r.mi, cached, err, time.Since(began))
 	if cached {
-		s.e.progress("render %s: cached", r.key())
+		s.step(r.key(), "render %s: cached", r.key())
 	}
 	if err != nil {
 		r.failure = renderFailure(r.key(), err)

@@ -57,7 +57,7 @@ func (s *syncRun) reporter(ctx context.Context, r *instanceRun) func(*secretTarg
 
 func (s *syncRun) reportSecret(ctx context.Context, r *instanceRun, t *secretTarget) {
 	name := "Secret/" + t.key.Namespace + "/" + t.key.Name
-	s.e.progress("secret %s: %s %s (%s)", r.key(), t.action, name, t.why)
+	s.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.action, name, t.why)
 	s.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", s.rev.SHA, "secret", t.key.String(), "action", string(t.action))
 }
 
@@ -85,7 +85,7 @@ func (s *syncRun) rotateUnaffected(ctx context.Context) {
 		if err := s.rotateDue(ctx, r); err != nil {
 			r.secretNote = fmt.Sprintf("; rotation of generated Secrets failed: %v", err)
 			s.e.logger(ctx).Error(err, "failed to rotate generated Secrets", "instance", r.key(), "revision", s.rev.SHA)
-			s.e.progress("secret %s: rotation failed: %v", r.key(), err)
+			s.step(r.key(), "secret %s: rotation failed: %v", r.key(), err)
 		}
 	}
 }

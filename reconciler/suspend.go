@@ -46,7 +46,7 @@ func (s *syncRun) recordSuspended(ctx context.Context, r *instanceRun) {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 	}
 	s.e.emitTransition(before, r.live)
-	s.e.progress("%s suspended", r.key())
+	s.step(r.key(), "%s suspended", r.key())
 }
 
 // markSuspended sets Ready=Unknown/Suspended; the last applied revision, digests,

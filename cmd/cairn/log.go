@@ -52,7 +52,8 @@ func (f *logFlags) progressWriter(w io.Writer, log logr.Logger) io.Writer {
 	return &logLineWriter{log: log}
 }
 
-// logLineWriter logs each complete line written to it.
+// logLineWriter logs each complete line written to it, and each step about an
+// instance with its instance and revision keys (a reconciler.StepLogger).
 type logLineWriter struct {
 	log logr.Logger
 	mu  sync.Mutex
@@ -71,4 +72,9 @@ func (l *logLineWriter) Write(p []byte) (int, error) {
 		}
 		l.log.Info("progress", "step", strings.TrimSuffix(line, "\n"))
 	}
+}
+
+// Step logs one line of progress about an instance.
+func (l *logLineWriter) Step(instance, revision, line string) {
+	l.log.Info("progress", "step", line, "instance", instance, "revision", revision)
 }

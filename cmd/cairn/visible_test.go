@@ -67,8 +67,8 @@ func jsonLines(g *WithT, s string) []map[string]any {
 }
 
 // TestSyncLogsJSONLinesWithInstanceAndRevision: with --log-format json every line on
-// stderr is a JSON object, progress included; each instance's outcome is logged with
-// its instance and revision keys, a failure at error level with its reason.
+// stderr is a JSON object, progress included; each instance's progress and outcome
+// are logged with its instance and revision keys, a failure at error level with its reason.
 func TestSyncLogsJSONLinesWithInstanceAndRevision(t *testing.T) {
 	g := NewWithT(t)
 	cc := newCLICluster(t)
@@ -76,7 +76,8 @@ func TestSyncLogsJSONLinesWithInstanceAndRevision(t *testing.T) {
 	r := cc.run(t, "sync", "--once", "--repo", dir, "--log-format", "json", "--log-level", "info")
 	g.Expect(r.code).To(Equal(2), r.stdout+r.stderr)
 	lines := jsonLines(g, r.stderr)
-	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "progress"), HaveKeyWithValue("step", "apply "+cc.ns+"/web: 2 objects"))))
+	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "progress"), HaveKeyWithValue("step", "apply "+cc.ns+"/web: 2 objects"),
+		HaveKeyWithValue("instance", cc.ns+"/web"), HaveKeyWithValue("revision", MatchRegexp(`^dir:[0-9a-f]{12}$`)))))
 	g.Expect(lines).To(ContainElement(SatisfyAll(HaveKeyWithValue("msg", "instance synced"), HaveKeyWithValue("level", "INFO"),
 		HaveKeyWithValue("instance", cc.ns+"/web"), HaveKeyWithValue("revision", MatchRegexp(`^dir:[0-9a-f]{12}$`)),
 		HaveKeyWithValue("action", "Created"))))

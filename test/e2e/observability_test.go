@@ -116,7 +116,10 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 
 	e.g.Expect(out).NotTo(ContainSubstring("Hunter-Hunter-42"), "no Secret value in any log line")
 	var failed map[string]any
-	for _, l := range expectInstanceKeys(t, out) {
+	lines := expectInstanceKeys(t, out)
+	e.g.Expect(lines).To(ContainElement(And(HaveKeyWithValue("msg", "progress"), HaveKeyWithValue("instance", e.ns+"/db"),
+		HaveKeyWithValue("step", HavePrefix("render "+e.ns+"/db")))), "progress lines carry the keys too")
+	for _, l := range lines {
 		if l["msg"] == "instance failed" {
 			failed = l
 		}

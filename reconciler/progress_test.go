@@ -1,0 +1,34 @@
+package reconciler
+
+import (
+	"bytes"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+type steps [][3]string
+
+func (s *steps) Write(p []byte) (int, error) {
+	*s = append(*s, [3]string{"", "", string(p)})
+	return len(p), nil
+}
+
+func (s *steps) Step(instance, revision, line string) {
+	*s = append(*s, [3]string{instance, revision, line})
+}
+
+func TestStepCarriesInstanceAndRevision(t *testing.T) {
+	g := NewWithT(t)
+	var logged steps
+	s := &syncRun{e: &Engine{opts: Options{Progress: &logged}}, rev: Revision{SHA: "abc"}}
+	s.step("team/app", "apply %s: %d objects", "team/app", 3)
+	g.Expect(logged).To(Equal(steps{{"team/app", "abc", "apply team/app: 3 objects"}}))
+
+	var plain bytes.Buffer
+	s.e.opts.Progress = &plain
+	s.step("team/app", "wait %s", "team/app")
+	g.Expect(plain.String()).To(Equal("wait team/app\n"), "a plain writer gets the line")
+	s.e.opts.Progress = nil
+	s.step("team/app", "wait %s", "team/app") // no progress: nothing, no panic
+}
