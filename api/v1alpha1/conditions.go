@@ -67,6 +67,11 @@ const (
 	// records the value handled. On the Platform CR (`cairn reconcile source`) it
 	// makes the controller fetch and sync the branch head at once, moved or not.
 	ReconcileRequestAnnotation = "cairn.dev/reconcile-requested-at"
+	// PlanRequestAnnotationPrefix, followed by a pull request's number, on the
+	// Platform CR asks the controller's leader to plan that pull request: a replica
+	// that does not lead sets it when a pull request webhook reaches it, and the
+	// leader removes it once the plan is queued.
+	PlanRequestAnnotationPrefix = "plan.cairn.dev/pr-"
 	FieldManager               = "cairn"
 	AllowPruneTrailer          = "cairn-allow-prune"
 )

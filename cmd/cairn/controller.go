@@ -155,6 +155,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := mgr.Add(hooks); err != nil {
 		return err
 	}
+	if err := watchPlanRequests(mgr, fw, log.WithName("plan-requests")); err != nil {
+		return err
+	}
 	// A runnable needs the Lease by default: only the leader polls and syncs.
 	poll := func(ctx context.Context) error {
 		log.Info("leading: polling the repository", "interval", cf.interval.String())
@@ -213,7 +216,7 @@ func watchEdits(mgr manager.Manager, kick func()) error {
 	} {
 		err := ctrl.NewControllerManagedBy(mgr).Named(name).
 			For(obj, builder.WithPredicates(notOwnWrite, predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
-				predicate.AnnotationChangedPredicate{}))).Complete(kicked)
+				syncAnnotationsChanged))).Complete(kicked)
 		if err != nil {
 			return fmt.Errorf("failed to watch %s: %w", name, err)
 		}

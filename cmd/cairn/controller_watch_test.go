@@ -81,3 +81,19 @@ func TestAPushToAReplicaThatDoesNotLeadIsPassedOn(t *testing.T) {
 	g.Expect(h.requests.C()).NotTo(Receive(), "the leader syncs it itself")
 	g.Expect(h.leading.Load()).To(BeFalse(), "not leading once the loop has stopped")
 }
+
+// TestAPlanRequestDoesNotKickASync: the plan request annotations a replica passes on
+// ask for a plan, not a sync; any other annotation change still kicks.
+func TestAPlanRequestDoesNotKickASync(t *testing.T) {
+	g := NewWithT(t)
+	platform := func(ann map[string]string) *cairnv1.Platform {
+		p := &cairnv1.Platform{}
+		p.Annotations = ann
+		return p
+	}
+	before := platform(map[string]string{"a": "1"})
+	g.Expect(syncAnnotationsChanged.Update(event.UpdateEvent{ObjectOld: before,
+		ObjectNew: platform(map[string]string{"a": "1", cairnv1.PlanRequestAnnotationPrefix + "7": "t"})})).To(BeFalse())
+	g.Expect(syncAnnotationsChanged.Update(event.UpdateEvent{ObjectOld: before,
+		ObjectNew: platform(map[string]string{"a": "1", cairnv1.ReconcileRequestAnnotation: "t"})})).To(BeTrue())
+}
