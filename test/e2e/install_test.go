@@ -11,12 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/manifests/controller"
 	"cairn.dev/cairn/reconciler"
 )
@@ -67,6 +69,14 @@ func TestInstalledControllerRunsWithExactlyItsRBAC(t *testing.T) {
 			p.proc.out.String)
 	t.Logf("the instance without a ServiceAccount: %s", e.readyMessage(e.ns, "b"))
 	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "b")).To(BeNil(), "nothing of b was applied")
+	e.g.Eventually(func() *eventsv1.Event {
+		return eventWith(e.eventsAbout(e.ns, e.instance(e.ns, "a").UID), cairnv1.ReasonSucceeded)
+	},
+		10*time.Second, 200*time.Millisecond).ShouldNot(BeNil(), "its token may write events")
+	e.g.Eventually(func() *eventsv1.Event {
+		return eventWith(e.eventsAbout(e.ns, e.instance(e.ns, "b").UID), cairnv1.ReasonApplyFailed)
+	},
+		10*time.Second, 200*time.Millisecond).ShouldNot(BeNil())
 	e.g.Eventually(func() string { return httpGet(t, "http://"+p.addrs["metrics"]+"/metrics") }, 10*time.Second, 200*time.Millisecond).
 		Should(ContainSubstring(`cairn_instances{state="ready"} 1`))
 	resp, err := http.Post("http://"+p.addrs["webhook"]+"/hooks/gitea", "application/json", strings.NewReader("{}"))
