@@ -69,7 +69,8 @@ cluster-down: ## Stop the local cluster in DEMO_DIR
 demo: prereqs build ## Local cluster, cairn installed, example modules pushed and synced
 	DEMO_DIR=$(DEMO_DIR) hack/demo.sh
 
-demo-down: ## Stop the demo cluster (and the DEMO_GITEA=1 Gitea and cairn sync)
+demo-down: ## Stop the demo cluster, its controller replicas (and the DEMO_GITEA=1 Gitea and cairn sync)
+	@for p in $(DEMO_DIR)/pods/*.pid; do [ -s $$p ] && kill $$(cat $$p) 2>/dev/null; rm -f $$p; done; true
 	@if [ -s $(DEMO_DIR)/cairn-sync.pid ]; then kill $$(cat $(DEMO_DIR)/cairn-sync.pid) 2>/dev/null || true; rm -f $(DEMO_DIR)/cairn-sync.pid; fi
 	@if [ -d $(DEMO_DIR)/gitea ]; then $(GO) run ./test/localforge down --dir $(DEMO_DIR)/gitea; fi
 	$(LOCALCLUSTER) down --dir $(DEMO_DIR)

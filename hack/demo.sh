@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: a local cluster with a registry (test/localcluster, state in
 # $DEMO_DIR), cairn installed into it, the example modules pushed to the
-# registry and the examples synced once. Safe to run again: the cluster is
+# registry and the examples followed by cairn's controller (two replicas as
+# local processes, hack/demo-controller.sh). Safe to run again: the cluster is
 # reused and every step is idempotent.
 #
 # The cairn CLI flags used below belong to cmd/cairn; the lines marked
@@ -79,10 +80,10 @@ done
 step "cairn verify (what the sync checks, by digest)"
 "$CAIRN" verify "$CAIRN_REGISTRY/charts/hello:0.1.0" --key "$DEMO_DIR/cosign.pub" --plain-http
 
-step "cairn sync --once"
-# One reconcile of the declarations under examples/ (read from disk). The
-# Registry they declare is 127.0.0.1:$DEMO_REGISTRY_PORT, the demo registry.
-"$CAIRN" sync --repo examples --once --kubeconfig "$kubeconfig" || true
+# The controller: two replicas with the ServiceAccount's identity follow a Git
+# copy of examples/ (hack/demo-controller.sh). The Registry the examples
+# declare is 127.0.0.1:$DEMO_REGISTRY_PORT, the demo registry.
+CAIRN=$CAIRN DEMO_DIR=$DEMO_DIR kubeconfig=$kubeconfig kubectl=$kubectl hack/demo-controller.sh
 
 step "cairn status"
 # CLI: the state of every instance.
@@ -95,6 +96,15 @@ Use it:
   export KUBECONFIG=$kubeconfig
   $CAIRN_KUBE_BIN/kubectl get moduleinstances,deployments -A
   $CAIRN status --kubeconfig \$KUBECONFIG
+The controller runs as two replicas (pods cairn-controller-0 and -1, as local processes with
+the ServiceAccount's token in $DEMO_DIR/controller.kubeconfig), following $DEMO_DIR/platform:
+  $CAIRN_KUBE_BIN/kubectl -n cairn-system get lease cairn-sync -w      # who leads
+  tail -f $DEMO_DIR/logs/cairn-controller-*.log                        # sync results, JSON logs
+  curl -s 127.0.0.1:18080/metrics | grep ^cairn_                        # replica 0 (replica 1: 18180)
+  (cd $DEMO_DIR/platform && sed -i 's/pods: 20/pods: 25/' instances/team-a.yaml && git commit -qam 'team-a: 25 pods')
+Fail it over: kill -9 the leader (the other takes the Lease within 15 s and goes on):
+  kill -9 \$(cat $DEMO_DIR/pods/\$($CAIRN_KUBE_BIN/kubectl -n cairn-system get lease cairn-sync -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1).pid)
+Stop it: kill \$(cat $DEMO_DIR/pods/*.pid) (make demo-down stops it all)
 Registry: $CAIRN_REGISTRY (plain HTTP); modules and the chart are signed with
 $DEMO_DIR/cosign.key (password in $DEMO_DIR/cosign.password), verified under Enforce:
   $CAIRN verify $CAIRN_REGISTRY/charts/hello:0.1.0 --key $DEMO_DIR/cosign.pub --plain-http
@@ -124,6 +134,12 @@ set -a
 # shellcheck disable=SC1091
 . "$DEMO_DIR/gitea/env"
 set +a
+
+step "stop the controller replicas: cairn sync follows Gitea instead (both take the Lease cairn-sync)"
+for pid_file in "$DEMO_DIR"/pods/*.pid; do
+  [ -s "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null || true
+  rm -f "$pid_file"
+done
 
 step "cairn sync --forge gitea --listen 127.0.0.1:$DEMO_WEBHOOK_PORT (background)"
 if [ -s "$sync_pid_file" ] && kill -0 "$(cat "$sync_pid_file")" 2>/dev/null; then
