@@ -21,7 +21,12 @@ import (
 // slowController is controllerArgs with a 10-minute poll: whatever syncs within a
 // test's seconds was not the poll.
 func (e *env) slowController(t *testing.T, repo *gitRepo, extra ...string) []string {
-	args := e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")
+	return e.slowControllerAs(t, repo, e.cluster.Kubeconfig, extra...)
+}
+
+// slowControllerAs is slowController as the identity of kubeconfig.
+func (e *env) slowControllerAs(t *testing.T, repo *gitRepo, kubeconfig string, extra ...string) []string {
+	args := e.controllerArgsAs(t, repo, kubeconfig, freeLoopbackAddr(t), "0")
 	for i, a := range args {
 		if a == "--interval" {
 			args[i+1] = "10m"
@@ -84,22 +89,26 @@ func TestReconcileSourceSyncsBeforeTheInterval(t *testing.T) {
 // --webhook-bind-address (the Service picks either). A signed push delivered to the
 // replica that does not lead is passed on to the leader, which syncs the commit
 // within seconds; one delivered to the leader is synced at once; a delivery with a
-// wrong signature is refused and syncs nothing.
+// wrong signature is refused and syncs nothing. Both run with the installed
+// ServiceAccount's token.
 func TestAWebhookToAReplicaThatDoesNotLeadIsSyncedByTheLeader(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
-	a := inst{name: "a", ns: e.ns, configs: configs("x")}
+	e.grantNamespace(e.ns, "*")
+	a := inst{name: "a", ns: e.ns, configs: configs("x"), extra: "  serviceAccountName: deployer\n"}
 	repo := newGitRepo(t, appRepo("", a))
+	e.installController(bin, repo)
+	kubeconfig, _ := e.controllerIdentity() // the installed RBAC lets a replica pass a push on
 	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
 	e.g.Expect(os.WriteFile(secretFile, []byte("hook-s3cret\n"), 0o600)).To(Succeed())
 	hook0, hook1 := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	leader := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"},
-		e.slowController(t, repo, "--webhook-bind-address", hook0, "--webhook-secret-file", secretFile)...)
+		e.slowControllerAs(t, repo, kubeconfig, "--webhook-bind-address", hook0, "--webhook-secret-file", secretFile)...)
 	e.g.Eventually(e.leaseHolder, time.Minute, 200*time.Millisecond).Should(HavePrefix("cairn-0_"), leader.String)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-x") != nil }, time.Minute, 200*time.Millisecond).Should(BeTrue(), leader.String)
 	e.settled(leader)
 	other := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"},
-		e.slowController(t, repo, "--webhook-bind-address", hook1, "--webhook-secret-file", secretFile)...)
+		e.slowControllerAs(t, repo, kubeconfig, "--webhook-bind-address", hook1, "--webhook-secret-file", secretFile)...)
 	other.waitListening(t, "http://"+hook1+"/hooks/gitea")
 
 	body, err := os.ReadFile(filepath.Join("..", "..", "gitsource", "forge", "gitea", "testdata", "gitea_push.json"))

@@ -30,7 +30,8 @@ func (e *env) rotateCairnSecret(name string, data map[string][]byte) {
 // chart: within seconds, and without a commit, the instance is verified again and
 // fails closed (Verified and Ready False, SignatureInvalid, Stalled) while its objects,
 // inventory and last applied revision stay. Rotated back, it is Verified and Ready
-// again. An instance that uses no Registry is not rendered again.
+// again. An instance that uses no Registry is not rendered again. The controller runs
+// with the installed ServiceAccount's token: its RBAC is enough for these watches.
 func TestARotatedRegistryKeyIsPickedUpWithoutACommit(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
@@ -40,13 +41,17 @@ func TestARotatedRegistryKeyIsPickedUpWithoutACommit(t *testing.T) {
 	pub := "pub-" + e.ns
 	e.putCairnSecret(pub, corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": trusted.public})
 	pushChart(t, e.ctx, rc, "charts/hello", chartArchive(t, "hello", "0.1.0", "hi"), trusted.key)
-	files := appRepo("", inst{name: "bystander", ns: e.ns, configs: configs("x")})
+	e.grantNamespace(e.ns, "*")
+	deployer := "  serviceAccountName: deployer\n"
+	files := appRepo("", inst{name: "bystander", ns: e.ns, configs: configs("x"), extra: deployer})
 	files["platform.yaml"] = platformWithVerify("Enforce", "")
 	files["registries.yaml"] = registryYAML("charts", reg.Host, true, "  verify:\n    cosign:\n      publicKeys: [{secretRef: {name: "+pub+"}}]\n")
-	files["instances/hello.yaml"] = chartInstanceYAML("hello", e.ns, "oci://"+reg.Host+"/charts/hello", "0.1.0", "")
+	files["instances/hello.yaml"] = chartInstanceYAML("hello", e.ns, "oci://"+reg.Host+"/charts/hello", "0.1.0", deployer)
 	repo := newGitRepo(t, files)
 
-	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowController(t, repo)...)
+	e.installController(bin, repo)
+	kubeconfig, _ := e.controllerIdentity() // the installed RBAC is enough to watch them
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowControllerAs(t, repo, kubeconfig)...)
 	hello := func() *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{}
 		if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "hello"}, mi); err != nil {
