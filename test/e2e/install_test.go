@@ -148,3 +148,40 @@ func (e *env) expectUninstalled(bin string) {
 	e.g.Expect(e.configMap(e.ns, "a-x")).NotTo(BeNil(), "nothing cairn applied is deleted")
 	e.g.Expect(e.configMap(e.ns, "b-y")).NotTo(BeNil())
 }
+
+// TestControllersRBACIsRefusedToRenders: with the controller installed, an instance
+// that may render ClusterRoles and renders cairn-controller's, widened to everything,
+// fails with OwnershipConflict (the controller's objects are cairn's own), and the
+// ClusterRole keeps its rules.
+func TestControllersRBACIsRefusedToRenders(t *testing.T) {
+	e := newEnv(t)
+	o := controller.DefaultOptions()
+	o.Repo, o.Image = "file:///platform", testImage
+	objs, err := controller.Objects(o)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	us, err := controller.ToUnstructured(objs...)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	m, err := cluster.Manager("", "")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = m.ApplyAllStaged(e.ctx, us, ssaDefaults())
+	e.g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		for _, obj := range controller.Removable(o) {
+			_ = e.c.Delete(e.ctx, obj)
+		}
+	})
+	wide := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": controller.Name},
+		"rules": []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}}}
+	spec := permissive + "  clusterResources: [{group: rbac.authorization.k8s.io, kind: ClusterRole}]\n"
+	repo := newGitRepo(t, rawRepo(spec, map[string]string{"evil": rawInstance("evil", e.ns, "", wide)}))
+	res := e.sync(repo)
+	e.expectFailure(res, wantFailure{name: "evil", reason: cairnv1.ReasonOwnershipConflict,
+		contains: []string{"ClusterRole/" + controller.Name, "cairn's own and cannot be adopted"}})
+	live := &rbacv1.ClusterRole{}
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Name: controller.Name}, live)).To(Succeed())
+	for _, r := range live.Rules {
+		e.g.Expect(r.Verbs).NotTo(ContainElement("*"), "the controller's ClusterRole is unchanged")
+	}
+}
