@@ -61,7 +61,15 @@ type Loop struct {
 
 	now       func() time.Time
 	pushPause time.Duration // between attempts of afterPush
+	// kickGap is the least time between the starts of two syncs a kick asks for, so
+	// that a stream of edits (one tenant annotating its CR in a loop) costs at most one
+	// sync, and one request to the forge, per gap; lastKick is when the last began.
+	kickGap  time.Duration
+	lastKick time.Time
 }
+
+// kickGap is Loop.kickGap's default: an edit is still reverted within seconds.
+const kickGap = time.Second
 
 // New returns a loop; nothing runs until Run or Once.
 func New(opts Options) *Loop {
@@ -71,7 +79,7 @@ func New(opts Options) *Loop {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Loop{opts: opts, kicks: forge.NewTrigger(), pushes: forge.NewTrigger(), now: time.Now, pushPause: time.Second}
+	return &Loop{opts: opts, kicks: forge.NewTrigger(), pushes: forge.NewTrigger(), now: time.Now, pushPause: time.Second, kickGap: kickGap}
 }
 
 // Kick asks for a sync of the branch head now, even when it has not moved (the
@@ -145,6 +153,8 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer t.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	kicked := time.NewTimer(time.Hour) // a kick that came within kickGap of the last
+	kicked.Stop()
 	l.step(ctx)
 	for {
 		l.armRetry(retry) // after every step, the first one too
@@ -156,11 +166,23 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-retry.C:
 			l.step(ctx)
 		case <-l.kicks.C():
-			l.resync(ctx)
+			if wait := l.kickGap - l.now().Sub(l.lastKick); wait > 0 {
+				kicked.Reset(wait) // kicks meanwhile coalesce into this one
+				continue
+			}
+			l.kickSync(ctx)
+		case <-kicked.C:
+			l.kickSync(ctx)
 		case <-l.pushes.C():
 			l.afterPush(ctx)
 		}
 	}
+}
+
+// kickSync syncs for a kick and notes when it began.
+func (l *Loop) kickSync(ctx context.Context) {
+	l.lastKick = l.now()
+	l.resync(ctx)
 }
 
 // armRetry sets timer to fire when the next retry is due (never when none is), at

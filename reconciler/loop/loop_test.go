@@ -191,3 +191,23 @@ func TestARefreshReachesTheNextSyncOnce(t *testing.T) {
 	l.Kick()
 	g.Eventually(e.refreshes, time.Second).Should(Equal([][]string{nil, {"charts", "modules"}, nil}))
 }
+
+// TestAStreamOfKicksSyncsOncePerGap: kicks that come faster than the gap coalesce,
+// so a tenant editing its CR in a loop costs one sync per gap, and the last kick is
+// never lost.
+func TestAStreamOfKicksSyncsOncePerGap(t *testing.T) {
+	g := NewWithT(t)
+	e := &fakeEngine{}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, Interval: time.Hour})
+	l.kickGap = 400 * time.Millisecond
+	run(t, l)
+	g.Eventually(e.syncs).Should(HaveLen(1))
+	begin := time.Now()
+	for time.Since(begin) < time.Second {
+		l.Kick()
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := func() int { return len(e.syncs()) }
+	g.Eventually(n, time.Second).Should(BeNumerically(">=", 3), "kicks are still served, once per gap")
+	g.Consistently(n, 500*time.Millisecond).Should(BeNumerically("<=", 5), "about 100 kicks in 1 s: at most one sync per 400 ms gap, and the last one")
+}
