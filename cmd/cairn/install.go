@@ -10,6 +10,9 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/spf13/cobra"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -41,7 +44,10 @@ func newInstallCommand(kube *kubeFlags) *cobra.Command {
 			if f.dryRun {
 				return printManifests(cmd.OutOrStdout(), objects, f.output)
 			}
-			return applyManifests(cmd.Context(), kube, cmd.OutOrStdout(), objects)
+			if err := applyManifests(cmd.Context(), kube, cmd.OutOrStdout(), objects); err != nil || !f.controller {
+				return err
+			}
+			return f.revokeApplyAsController(cmd.Context(), kube, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
@@ -98,6 +104,29 @@ func applyManifests(ctx context.Context, kube *kubeFlags, out io.Writer, objects
 	for _, e := range cs.Entries {
 		fmt.Fprintln(out, e.String())
 	}
+	return nil
+}
+
+// revokeApplyAsController deletes the binding of --allow-apply-as-controller when an
+// install leaves the flag out: the choice is the last install's, never a leftover.
+func (f *installFlags) revokeApplyAsController(ctx context.Context, kube *kubeFlags, out io.Writer) error {
+	if f.ctrl.opts.AllowApplyAsController {
+		return nil
+	}
+	m, err := adminManager(kube)
+	if err != nil {
+		return err
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: controller.ApplyAsControllerBinding}}
+	err = m.Client().Delete(ctx, binding)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to delete ClusterRoleBinding/%s (the install leaves out --allow-apply-as-controller): %w",
+			controller.ApplyAsControllerBinding, err)
+	}
+	fmt.Fprintf(out, "ClusterRoleBinding/%s deleted (no --allow-apply-as-controller)\n", controller.ApplyAsControllerBinding)
 	return nil
 }
 

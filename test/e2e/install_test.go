@@ -44,8 +44,9 @@ func (e *env) readyMessage(ns, name string) string {
 // secret mounted from its Secret is read. It is not more: the token reads no Secret
 // outside cairn's namespace and applies nothing itself, so an instance without a
 // ServiceAccount fails, saying how to allow it, while its neighbour is Ready. With
-// --allow-apply-as-controller it applies; `cairn uninstall` removes the controller
-// and keeps the CRDs, the namespace, the Secrets and every object cairn applied.
+// --allow-apply-as-controller it applies, and an install without the flag takes that
+// back; `cairn uninstall` removes the controller and keeps the CRDs, the namespace,
+// the Secrets and every object cairn applied.
 func TestInstalledControllerRunsWithExactlyItsRBAC(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
@@ -92,6 +93,14 @@ func TestInstalledControllerRunsWithExactlyItsRBAC(t *testing.T) {
 	e.g.Eventually(func() string { return e.readyMessage(e.ns, "b") }, time.Minute, 200*time.Millisecond).
 		Should(HavePrefix("True"), p.proc.out.String)
 	e.g.Expect(e.configMap(e.ns, "b-y")).NotTo(BeNil())
+	out = e.installController(bin, repo, "--interval", "1s", "--webhook-secret-file", hook)
+	e.g.Expect(out).To(ContainSubstring("ClusterRoleBinding/"+controller.ApplyAsControllerBinding+" deleted"),
+		"an install without the flag takes the choice back")
+	b.configs = configs("x", "z")
+	repo.commit("b: z for y", map[string]string{"instances/b.yaml": b.yaml()})
+	e.g.Eventually(func() string { return e.readyMessage(e.ns, "b") }, time.Minute, 200*time.Millisecond).
+		Should(And(HavePrefix("False"), ContainSubstring("--allow-apply-as-controller")), p.proc.out.String)
+	e.g.Expect(e.configMap(e.ns, "b-y")).NotTo(BeNil(), "a denied sync prunes nothing")
 
 	e.g.Expect(p.proc.cmd.Process.Kill()).To(Succeed())
 	<-p.proc.done
@@ -131,7 +140,7 @@ func (e *env) expectUninstalled(bin string) {
 	e.t.Helper()
 	out := e.runCairn(bin, "uninstall", "--kubeconfig", e.cluster.Kubeconfig)
 	e.g.Expect(out).To(ContainSubstring("Deployment/cairn-system/cairn-controller deleted"))
-	e.g.Expect(out).To(ContainSubstring("ClusterRoleBinding/" + controller.ApplyAsControllerBinding + " deleted"))
+	e.g.Expect(out).To(ContainSubstring("ClusterRoleBinding/" + controller.ApplyAsControllerBinding + " not found"))
 	gone := []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}, &corev1.Service{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}
 	for _, obj := range gone {
 		err := e.c.Get(e.ctx, client.ObjectKey{Namespace: reconciler.DefaultNamespace, Name: controller.Name}, obj)
