@@ -52,13 +52,14 @@ type managedObjects map[string]inventory
 // adoptedInventory returns the objects of r, an instance without a CR, that are
 // still in the cluster (see the comment above); empty for a new instance.
 func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (inventory, error) {
-	kinds, err := s.adoptionKindsOf(ctx, r)
+	left, err := s.leftInventory(ctx, r.mi)
 	if err != nil {
 		return nil, err
 	}
+	r.leftInventory = len(left) > 0
 	key := s.instanceLabel(r.mi)
-	out := inventory{}
-	for _, gvk := range kinds {
+	out := left.union(inventory{}) // what the deleted CR recorded, even where cairn may not list
+	for _, gvk := range s.adoptionKindsOf(r, left) {
 		found, err := s.listManaged(ctx, gvk)
 		if err != nil {
 			return nil, err
@@ -69,14 +70,10 @@ func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (invento
 }
 
 // adoptionKindsOf lists the kinds to search for r, one version per group and kind.
-func (s *syncRun) adoptionKindsOf(ctx context.Context, r *instanceRun) ([]schema.GroupVersionKind, error) {
+func (s *syncRun) adoptionKindsOf(r *instanceRun, left inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	for _, u := range r.objects {
 		kinds = append(kinds, u.GroupVersionKind())
-	}
-	left, err := s.leftInventory(ctx, r.mi)
-	if err != nil {
-		return nil, err
 	}
 	for _, e := range left {
 		if meta, err := object.ParseObjMetadata(e.ID); err == nil {
@@ -92,7 +89,7 @@ func (s *syncRun) adoptionKindsOf(ctx context.Context, r *instanceRun) ([]schema
 			out = append(out, gvk)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func versionOf(apiVersion string) string {
@@ -102,7 +99,8 @@ func versionOf(apiVersion string) string {
 	return apiVersion
 }
 
-// leftInventory reads the inventory Secret a deleted CR of mi left behind, if any.
+// leftInventory reads the inventory Secret a deleted CR of mi left behind, if any: a
+// large inventory, or one the controller kept when the CR was deleted by hand.
 func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
 	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
 	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: inventorySecretName(mi)}}
@@ -143,4 +141,26 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 	}
 	s.managed[gvk.GroupKind()] = found
 	return found, nil
+}
+
+// KeepInventoryOfDeleted keeps the inventory of mi, a ModuleInstance just deleted, in
+// cairn's namespace: the controller calls it on each deletion it watches. A hand
+// delete (kubectl delete) then loses nothing: the next sync re-creates the CR and
+// takes every object of that inventory as its own, even those that left the render
+// meanwhile and those of kinds cairn may not list. cairn's own removal clears the
+// inventory before it deletes a CR, so nothing is kept for it.
+func (e *Engine) KeepInventoryOfDeleted(ctx context.Context, mi *cairnv1.ModuleInstance) error {
+	return e.inventories().keep(ctx, mi)
+}
+
+// dropLeftInventory removes the inventory Secret r was adopted from once r's CR
+// records its inventory inline: the CR holds it now.
+func (s *syncRun) dropLeftInventory(ctx context.Context, r *instanceRun) {
+	inv := r.live.Status.Inventory
+	if !r.leftInventory || r.failure != nil || inv == nil || inv.SecretRef != nil {
+		return
+	}
+	if err := s.e.inventories().remove(ctx, r.live); err != nil {
+		s.e.logger(ctx).Error(err, "failed to remove the inventory kept for the deleted CR", "instance", r.key(), "revision", s.rev.SHA)
+	}
 }

@@ -2,16 +2,19 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -54,16 +57,51 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	cm.SetKind("ConfigMap")
 	r := &instanceRun{mi: mi, objects: []*unstructured.Unstructured{cm}}
 
-	kinds, err := s.adoptionKindsOf(context.Background(), r)
+	leftover, err := s.leftInventory(context.Background(), mi)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kinds).To(ContainElement(HaveField("Kind", "Job")), "a kind of the left-over inventory")
+	g.Expect(s.adoptionKindsOf(r, leftover)).To(ContainElement(HaveField("Kind", "Job")), "a kind of the left-over inventory")
 	found, err := s.adoptedInventory(context.Background(), r)
 	g.Expect(err).NotTo(HaveOccurred())
 	var ids []string
 	for id := range found {
 		ids = append(ids, id)
 	}
-	g.Expect(ids).To(ConsistOf("ns_a-x__ConfigMap", "ns_a_apps_Deployment", "ns_a__ServiceAccount"))
+	g.Expect(ids).To(ConsistOf("ns_a-x__ConfigMap", "ns_a_apps_Deployment", "ns_a__ServiceAccount", "ns_gone_batch_Job"),
+		"the labelled objects, and what the left-over inventory records")
+	g.Expect(r.leftInventory).To(BeTrue())
 	g.Expect(found["ns_a_apps_Deployment"].Version).To(Equal("apps/v1"))
 	g.Expect(found["ns_a_apps_Deployment"].Hash).To(BeEmpty(), "an adopted object is always applied again")
+}
+
+// TestAKeptInventoryIsAdoptedWhereCairnMayNotList: under the controller's RBAC cairn
+// may not list objects cluster-wide; the inventory kept when the CR was deleted by
+// hand still gives every object, and cairn's own removal keeps nothing.
+func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no"))
+		},
+	}).Build()
+	e := &Engine{cluster: &Cluster{client: c}}
+	deleted := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
+	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").entries(), Count: 2}
+	g.Expect(e.KeepInventoryOfDeleted(ctx, deleted)).To(Succeed())
+
+	s := &syncRun{e: e, managed: map[schema.GroupKind]managedObjects{}}
+	r := &instanceRun{mi: &cairnv1.ModuleInstance{ObjectMeta: deleted.ObjectMeta}}
+	found, err := s.adoptedInventory(ctx, r)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(HaveKey("ns_a-gone__ConfigMap"), "an object that left the render while the CR was gone")
+	g.Expect(found).To(HaveKey("ns_a__Service"))
+
+	removed := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}}
+	removed.Status.Inventory = &cairnv1.Inventory{} // cleared by deleteCR before the delete
+	g.Expect(e.KeepInventoryOfDeleted(ctx, removed)).To(Succeed())
+	var secrets corev1.SecretList
+	g.Expect(c.List(ctx, &secrets)).NotTo(Succeed(), "listing is forbidden here")
+	var kept corev1.Secret
+	err = c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: inventorySecretName(removed)}, &kept)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing kept for cairn's own removal")
 }

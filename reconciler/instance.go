@@ -257,6 +257,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
 	}
+	s.dropLeftInventory(ctx, r)
 	s.transition(before, mi)
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)

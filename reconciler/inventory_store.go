@@ -96,9 +96,19 @@ func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, 
 		mi.Status.Inventory = &cairnv1.Inventory{Entries: entries, Count: int32(len(entries))}
 		return nil
 	}
-	data, err := encodeEntries(entries)
+	name, err := st.writeSecret(ctx, mi, entries)
 	if err != nil {
 		return err
+	}
+	mi.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: name}, Count: int32(len(entries))}
+	return nil
+}
+
+// writeSecret writes entries to mi's inventory Secret and returns its name.
+func (st inventoryStore) writeSecret(ctx context.Context, mi *cairnv1.ModuleInstance, entries []cairnv1.InventoryEntry) (string, error) {
+	data, err := encodeEntries(entries)
+	if err != nil {
+		return "", err
 	}
 	s := &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -107,10 +117,21 @@ func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, 
 		Data: map[string][]byte{inventorySecretKey: data},
 	}
 	if err := st.c.Patch(ctx, s, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck
-		return fmt.Errorf("failed to write inventory Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return "", fmt.Errorf("failed to write inventory Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	mi.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: s.Name}, Count: int32(len(entries))}
-	return nil
+	return s.Name, nil
+}
+
+// keep writes the inventory a deleted CR held in its status to mi's inventory Secret,
+// so that the next sync finds every object of it (see adoptedInventory); an
+// inventory already in a Secret stays there, and an empty one is not written.
+func (st inventoryStore) keep(ctx context.Context, mi *cairnv1.ModuleInstance) error {
+	inv := mi.Status.Inventory
+	if inv == nil || inv.SecretRef != nil || len(inv.Entries) == 0 {
+		return nil
+	}
+	_, err := st.writeSecret(ctx, mi, inv.Entries)
+	return err
 }
 
 // remove deletes the spilled inventory of a removed instance.

@@ -56,6 +56,9 @@ type instanceRun struct {
 	secretNote string
 	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
 	adopted []string
+	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
+	// (see adoptedInventory); the Secret is removed once r records an inline one.
+	leftInventory bool
 	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
 	// message (see maskFailure).
 	masks []string

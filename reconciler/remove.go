@@ -144,7 +144,17 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 	}
 }
 
+// deleteCR deletes the CR of a removed instance and its inventory Secret. An inline
+// inventory is cleared first, so the controller does not take the deletion for a
+// hand delete and keep the inventory (see Engine.KeepInventoryOfDeleted).
 func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
+	if inv := live.Status.Inventory; inv != nil && len(inv.Entries) > 0 {
+		before := live.DeepCopy()
+		live.Status.Inventory = &cairnv1.Inventory{}
+		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to clear the inventory of ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
+		}
+	}
 	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	l := loop.New(loop.Options{Engine: e, Source: src, Interval: cf.interval, DriftInterval: cf.drift,
 		Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
-	if err := watchEdits(mgr, l.Kick); err != nil {
+	if err := watchEdits(mgr, l.Kick, e.KeepInventoryOfDeleted, log); err != nil {
 		return err
 	}
 	if err := watchRegistrySecrets(ctx, mgr, repo.namespace, l.Refresh, log.WithName("registry-secrets")); err != nil {
@@ -206,7 +206,7 @@ func managerOptions(cf *controllerFlags, cfg *rest.Config, namespace string) (ma
 // Platform or a Registry changes in the cluster, or one is deleted (`kubectl edit`,
 // `kubectl delete`): the sync finds it out of step with Git and mirrors it again (and
 // applies an instance). Kicks coalesce.
-func watchEdits(mgr manager.Manager, kick func()) error {
+func watchEdits(mgr manager.Manager, kick func(), keep inventoryKeeper, log logr.Logger) error {
 	kicked := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		kick()
 		return reconcile.Result{}, nil
@@ -215,7 +215,7 @@ func watchEdits(mgr manager.Manager, kick func()) error {
 		"moduleinstance-edits": &cairnv1.ModuleInstance{}, "platform-edits": &cairnv1.Platform{}, "registry-edits": &cairnv1.Registry{},
 	} {
 		err := ctrl.NewControllerManagedBy(mgr).Named(name).
-			For(obj, builder.WithPredicates(notOwnWrite, predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+			For(obj, builder.WithPredicates(keepDeleted(keep, log), notOwnWrite, predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 				syncAnnotationsChanged))).Complete(kicked)
 		if err != nil {
 			return fmt.Errorf("failed to watch %s: %w", name, err)
@@ -250,4 +250,23 @@ func lastWriteIsCairns(obj client.Object) bool {
 		}
 	}
 	return cairns
+}
+
+// inventoryKeeper is reconciler.Engine.KeepInventoryOfDeleted.
+type inventoryKeeper func(context.Context, *cairnv1.ModuleInstance) error
+
+// keepDeleted keeps the inventory of each ModuleInstance deleted by hand before the
+// deletion kicks a sync, so that the sync finds every object of it (see
+// reconciler.Engine.KeepInventoryOfDeleted). It filters nothing.
+func keepDeleted(keep inventoryKeeper, log logr.Logger) predicate.Funcs {
+	return predicate.Funcs{DeleteFunc: func(e event.DeleteEvent) bool {
+		if mi, ok := e.Object.(*cairnv1.ModuleInstance); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := keep(ctx, mi); err != nil {
+				log.Error(err, "failed to keep the inventory of a deleted ModuleInstance", "instance", mi.Namespace+"/"+mi.Name)
+			}
+		}
+		return true
+	}}
 }
