@@ -72,8 +72,8 @@ const (
 	// that does not lead sets it when a pull request webhook reaches it, and the
 	// leader removes it once the plan is queued.
 	PlanRequestAnnotationPrefix = "plan.cairn.dev/pr-"
-	FieldManager               = "cairn"
-	AllowPruneTrailer          = "cairn-allow-prune"
+	FieldManager                = "cairn"
+	AllowPruneTrailer           = "cairn-allow-prune"
 )
 
 // InstanceKey returns the value of the instance label: <namespace>.<name>.
