@@ -168,17 +168,18 @@ func (st *RevisionState) outcome(key string) *InstanceOutcome {
 
 // keep records r's outcome and returns it.
 func (st *RevisionState) keep(r *instanceRun) InstanceOutcome {
-	out := InstanceOutcome{Result: r.result(), SatisfiesDependents: r.satisfiesDependents()}
-	if !r.affected && !r.suspended() && !isReady(r.live) && r.live != nil {
-		out.RequeueAfter = requeueAt(retryTime(r.live), time.Now())
-	}
-	if r.affected && r.failure != nil {
-		out.RequeueAfter = requeueAt(out.Result.NextRetryAt, time.Now())
-	}
+	out := outcomeOf(r)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.outcomes[r.key()] = &out
 	return out
+}
+
+// outcomeOf is r's outcome as it stands: requeued when its result says when it is
+// retried (a failure, a deferred retry, a health recheck).
+func outcomeOf(r *instanceRun) InstanceOutcome {
+	res := r.result()
+	return InstanceOutcome{Result: res, SatisfiesDependents: r.satisfiesDependents(), RequeueAfter: requeueAt(res.NextRetryAt, time.Now())}
 }
 
 // requeueAt is how long from now until at (nil: never; past: at once).
@@ -211,7 +212,8 @@ func (st *RevisionState) dependencies(r *instanceRun) []dependencyState {
 			ds.declared = true
 			ds.outcome = st.outcome(ds.key)
 			if ds.outcome == nil && !d.affected && !d.suspended() {
-				ds.outcome = &InstanceOutcome{Result: d.result(), SatisfiesDependents: d.satisfiesDependents()}
+				out := outcomeOf(d)
+				ds.outcome = &out
 			}
 		}
 		out = append(out, ds)
