@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +39,7 @@ func (f *fleetRun) startController() *controllerRun {
 	out, err := os.Create(c.log)
 	f.g.Expect(err).NotTo(HaveOccurred())
 	c.cmd = exec.CommandContext(f.ctx, f.bin, "controller", "--repo", "file://"+f.repo, "--branch", "main",
-		"--interval", controllerPoll.String(), "--drift-interval", "1h", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--interval", controllerPoll.String(), "--drift-interval", "0", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	f.g.Expect(c.cmd.Start()).To(Succeed())
@@ -73,19 +72,10 @@ func (c *controllerRun) tail() string {
 	return tail(string(b), 20)
 }
 
-// cpu is the process's user+system CPU time so far (/proc/<pid>/stat).
+// cpu is the process's user+system CPU time so far.
 func (c *controllerRun) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // clock ticks (USER_HZ 100)
+	d, _ := procCPU(strconv.Itoa(c.cmd.Process.Pid))
+	return d
 }
 
 // coldController starts the controller on the empty cluster and times it until
