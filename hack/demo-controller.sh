@@ -95,3 +95,9 @@ for _ in $(seq 150); do
   sleep 0.2
 done
 echo "leader: ${holder:-none yet}" >&2
+
+# The instances become Ready as their workloads do (a dependent waits for its
+# dependency): give them a minute before printing, then print whatever they are.
+step "waiting for every instance to be Ready (up to 60 s)"
+k wait --for=condition=Ready moduleinstances --all -A --timeout=60s >/dev/null 2>&1 ||
+  echo "demo: not every instance is Ready yet; cairn status below says why" >&2

@@ -35,6 +35,15 @@ type DriftReport struct {
 // drifted objects (drift: Correct, the default), or reports them in a Drifted
 // condition (Warn). Instances with drift: Ignore, suspended or not ready are skipped.
 func (e *Engine) CheckDrift(ctx context.Context, rev Revision) ([]DriftReport, error) {
+	return e.CheckDriftOf(ctx, rev, nil)
+}
+
+// CheckDriftOf is CheckDrift without the instances for which skip (when not nil)
+// is true, keyed "namespace/name". Once ctx ends it starts no other instance, and
+// those in flight stop at their next request: the reports are of the instances it
+// started, and one with an error may have been cut short. A caller that has to
+// yield to a sync cancels ctx and goes on later, skipping what it has checked.
+func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key string) bool) ([]DriftReport, error) {
 	root, err := rev.Tree.Sub(e.opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
@@ -54,12 +63,19 @@ func (e *Engine) CheckDrift(ctx context.Context, rev Revision) ([]DriftReport, e
 		sem     = make(chan struct{}, e.opts.Concurrency)
 	)
 	for _, mi := range set.Instances {
-		live := s.live[mi.Namespace+"/"+mi.Name]
-		if !driftCheckable(mi, live) {
+		key := mi.Namespace + "/" + mi.Name
+		live := s.live[key]
+		if !driftCheckable(mi, live) || (skip != nil && skip(key)) {
 			continue
 		}
+		select {
+		case <-ctx.Done():
+		case sem <- struct{}{}:
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			rep := s.checkInstanceDrift(ctx, mi, live)

@@ -92,7 +92,11 @@ func copyMap(m map[string]string) map[string]string {
 
 // patchStatus writes obj's status with a merge patch computed against before.
 func patchStatus(ctx context.Context, c client.Client, obj, before client.Object) error {
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+	patch := client.MergeFrom(before)
+	if data, err := patch.Data(obj); err == nil && string(data) == "{}" {
+		return nil // nothing changed: a drift check that found nothing writes nothing
+	}
+	if err := c.Status().Patch(ctx, obj, patch); err != nil {
 		return fmt.Errorf("failed to patch status of %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,14 @@ type fakeEngine struct {
 	// refreshed holds each sync's Revision.Refreshed.
 	refreshed [][]string
 	drifts    int
+	// driftKeys are the instances a drift check goes through, driftPause each;
+	// checked records each one checked; inDrift is true while a check runs, and
+	// overlaps counts the syncs that began while it was true.
+	driftKeys  []string
+	driftPause time.Duration
+	checked    []string
+	inDrift    bool
+	overlaps   int
 	// retry, when set, is the NextRetryAt of a failed instance in every result.
 	retry *time.Time
 }
@@ -26,6 +35,9 @@ func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconcil
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.synced = append(e.synced, rev.SHA)
+	if e.inDrift {
+		e.overlaps++
+	}
 	e.refreshed = append(e.refreshed, rev.Refreshed)
 	res := &reconciler.SyncResult{Revision: rev.SHA}
 	if e.retry != nil {
@@ -36,11 +48,42 @@ func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconcil
 
 func (e *fakeEngine) RecordSourceFailure(context.Context, string, error) {}
 
-func (e *fakeEngine) CheckDrift(context.Context, reconciler.Revision) ([]reconciler.DriftReport, error) {
+// CheckDriftOf checks driftKeys ("namespace/name") in order, driftPause each, and
+// stops at once when ctx ends (the instance in flight reports ctx's error).
+func (e *fakeEngine) CheckDriftOf(ctx context.Context, rev reconciler.Revision, skip func(string) bool) ([]reconciler.DriftReport, error) {
+	e.mu.Lock()
+	e.drifts++
+	e.inDrift = true
+	keys, pause := e.driftKeys, e.driftPause
+	e.mu.Unlock()
+	defer func() { e.mu.Lock(); e.inDrift = false; e.mu.Unlock() }()
+	var reports []reconciler.DriftReport
+	for _, k := range keys {
+		if skip != nil && skip(k) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		select {
+		case <-ctx.Done():
+			return append(reports, reconciler.DriftReport{Namespace: ns, Name: name, Err: ctx.Err()}), nil
+		case <-time.After(pause):
+		}
+		e.mu.Lock()
+		e.checked = append(e.checked, k+"@"+rev.SHA)
+		e.mu.Unlock()
+		reports = append(reports, reconciler.DriftReport{Namespace: ns, Name: name})
+	}
+	return reports, nil
+}
+
+// driftChecks returns the instances checked, each "namespace/name@revision".
+func (e *fakeEngine) driftChecks() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.drifts++
-	return nil, nil
+	return append([]string(nil), e.checked...)
 }
 
 func (e *fakeEngine) syncs() []string {

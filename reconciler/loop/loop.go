@@ -20,7 +20,7 @@ type Engine interface {
 	LastSynced(ctx context.Context) (string, error)
 	Sync(ctx context.Context, rev reconciler.Revision) (*reconciler.SyncResult, error)
 	RecordSourceFailure(ctx context.Context, sha string, err error)
-	CheckDrift(ctx context.Context, rev reconciler.Revision) ([]reconciler.DriftReport, error)
+	CheckDriftOf(ctx context.Context, rev reconciler.Revision, skip func(key string) bool) ([]reconciler.DriftReport, error)
 }
 
 // Options configure a Loop.
@@ -55,9 +55,13 @@ type Loop struct {
 	last string // the revision last synced
 	// retryAt is when a failure of the last sync is due for a retry of the same
 	// revision (zero: nothing to retry); see reconciler.SyncResult.NextRetry.
-	retryAt   time.Time
-	lastDrift time.Time
-	rev       reconciler.Revision // the revision last synced, for drift checks
+	retryAt time.Time
+	rev     reconciler.Revision // the revision last synced, for drift checks
+	// lastDrift is when the last drift round began; driftChecked, when not nil, is
+	// the unfinished round's checked instances; drift is the check running (see drift.go).
+	lastDrift    time.Time
+	driftChecked map[string]bool
+	drift        *driftRun
 
 	now       func() time.Time
 	pushPause time.Duration // between attempts of afterPush
@@ -127,8 +131,9 @@ func (l *Loop) Once(ctx context.Context) (*reconciler.SyncResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if l.opts.DriftInterval > 0 && res.Error == nil {
-		if err := l.checkDrift(ctx); err != nil {
+	if res.Error == nil {
+		l.startDrift(ctx)
+		if err := l.waitDrift(); err != nil {
 			return res, err
 		}
 	}
@@ -138,7 +143,8 @@ func (l *Loop) Once(ctx context.Context) (*reconciler.SyncResult, error) {
 // Run polls every Interval until ctx ends, at once when pushed or kicked, and when
 // the earliest retry of a failed instance is due (even if that falls between two
 // polls). An unchanged branch with nothing to retry costs one ls-remote and nothing
-// else. The Planner, if any, runs beside it until ctx ends.
+// else. Drift checks run beside it (see drift.go), and so does the Planner, if any,
+// until ctx ends.
 func (l *Loop) Run(ctx context.Context) error {
 	if l.opts.Interval <= 0 {
 		return fmt.Errorf("the sync loop needs a positive interval, not %s", l.opts.Interval)
@@ -155,12 +161,16 @@ func (l *Loop) Run(ctx context.Context) error {
 	retry.Stop()
 	kicked := time.NewTimer(time.Hour) // a kick that came within kickGap of the last
 	kicked.Stop()
+	defer l.stopDrift()
 	l.step(ctx)
 	for {
 		l.armRetry(retry) // after every step, the first one too
+		l.startDrift(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
+		case res := <-l.driftDone():
+			l.endDrift(res)
 		case <-t.C:
 			l.step(ctx)
 		case <-retry.C:

@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,19 +41,24 @@ func TestPollSyncsWhenTheHeadMovedOrARetryIsDue(t *testing.T) {
 	}
 }
 
-// TestDriftIsCheckedWhenDue: a step checks drift once the interval has passed since
-// the last check, never before the first sync and never when the interval is 0.
+// TestDriftIsCheckedWhenDue: a drift check starts once the interval has passed
+// since the last round began, or at once when a round is unfinished; never before
+// the first sync, while one runs, or when the interval is 0.
 func TestDriftIsCheckedWhenDue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
-		name      string
-		interval  time.Duration
-		lastDrift time.Time
-		synced    bool
-		want      bool
+		name       string
+		interval   time.Duration
+		lastDrift  time.Time
+		synced     bool
+		unfinished bool
+		running    bool
+		want       bool
 	}{
 		{name: "due", interval: time.Minute, lastDrift: now.Add(-time.Minute), synced: true, want: true},
 		{name: "not due", interval: time.Minute, lastDrift: now.Add(-59 * time.Second), synced: true},
+		{name: "unfinished round goes on", interval: time.Minute, lastDrift: now, synced: true, unfinished: true, want: true},
+		{name: "one is running", interval: time.Minute, lastDrift: now.Add(-time.Hour), synced: true, running: true},
 		{name: "never synced", interval: time.Minute},
 		{name: "disabled", lastDrift: now.Add(-time.Hour), synced: true},
 	}
@@ -64,21 +71,69 @@ func TestDriftIsCheckedWhenDue(t *testing.T) {
 			if tt.synced {
 				l.rev.SHA = "a"
 			}
+			if tt.unfinished {
+				l.driftChecked = map[string]bool{"a/b": true}
+			}
+			if tt.running {
+				l.drift = &driftRun{}
+			}
 			g.Expect(l.driftDue()).To(Equal(tt.want))
 		})
 	}
 }
 
-// TestAStepChecksDriftAfterItsPoll: the drift check runs against the revision last
-// synced and is not repeated before the interval.
-func TestAStepChecksDriftAfterItsPoll(t *testing.T) {
+// TestOnceChecksDriftAfterItsSync: Once checks drift against the revision it synced
+// and returns when the check has finished.
+func TestOnceChecksDriftAfterItsSync(t *testing.T) {
 	g := NewWithT(t)
-	e := &fakeEngine{}
+	e := &fakeEngine{driftKeys: []string{"a/x", "a/y"}}
 	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, DriftInterval: time.Hour})
-	l.step(context.Background())
-	l.step(context.Background())
+	_, err := l.Once(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.syncs()).To(Equal([]string{"a"}))
-	g.Expect(e.drifts).To(Equal(1))
+	g.Expect(e.driftChecks()).To(Equal([]string{"a/x@a", "a/y@a"}))
+	g.Expect(l.drift).To(BeNil())
+}
+
+// TestAPushIsSyncedDuringADriftCheck: a drift check of the whole fleet never holds
+// a push: the push interrupts the check, its sync runs at once (never at the same
+// time as the check), and the round then goes on with the instances not checked
+// yet, each checked once.
+func TestAPushIsSyncedDuringADriftCheck(t *testing.T) {
+	g := NewWithT(t)
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("team/i%d", i))
+	}
+	e := &fakeEngine{driftKeys: keys, driftPause: 200 * time.Millisecond} // a round takes 2 s
+	src := &fakeSource{head: "a"}
+	l := New(Options{Engine: e, Source: src, Interval: time.Hour, DriftInterval: time.Hour})
+	run(t, l)
+	g.Eventually(e.driftChecks, 2*time.Second, 10*time.Millisecond).Should(HaveLen(2))
+
+	src.move("b")
+	pushed := time.Now()
+	l.Push("b")
+	g.Eventually(e.syncs, time.Second, 10*time.Millisecond).Should(Equal([]string{"a", "b"}))
+	g.Expect(time.Since(pushed)).To(BeNumerically("<", 500*time.Millisecond), "the push waits for no drift check")
+
+	g.Eventually(func() int { return len(e.driftChecks()) }, 4*time.Second, 10*time.Millisecond).Should(Equal(len(keys)))
+	g.Consistently(func() int { return len(e.driftChecks()) }, 500*time.Millisecond).Should(Equal(len(keys)), "the round is over")
+	var names []string
+	afterPush := 0
+	for _, c := range e.driftChecks() {
+		name, rev, _ := strings.Cut(c, "@")
+		names = append(names, name)
+		if rev == "b" {
+			afterPush++
+		}
+	}
+	g.Expect(names).To(ConsistOf(keys), "each instance is checked once in the round")
+	g.Expect(afterPush).To(BeNumerically(">=", 6), "the rest of the round checks the pushed revision")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g.Expect(e.overlaps).To(BeZero(), "a sync never runs beside a drift check")
+	g.Expect(e.drifts).To(Equal(2), "the interrupted round went on once")
 }
 
 // TestRetryTimerWakesTheLoopWhenDue: the loop's retry timer fires when the earliest

@@ -7,15 +7,10 @@ import (
 	"cairn.dev/cairn/reconciler"
 )
 
-// step polls once, then checks drift when it is due.
+// step polls once (Run starts a drift check after it when one is due).
 func (l *Loop) step(ctx context.Context) *reconciler.SyncResult {
 	res, err := l.poll(ctx)
 	l.report(res, err)
-	if l.driftDue() {
-		if err := l.checkDrift(ctx); err != nil {
-			l.opts.Log.Error(err, "drift check failed", "revision", l.rev.SHA)
-		}
-	}
 	return res
 }
 
@@ -83,6 +78,7 @@ func (l *Loop) sync(ctx context.Context, head string) (*reconciler.SyncResult, e
 		return nil, err
 	}
 	rev.Refreshed = refresh
+	l.stopDrift() // the drift check goes on after this sync
 	res, err := l.opts.Engine.Sync(ctx, rev)
 	if res == nil || res.Error != nil || res.Interrupted {
 		l.addRefresh(refresh)

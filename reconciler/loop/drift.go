@@ -1,0 +1,125 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"cairn.dev/cairn/reconciler"
+)
+
+// A drift check compares every instance's live objects with the last synced
+// revision. It runs beside the loop, so that a push or an edit is synced at once
+// and not after a check of the whole fleet; a sync interrupts it (the two never
+// write at the same time), and after the sync the round goes on with the instances
+// it had not checked yet, so frequent pushes never starve the last ones.
+
+// driftRun is a drift check in flight.
+type driftRun struct {
+	cancel context.CancelFunc
+	done   chan driftResult // receives once, when the check has stopped
+}
+
+type driftResult struct {
+	rev         reconciler.Revision
+	reports     []reconciler.DriftReport
+	err         error
+	interrupted bool // a sync (or the end of the loop) stopped it
+}
+
+// driftDue reports whether a drift check should start: none is running, and a
+// round is unfinished or the interval has passed since the last round began.
+func (l *Loop) driftDue() bool {
+	if l.rev.SHA == "" || l.opts.DriftInterval <= 0 || l.drift != nil {
+		return false
+	}
+	return l.driftChecked != nil || l.now().Sub(l.lastDrift) >= l.opts.DriftInterval
+}
+
+// startDrift starts a drift check, or goes on with the unfinished round, when due.
+func (l *Loop) startDrift(ctx context.Context) {
+	if !l.driftDue() {
+		return
+	}
+	if l.driftChecked == nil {
+		l.lastDrift, l.driftChecked = l.now(), map[string]bool{}
+	}
+	checked := maps.Clone(l.driftChecked)
+	dctx, cancel := context.WithCancel(ctx)
+	run := &driftRun{cancel: cancel, done: make(chan driftResult, 1)}
+	rev := l.rev
+	go func() {
+		defer cancel()
+		reports, err := l.opts.Engine.CheckDriftOf(dctx, rev, func(key string) bool { return checked[key] })
+		run.done <- driftResult{rev: rev, reports: reports, err: err, interrupted: dctx.Err() != nil}
+	}()
+	l.drift = run
+}
+
+// driftDone is the running check's result channel (nil, never ready, when none runs).
+func (l *Loop) driftDone() <-chan driftResult {
+	if l.drift == nil {
+		return nil
+	}
+	return l.drift.done
+}
+
+// stopDrift interrupts the running check, if any, and waits until it has stopped:
+// each instance in flight stops at its next request.
+func (l *Loop) stopDrift() {
+	if l.drift == nil {
+		return
+	}
+	l.drift.cancel()
+	l.endDrift(<-l.drift.done)
+}
+
+// waitDrift waits for the running check, if any, to finish; its error is the
+// check's own (not an instance's).
+func (l *Loop) waitDrift() error {
+	if l.drift == nil {
+		return nil
+	}
+	res := <-l.drift.done
+	l.endDrift(res)
+	return res.err
+}
+
+// endDrift reports a check that has stopped and keeps the round's progress: an
+// interrupted round goes on later without the instances it has checked; one that
+// ran to its end is over until the next interval.
+func (l *Loop) endDrift(res driftResult) {
+	l.drift = nil
+	if !res.interrupted {
+		l.driftChecked = nil
+		if res.err != nil {
+			l.opts.Log.Error(res.err, "drift check failed", "revision", res.rev.SHA)
+		}
+		for _, r := range res.reports {
+			printDrift(l, res.rev.SHA, r)
+		}
+		return
+	}
+	for _, r := range res.reports {
+		if r.Err != nil && (errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded)) {
+			continue // cut short: checked again when the round goes on
+		}
+		l.driftChecked[r.Namespace+"/"+r.Name] = true
+		printDrift(l, res.rev.SHA, r)
+	}
+}
+
+func printDrift(l *Loop, sha string, r reconciler.DriftReport) {
+	key := r.Namespace + "/" + r.Name
+	switch {
+	case r.Err != nil:
+		l.opts.Log.Error(r.Err, "drift check failed", "instance", key, "revision", sha)
+	case len(r.Drifted) > 0:
+		fmt.Fprintf(l.opts.Out, "  %-40s drift (%s): %d object(s), %d corrected: %v\n",
+			key, r.Policy, len(r.Drifted), r.Corrected, r.Drifted)
+	}
+	if r.Err == nil && len(r.Rotated) > 0 {
+		fmt.Fprintf(l.opts.Out, "  %-40s rotated generated Secrets: %v\n", key, r.Rotated)
+	}
+}
