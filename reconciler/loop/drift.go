@@ -46,6 +46,7 @@ func (l *Loop) startDrift(ctx context.Context) {
 		l.lastDrift, l.driftChecked = l.now(), map[string]bool{}
 	}
 	checked := maps.Clone(l.driftChecked)
+	l.opts.Log.Info("drift check started", "revision", l.rev.SHA, "alreadyChecked", len(checked))
 	dctx, cancel := context.WithCancel(ctx)
 	run := &driftRun{cancel: cancel, done: make(chan driftResult, 1)}
 	rev := l.rev
@@ -99,15 +100,29 @@ func (l *Loop) endDrift(res driftResult) {
 		for _, r := range res.reports {
 			printDrift(l, res.rev.SHA, r)
 		}
+		l.opts.Log.Info("drift check finished", "revision", res.rev.SHA, "checked", len(res.reports), "drifted", countDrifted(res.reports))
 		return
 	}
+	checked := 0
 	for _, r := range res.reports {
 		if r.Err != nil && (errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded)) {
 			continue // cut short: checked again when the round goes on
 		}
 		l.driftChecked[r.Namespace+"/"+r.Name] = true
+		checked++
 		printDrift(l, res.rev.SHA, r)
 	}
+	l.opts.Log.Info("drift check interrupted", "revision", res.rev.SHA, "checked", checked, "roundChecked", len(l.driftChecked))
+}
+
+func countDrifted(reports []reconciler.DriftReport) int {
+	n := 0
+	for _, r := range reports {
+		if len(r.Drifted) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func printDrift(l *Loop, sha string, r reconciler.DriftReport) {

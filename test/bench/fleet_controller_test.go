@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,8 +23,13 @@ import (
 // second) finds all M instances Ready at the first commit. One change: from the
 // commit until the changed instance is Ready at the new commit (read every 50 ms).
 
-// controllerPoll is the controller's --interval in B2.
-const controllerPoll = time.Second
+// controllerPoll is the controller's --interval in B2; controllerDrift its
+// --drift-interval, short enough that the one-change commit can be made while a
+// drift check of the whole fleet runs (see driftInFlight).
+const (
+	controllerPoll  = time.Second
+	controllerDrift = 30 * time.Second
+)
 
 // controllerRun is one `cairn controller` process of B2.
 type controllerRun struct {
@@ -39,7 +45,7 @@ func (f *fleetRun) startController() *controllerRun {
 	out, err := os.Create(c.log)
 	f.g.Expect(err).NotTo(HaveOccurred())
 	c.cmd = exec.CommandContext(f.ctx, f.bin, "controller", "--repo", "file://"+f.repo, "--branch", "main",
-		"--interval", controllerPoll.String(), "--drift-interval", "0", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	f.g.Expect(c.cmd.Start()).To(Succeed())
@@ -70,6 +76,29 @@ func (c *controllerRun) stop() {
 func (c *controllerRun) tail() string {
 	b, _ := os.ReadFile(c.log)
 	return tail(string(b), 20)
+}
+
+// driftInFlight reports whether the controller's log says a drift check has
+// started and has not finished or been interrupted since.
+func (c *controllerRun) driftInFlight() bool {
+	b, _ := os.ReadFile(c.log)
+	log := string(b)
+	return strings.Count(log, "drift check started") >
+		strings.Count(log, "drift check finished")+strings.Count(log, "drift check interrupted")
+}
+
+// awaitDriftCheck waits (up to two drift intervals) until a drift check runs, so
+// that the one-change commit lands while the whole fleet is being checked: the
+// commit must not wait for that check.
+func (c *controllerRun) awaitDriftCheck() {
+	c.f.t.Helper()
+	deadline := time.Now().Add(2 * controllerDrift)
+	for !c.driftInFlight() {
+		if time.Now().After(deadline) {
+			c.f.t.Fatalf("no drift check started within %s: %s", 2*controllerDrift, c.tail())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // cpu is the process's user+system CPU time so far.
@@ -121,6 +150,7 @@ func (f *fleetRun) readyAt(sha string) int {
 func (f *fleetRun) changeOneController(c *controllerRun) cliRun {
 	writeFiles(f.t, f.repo, map[string]string{fleetFile(1): fleetInstance(1, "6.7.1")})
 	ns, name := fleetName(1)
+	c.awaitDriftCheck()
 	cpuBefore := c.cpu()
 	var run cliRun
 	var sha string
