@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"cairn.dev/cairn/reconciler"
 )
@@ -28,10 +29,19 @@ type driftResult struct {
 	interrupted bool // a sync (or the end of the loop) stopped it
 }
 
-// driftDue reports whether a drift check should start: none is running, and a
-// round is unfinished or the interval has passed since the last round began.
+// driftSettle: a drift check does not start while a retry or a health recheck is
+// due within it, as after a first sync whose workloads are still starting: the
+// recheck would only interrupt it, and both would load the API server at once.
+const driftSettle = 10 * time.Second
+
+// driftDue reports whether a drift check should start: none is running, no retry
+// is due within driftSettle, and a round is unfinished or the interval has passed
+// since the last round began.
 func (l *Loop) driftDue() bool {
 	if l.rev.SHA == "" || l.opts.DriftInterval <= 0 || l.drift != nil {
+		return false
+	}
+	if !l.retryAt.IsZero() && l.retryAt.Sub(l.now()) < driftSettle {
 		return false
 	}
 	return l.driftChecked != nil || l.now().Sub(l.lastDrift) >= l.opts.DriftInterval

@@ -43,7 +43,8 @@ func TestPollSyncsWhenTheHeadMovedOrARetryIsDue(t *testing.T) {
 
 // TestDriftIsCheckedWhenDue: a drift check starts once the interval has passed
 // since the last round began, or at once when a round is unfinished; never before
-// the first sync, while one runs, or when the interval is 0.
+// the first sync, while one runs, while a retry is due within driftSettle, or when
+// the interval is 0.
 func TestDriftIsCheckedWhenDue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -53,8 +54,12 @@ func TestDriftIsCheckedWhenDue(t *testing.T) {
 		synced     bool
 		unfinished bool
 		running    bool
+		retryIn    time.Duration
 		want       bool
 	}{
+		{name: "a retry is due soon", interval: time.Minute, lastDrift: now.Add(-time.Hour), synced: true, retryIn: 2 * time.Second},
+		{name: "a retry is overdue", interval: time.Minute, lastDrift: now.Add(-time.Hour), synced: true, retryIn: -time.Second},
+		{name: "the next retry is far", interval: time.Minute, lastDrift: now.Add(-time.Hour), synced: true, retryIn: time.Minute, want: true},
 		{name: "due", interval: time.Minute, lastDrift: now.Add(-time.Minute), synced: true, want: true},
 		{name: "not due", interval: time.Minute, lastDrift: now.Add(-59 * time.Second), synced: true},
 		{name: "unfinished round goes on", interval: time.Minute, lastDrift: now, synced: true, unfinished: true, want: true},
@@ -76,6 +81,9 @@ func TestDriftIsCheckedWhenDue(t *testing.T) {
 			}
 			if tt.running {
 				l.drift = &driftRun{}
+			}
+			if tt.retryIn != 0 {
+				l.retryAt = now.Add(tt.retryIn)
 			}
 			g.Expect(l.driftDue()).To(Equal(tt.want))
 		})
