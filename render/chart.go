@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
-	k8sversion "k8s.io/apimachinery/pkg/util/version"
 )
 
 // Reasons of chart renders, besides those in errors.go that charts share with
@@ -30,13 +28,6 @@ const (
 	// object, or violate a values.schema.json of the chart or its subcharts.
 	ReasonValuesInvalid = "ValuesInvalid"
 )
-
-// chartKubeVersion is the Kubernetes version charts see in
-// .Capabilities.KubeVersion and that their kubeVersion must allow: the one of
-// k8s.io/client-go in go.mod, whose API versions .Capabilities.APIVersions
-// lists (helm's SDK default, v1.20, is far older than those).
-// TestChartKubeVersionMatchesClientGo keeps the two together.
-const chartKubeVersion = "v1.37.0"
 
 // chartSlots bounds the chart renders whose goroutine is still running,
 // including those abandoned at their deadline (templates cannot be
@@ -69,6 +60,9 @@ type ChartRequest struct {
 	Values []byte
 	// Limits bound the render; zero fields mean DefaultLimits.
 	Limits Limits
+	// Capabilities are what the chart sees of the cluster (nil: `helm
+	// template`'s defaults).
+	Capabilities *Capabilities
 }
 
 // RenderChart renders a Helm chart archive with the Helm SDK (v3) as
@@ -83,7 +77,9 @@ type ChartRequest struct {
 // backslashes (ChartInvalid, naming the entry). Chart names (Chart.yaml
 // `name`, subcharts' too) must not contain "/", "\" or "..". Library charts,
 // dependencies of Chart.yaml missing from charts/ and a kubeVersion that
-// excludes Kubernetes v1.37.0 are ChartInvalid.
+// excludes the Kubernetes version of req.Capabilities (DefaultKubeVersion
+// without one) are ChartInvalid, naming the chart, its kubeVersion and the
+// Kubernetes version.
 //
 // Values: Values is a JSON object (at most 4 MiB) coalesced with the chart's
 // values.yaml; dependencies are enabled by their condition and tags and
@@ -97,9 +93,10 @@ type ChartRequest struct {
 // reach files, URLs or other charts.
 //
 // Templates: rendered by helm.sh/helm/v3/pkg/engine with release options
-// {Name, Namespace, Revision 1, IsInstall} and Helm's default capabilities
-// with KubeVersion v1.37.0; there is no cluster: `lookup` returns an empty
-// object and `getHostByName` an empty string. A template error is
+// {Name, Namespace, Revision 1, IsInstall} and req.Capabilities in
+// .Capabilities (KubeVersion, APIVersions; Helm's defaults with
+// DefaultKubeVersion for those it leaves empty); there is no cluster: `lookup`
+// returns an empty object and `getHostByName` an empty string. A template error is
 // RenderFailed and keeps Helm's message, which names the template file and
 // line ("template: podinfo/templates/x.yaml:12:3: executing ..."), prefixed
 // with the chart. The output is deterministic when the templates are: charts
@@ -186,7 +183,11 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInstallable(chrt); err != nil {
+	helmCaps, err := req.Capabilities.helm()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInstallable(chrt, helmCaps); err != nil {
 		return nil, err
 	}
 	// Schemas: no reach outside the chart before Helm compiles them.
@@ -198,7 +199,7 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderTemplates(chrt, req, vals)
+	rendered, err := renderTemplates(chrt, req, vals, helmCaps)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +212,8 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 }
 
 // checkInstallable refuses what `helm install` refuses: library charts,
-// dependencies missing from charts/ and a kubeVersion that excludes ours.
-func checkInstallable(c *chart.Chart) error {
+// dependencies missing from charts/ and a kubeVersion that excludes caps'.
+func checkInstallable(c *chart.Chart, caps *chartutil.Capabilities) error {
 	if c.Metadata.Type != "" && c.Metadata.Type != "application" {
 		return newError(ReasonChartInvalid, "%s is a %s chart, which cannot be rendered", c.Name(), c.Metadata.Type)
 	}
@@ -225,10 +226,7 @@ func checkInstallable(c *chart.Chart) error {
 	if len(missing) > 0 {
 		return newError(ReasonChartInvalid, "dependencies %q of Chart.yaml are missing from charts/", missing)
 	}
-	if kv := c.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, chartKubeVersion) {
-		return newError(ReasonChartInvalid, "chart requires kubeVersion %s, which excludes Kubernetes %s", kv, chartKubeVersion)
-	}
-	return nil
+	return checkKubeVersion(c, caps)
 }
 
 func hasSubchart(c *chart.Chart, name string) bool {
@@ -265,12 +263,12 @@ func chartValues(data []byte) (map[string]any, error) {
 // renderTemplates processes the dependencies, coalesces and validates the
 // values and renders the templates, as `helm install` does before it talks
 // to the cluster.
-func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any) (map[string]string, error) {
+func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any, caps *chartutil.Capabilities) (map[string]string, error) {
 	if err := chartutil.ProcessDependenciesWithMerge(c, vals); err != nil {
 		return nil, newError(ReasonChartInvalid, "failed to process the dependencies: %w", err)
 	}
 	opts := chartutil.ReleaseOptions{Name: req.Name, Namespace: req.Namespace, Revision: 1, IsInstall: true}
-	top, err := chartutil.ToRenderValues(c, vals, opts, chartCapabilities())
+	top, err := chartutil.ToRenderValues(c, vals, opts, caps)
 	if err != nil {
 		return nil, &Error{Reason: ReasonValuesInvalid, Err: trimmedError(err)}
 	}
@@ -281,18 +279,6 @@ func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any) (map
 		return nil, &Error{Reason: ReasonRenderFailed, Err: trimmedError(err)}
 	}
 	return rendered, nil
-}
-
-// chartCapabilities are Helm's defaults with our Kubernetes version.
-func chartCapabilities() *chartutil.Capabilities {
-	caps := chartutil.DefaultCapabilities.Copy()
-	v := k8sversion.MustParseSemantic(chartKubeVersion)
-	caps.KubeVersion = chartutil.KubeVersion{
-		Version: chartKubeVersion,
-		Major:   strconv.FormatUint(uint64(v.Major()), 10),
-		Minor:   strconv.FormatUint(uint64(v.Minor()), 10),
-	}
-	return caps
 }
 
 func chartWarnings(c *chart.Chart) []string {

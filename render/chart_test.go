@@ -40,7 +40,7 @@ func TestRenderChart(t *testing.T) {
 	g.Expect(res.Warnings).To(BeEmpty())
 	g.Expect(nested(res, "ConfigMap", "web-podinfo", "data")).To(Equal(map[string]any{
 		"message": "hello from podinfo", "release": "web", "revision": "1", "install": "true",
-		"kubeVersion": chartKubeVersion, "lookup": "0", "host": "",
+		"kubeVersion": DefaultKubeVersion, "lookup": "0", "host": "",
 	}))
 	g.Expect(nested(res, "Deployment", "web-podinfo", "spec", "replicas")).To(Equal(int64(1)))
 	g.Expect(nested(res, "Deployment", "web-cache", "spec", "template", "spec", "containers")).To(
@@ -210,7 +210,7 @@ func TestRenderChartInstallable(t *testing.T) {
 			"podinfo is a library chart"},
 		{"missing dependency", withoutCache, `dependencies ["cache"] of Chart.yaml are missing from charts/`},
 		{"kubeVersion", withFiles(files, map[string]string{"Chart.yaml": strings.Replace(chartYAML, ">=1.25.0-0", "<1.30.0-0", 1)}),
-			"chart requires kubeVersion <1.30.0-0, which excludes Kubernetes " + chartKubeVersion},
+			"chart podinfo 6.7.0 requires kubeVersion <1.30.0-0, which excludes Kubernetes " + DefaultKubeVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -321,8 +321,10 @@ func TestChartKubeVersionMatchesClientGo(t *testing.T) {
 	}
 	g.Expect(clientGo).To(HavePrefix("v0."))
 	minor := strings.Split(strings.TrimPrefix(clientGo, "v0."), ".")[0]
-	g.Expect(chartKubeVersion).To(Equal("v1."+minor+".0"), "client-go %s", clientGo)
-	g.Expect(chartCapabilities().KubeVersion.Minor).To(Equal(minor))
+	g.Expect(DefaultKubeVersion).To(Equal("v1."+minor+".0"), "client-go %s", clientGo)
+	caps, err := (*Capabilities)(nil).helm()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(caps.KubeVersion.Minor).To(Equal(minor))
 }
 
 // nested returns a field of the object of that kind and name.

@@ -163,6 +163,11 @@ type Request struct {
 	CacheDir string
 	// Limits bound the render; zero fields mean DefaultLimits.
 	Limits Limits
+	// Capabilities are what a chart instance's chart sees of the cluster (see
+	// ChartRequest); CUE modules do not see them, and their requests leave them
+	// nil, so that a render cache keyed by the whole request keeps their renders
+	// when the cluster's API versions change.
+	Capabilities *Capabilities
 }
 
 // Result is the outcome of a successful render.
