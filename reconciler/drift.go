@@ -27,7 +27,12 @@ type DriftReport struct {
 	// instance's (relabelled to another instance or stripped of cairn's labels): a
 	// drift check leaves them alone.
 	Foreign []string
-	Err     error
+	// Resync says the instance was left alone because a sync must render it again
+	// first: it is a chart instance and the cluster's capabilities changed since its
+	// last sync (an API newly served), so its render now could hold objects its
+	// inventory does not.
+	Resync bool
+	Err    error
 }
 
 // CheckDrift compares the live objects of every ready instance with its render
@@ -95,6 +100,13 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
 	r := &instanceRun{mi: mi, live: live, why: "drift check"}
+	if mi.Spec.Module.Chart != nil {
+		s.capabilities(ctx)
+	}
+	if s.capabilitiesChanged(r) {
+		rep.Resync = true
+		return rep
+	}
 	if mi.Spec.Module.Local != nil {
 		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)
 	}

@@ -64,6 +64,10 @@ type Options struct {
 	// RegistryConfig is a docker config the user passed explicitly; it gives
 	// credentials to Registries that name no Secret. Never read implicitly.
 	RegistryConfig []byte
+	// Capabilities are what charts see in renders without a cluster (RenderOffline,
+	// `cairn render --kube-version --api-versions`); nil is `helm template`'s
+	// defaults. Syncs, plans and drift checks give charts the cluster's own.
+	Capabilities *render.Capabilities
 }
 
 // DefaultOptions returns options that suit a small cluster.

@@ -246,6 +246,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			mi.Status.SourceDigest = s.sourceDigest(r)
 			mi.Status.ValuesDigest = digestJSON(mi.Spec.Values)
 			mi.Status.RenderDigest = r.rendered.Digest
+			mi.Status.CapabilitiesDigest = s.capabilitiesDigest(ctx, r)
 			mi.Status.ServiceAccount = s.serviceAccount(r.mi)
 			if r.published != nil {
 				mi.Status.Published = r.published

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,9 @@ type Cluster struct {
 	config *rest.Config
 	mapper meta.RESTMapper
 	client client.Client
+	// discovery reads the version and API versions the cluster serves, uncached
+	// (see discoverCapabilities).
+	discovery discoverer
 
 	mu       sync.Mutex
 	managers map[string]*ssa.ResourceManager
@@ -53,7 +57,11 @@ func NewCluster(config *rest.Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{config: config, mapper: mapper, client: c, managers: map[string]*ssa.ResourceManager{}}, nil
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(config, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create discovery client: %w", err)
+	}
+	return &Cluster{config: config, mapper: mapper, client: c, discovery: dc, managers: map[string]*ssa.ResourceManager{}}, nil
 }
 
 func newClient(config *rest.Config, httpClient *http.Client, mapper meta.RESTMapper) (client.Client, error) {

@@ -82,6 +82,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	var res *render.Result
 	var err error
 	if chart != nil {
+		req.Capabilities = opts.Capabilities
 		res, _, err = renderChart(ctx, renderer, nil, chart, req)
 	} else {
 		res, err = renderer.Render(ctx, req)

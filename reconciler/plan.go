@@ -71,9 +71,10 @@ func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
 // plan decides which instances this revision affects and which left Git. An
 // instance is affected when it is new, failed and due for a retry (see retryDue: at
 // a new revision, or once status.nextRetryAt has passed), its declaration or the
-// Platform or a Registry it uses changed, its local module changed, or a dependency
-// is affected. The diff narrows the candidates; the
-// digests recorded on the CRs decide, so a wrong or missing diff costs time, never
+// Platform or a Registry it uses changed, its local module changed, the cluster's
+// capabilities changed since its chart was rendered (discovered before: see
+// discoverForCharts), or a dependency is affected. The diff narrows the candidates;
+// the digests recorded on the CRs decide, so a wrong or missing diff costs time, never
 // correctness.
 func (s *syncRun) plan() {
 	for _, mi := range s.set.Instances {
@@ -128,6 +129,8 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
 		return true, "local module changed"
+	case isReady(r.live) && s.capabilitiesChanged(r):
+		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
 	case !isReady(r.live):
 		_, why := retryDue(r.live, s.rev.SHA, s.now)
 		return false, why

@@ -9,6 +9,8 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"cairn.dev/cairn/render"
 )
 
 // PlanChange plans a change from base to head, as a pull request proposes it: the
@@ -21,11 +23,12 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 		return plan, err
 	}
 	plan.Base = base.SHA
-	before, err := e.renderedByInstance(ctx, base)
+	caps := e.offlineCapabilities(ctx) // both sides see the cluster as the plan does
+	before, err := e.renderedByInstance(ctx, base, caps)
 	if err != nil {
 		before = map[string]Rendered{} // a base that does not load: everything in head is new
 	}
-	after, err := e.renderedByInstance(ctx, head)
+	after, err := e.renderedByInstance(ctx, head, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -49,9 +52,10 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 	return plan, nil
 }
 
-func (e *Engine) renderedByInstance(ctx context.Context, rev Revision) (map[string]Rendered, error) {
+func (e *Engine) renderedByInstance(ctx context.Context, rev Revision, caps *render.Capabilities) (map[string]Rendered, error) {
 	opts := e.opts
 	opts.Secrets = e.secrets() // the Registries' credentials and keys, read from the cluster
+	opts.Capabilities = caps
 	out, err := renderOffline(ctx, e.renderer, rev, opts, "", e.verifier)
 	if err != nil {
 		return nil, err

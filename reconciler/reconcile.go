@@ -78,6 +78,7 @@ func newRevisionState(s *syncRun) *RevisionState {
 // prepare plans, renders and decides the prune verdicts: the revision step of a
 // sync, and all of a plan (which writes nothing), so the two never disagree.
 func (s *syncRun) prepare(ctx context.Context) {
+	s.discoverForCharts(ctx) // once per revision: what the charts see of the cluster
 	s.plan()
 	if !s.readOnly {
 		s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())

@@ -101,7 +101,36 @@ func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 		}
 		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "registry field %s changes the key", f.Name)
 	}
+	withCaps := base
+	withCaps.Capabilities = &render.Capabilities{}
+	capsKey := cacheKey(withCaps, "m")
+	capsType := reflect.TypeOf(render.Capabilities{})
+	for i := range capsType.NumField() {
+		req := withCaps
+		caps := render.Capabilities{}
+		setNonZero(reflect.ValueOf(&caps).Elem().Field(i))
+		req.Capabilities = &caps
+		g.Expect(cacheKey(req, "m")).NotTo(Equal(capsKey), "capabilities field %s changes the key", capsType.Field(i).Name)
+	}
 	g.Expect(cacheKey(base, "m2")).NotTo(Equal(key))
+}
+
+// TestChartRenderCacheKeyFollowsCapabilities: a chart render of one request is cached
+// per capabilities (a newly served API version is a new key), and is the same key for
+// the same capabilities.
+func TestChartRenderCacheKeyFollowsCapabilities(t *testing.T) {
+	g := NewWithT(t)
+	caps := func(apis ...string) *render.Capabilities {
+		return &render.Capabilities{KubeVersion: "v1.37.2", APIVersions: apis}
+	}
+	req := render.Request{Name: "web", Namespace: "team-a", Capabilities: caps("v1", "apps/v1")}
+	key := cacheKey(req, "chart:oci://r/c@sha256:1")
+	req.Capabilities = caps("v1", "apps/v1")
+	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).To(Equal(key))
+	req.Capabilities = caps("v1", "apps/v1", "monitoring.coreos.com/v1/ServiceMonitor")
+	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
+	req.Capabilities = &render.Capabilities{KubeVersion: "v1.38.0", APIVersions: []string{"v1", "apps/v1"}}
+	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
 }
 
 // setNonZero gives v a value other than its zero value.

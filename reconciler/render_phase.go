@@ -45,6 +45,12 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
+	if r.chart != nil {
+		if req.Capabilities, f = s.chartCapabilities(ctx, r); f != nil {
+			r.failure = f
+			return
+		}
+	}
 	if req.Values, r.masks, f = s.instanceValues(ctx, r.mi); f != nil {
 		r.failure = f
 		return

@@ -128,7 +128,7 @@ type chartRenderer interface {
 
 // renderChart pulls the verified chart by digest and renders it with renderer when
 // it renders charts (else in this process), through the render cache (keyed by the
-// chart digest) when one is given.
+// chart digest and the whole request, the capabilities included) when one is given.
 func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request) (*render.Result, bool, error) {
 	key := cacheKey(req, "chart:"+chart.display())
 	if cache != nil {
@@ -142,7 +142,7 @@ func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, cha
 	}
 	chartReq := render.ChartRequest{
 		Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
-		Digest: chart.digest, Values: req.Values, Limits: req.Limits,
+		Digest: chart.digest, Values: req.Values, Limits: req.Limits, Capabilities: req.Capabilities,
 	}
 	var res *render.Result
 	if cr, ok := renderer.(chartRenderer); ok {

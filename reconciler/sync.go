@@ -169,6 +169,9 @@ type syncRun struct {
 	supplyOnce sync.Once
 	supply     *supplyChain // see supplyChain
 
+	capsOnce sync.Once
+	caps     *clusterCapabilities // see capabilities
+
 	mu         sync.Mutex
 	namespaces map[string]bool // namespaces known to exist
 	// createdNamespaces are the namespaces this sync created (see checkOwnership).

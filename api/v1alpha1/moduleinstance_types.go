@@ -222,6 +222,12 @@ type ModuleInstanceStatus struct {
 	// RenderDigest is the digest of the rendered objects last applied.
 	// +optional
 	RenderDigest string `json:"renderDigest,omitempty"`
+	// CapabilitiesDigest is, for a chart instance, the digest of the cluster's
+	// capabilities its chart last rendered with (the Kubernetes version and the API
+	// versions served, as .Capabilities shows them): when the cluster's differ (an API
+	// newly served, an upgrade), the next sync renders the chart again.
+	// +optional
+	CapabilitiesDigest string `json:"capabilitiesDigest,omitempty"`
 	// ServiceAccount is the identity the objects were last applied as ("" is cairn
 	// itself); removal deletes as it, and a change of identity re-applies every object.
 	// +optional

@@ -110,6 +110,7 @@ func (l *Loop) endDrift(res driftResult) {
 		for _, r := range res.reports {
 			printDrift(l, res.rev.SHA, r)
 		}
+		l.kickForResync(res.reports)
 		l.opts.Log.Info("drift check finished", "revision", res.rev.SHA, "checked", len(res.reports), "drifted", countDrifted(res.reports))
 		return
 	}
@@ -123,6 +124,18 @@ func (l *Loop) endDrift(res driftResult) {
 		printDrift(l, res.rev.SHA, r)
 	}
 	l.opts.Log.Info("drift check interrupted", "revision", res.rev.SHA, "checked", checked, "roundChecked", len(l.driftChecked))
+}
+
+// kickForResync asks for a sync when a drift check left an instance for a sync to
+// render again (the cluster's capabilities changed under a chart instance).
+func (l *Loop) kickForResync(reports []reconciler.DriftReport) {
+	for _, r := range reports {
+		if r.Resync {
+			l.opts.Log.Info("the cluster's capabilities changed under a chart instance: syncing", "instance", r.Namespace+"/"+r.Name)
+			l.kicks.Fire()
+			return
+		}
+	}
 }
 
 func countDrifted(reports []reconciler.DriftReport) int {

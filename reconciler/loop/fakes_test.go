@@ -27,6 +27,9 @@ type fakeEngine struct {
 	overlaps   int
 	// retry, when set, is the NextRetryAt of a failed instance in every result.
 	retry *time.Time
+	// resync are the instances ("namespace/name") whose next drift report asks for
+	// a sync (once).
+	resync map[string]bool
 }
 
 func (e *fakeEngine) LastSynced(context.Context) (string, error) { return "", nil }
@@ -73,8 +76,10 @@ func (e *fakeEngine) CheckDriftOf(ctx context.Context, rev reconciler.Revision, 
 		}
 		e.mu.Lock()
 		e.checked = append(e.checked, k+"@"+rev.SHA)
+		resync := e.resync[k]
+		delete(e.resync, k)
 		e.mu.Unlock()
-		reports = append(reports, reconciler.DriftReport{Namespace: ns, Name: name})
+		reports = append(reports, reconciler.DriftReport{Namespace: ns, Name: name, Resync: resync})
 	}
 	return reports, nil
 }

@@ -144,6 +144,18 @@ func TestAPushIsSyncedDuringADriftCheck(t *testing.T) {
 	g.Expect(e.drifts).To(Equal(2), "the interrupted round went on once")
 }
 
+// TestADriftReportAskingForASyncSyncsTheUnchangedHead: a drift check that left an
+// instance for a sync (the cluster's capabilities changed under a chart) makes the
+// loop sync the head it already synced, once.
+func TestADriftReportAskingForASyncSyncsTheUnchangedHead(t *testing.T) {
+	g := NewWithT(t)
+	e := &fakeEngine{driftKeys: []string{"a/x", "a/chart"}, resync: map[string]bool{"a/chart": true}}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, Interval: time.Hour, DriftInterval: time.Hour})
+	run(t, l)
+	g.Eventually(e.syncs, 2*time.Second, 10*time.Millisecond).Should(Equal([]string{"a", "a"}))
+	g.Consistently(e.syncs, 500*time.Millisecond).Should(HaveLen(2))
+}
+
 // TestRetryTimerWakesTheLoopWhenDue: the loop's retry timer fires when the earliest
 // retry is due, not at the next poll, never sooner than a second, and not at all
 // when nothing is to be retried.

@@ -70,12 +70,7 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	plan, err := e.engine.Plan(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	var planned reconciler.InstancePlan
-	for _, ip := range plan.Instances {
-		if ip.Name == "hello" {
-			planned = ip
-		}
-	}
+	planned := instancePlan(plan, "hello")
 	e.g.Expect(planned.Action).To(BeEquivalentTo("Error"))
 	e.g.Expect(planned.Reason).To(Equal(cairnv1.ReasonSignatureInvalid))
 	e.g.Expect(planned.Artifacts).To(HaveLen(1))
