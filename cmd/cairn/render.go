@@ -19,13 +19,15 @@ func newRenderCommand() *cobra.Command {
 		repo     repoFlags
 		instance string
 		output   string
+		caps     capabilityFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "render",
 		Short: "Render the instances of a platform repository (no cluster needed)",
 		Example: `  cairn render --repo ./platform
   cairn render --repo ./platform --instance team-a/web -o json
-  cairn render --repo https://git.example.com/platform.git --ref main`,
+  cairn render --repo https://git.example.com/platform.git --ref main
+  cairn render --repo ./platform --kube-version 1.36 --api-versions monitoring.coreos.com/v1/ServiceMonitor`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "yaml" && output != "json" {
@@ -37,6 +39,9 @@ func newRenderCommand() *cobra.Command {
 			}
 			opts, err := repo.engineOptions()
 			if err != nil {
+				return err
+			}
+			if opts.Capabilities, err = caps.capabilities(); err != nil {
 				return err
 			}
 			renderer := newRenderer()
@@ -51,6 +56,7 @@ func newRenderCommand() *cobra.Command {
 	repo.register(cmd, true)
 	cmd.Flags().StringVar(&instance, "instance", "", "render only this instance (namespace/name)")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	caps.register(cmd)
 	return cmd
 }
 
