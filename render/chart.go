@@ -103,16 +103,25 @@ type ChartRequest struct {
 // that use random or time functions (randAlphaNum, genCA, now) render a new
 // digest each time.
 //
-// Objects: NOTES.txt files and partials (_*.tpl) are dropped; each rendered
-// file is split into YAML documents, empty documents are skipped, and any
-// other document must be a Kubernetes object (InvalidObject, naming the
-// template file and the document). Hooks are not run: every document with a
+// Objects: NOTES.txt files and partials (_*.tpl) are dropped; the output is
+// parsed exactly as `helm install` parses it: each rendered file is split
+// into YAML documents by releaseutil.SplitManifests, each document is
+// written as Helm writes it into the release manifest ("---", a "# Source"
+// comment, the trimmed document and a newline, so a block scalar ending a
+// document keeps one final newline) and read with the resource builder of
+// kube.Build (k8s.io/cli-runtime, lists flattened: kind List, ConfigMapList
+// and any object with items stand for their items). Empty documents and
+// documents of comments are skipped; any other document must be a YAML
+// mapping that is a Kubernetes object (InvalidObject, naming the template
+// file and the document: a YAML sequence or plain text is refused, as by
+// Helm). Hooks are not run: every document with a
 // helm.sh/hook annotation (install, upgrade, delete, rollback and test hooks
 // alike) is dropped. The files in crds/ directories of the chart and its
-// subcharts are rendered as objects too (CRDs sort first). The objects are
-// then namespaced, checked for duplicates, ordered and digested like those
-// of a CUE module (see the package documentation), within Limits.MaxObjects
-// and Limits.MaxBytes (of their JSON). Result.ModuleDigest is req.Digest;
+// subcharts are objects too, read as they are, as helm install reads them
+// (CRDs sort first). The objects are then namespaced, checked for
+// duplicates, ordered and digested like those of a CUE module (see the
+// package documentation), within Limits.MaxObjects and Limits.MaxBytes (of
+// their JSON). Result.ModuleDigest is req.Digest;
 // Result.Warnings notes a deprecated chart.
 //
 // Bounds: the whole render has the deadline Limits.Timeout (RenderTimeout).

@@ -23,7 +23,12 @@ const testChartDigest = "sha256:4c1e0fca1cb4f2a5a6e2b6d0cb6b7e0d8a3f9a0e1d2c3b4a
 // slash-separated path inside the chart.
 func chartFiles(t testing.TB, name string) map[string]string {
 	t.Helper()
-	root := filepath.Join("testdata", "charts", name)
+	return dirFiles(t, filepath.Join("testdata", "charts", name))
+}
+
+// dirFiles reads the files under root by slash-separated path inside it.
+func dirFiles(t testing.TB, root string) map[string]string {
+	t.Helper()
 	files := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -38,7 +43,7 @@ func chartFiles(t testing.TB, name string) map[string]string {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("failed to read the chart %s: %v", name, err)
+		t.Fatalf("failed to read the chart %s: %v", root, err)
 	}
 	return files
 }

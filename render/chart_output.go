@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,7 +22,8 @@ import (
 const notesFile = "NOTES.txt"
 
 // chartObjects turns the chart's CRD files and its rendered templates (in
-// name order) into objects, within the limits. Hooks are dropped.
+// name order) into objects as `helm install` parses them, within the limits.
+// Hooks are dropped.
 func chartObjects(c *chart.Chart, rendered map[string]string, limits Limits) ([]rawObject, error) {
 	col := &collector{limits: limits}
 	for _, crd := range c.CRDObjects() {
@@ -51,10 +54,19 @@ type collector struct {
 	bytes   int64
 }
 
-// add splits a file into YAML documents as Helm does and adds each object.
-// Hooks are dropped from templates (not from crds/, which Helm does not
-// template).
+// add parses a file of the chart as `helm install` does and adds its
+// objects. A file of crds/ is parsed as it is (Helm installs CRDs from the
+// file's data). A rendered template is split into documents by
+// releaseutil.SplitManifests, which trims each one; each document must pass
+// Helm's head check (releaseutil.SimpleHead), hooks are dropped, and the
+// others are parsed the way renderResources writes them into the release
+// manifest: "---\n# Source: FILE\n" + document + "\n". So a block scalar
+// that ends a document keeps one final newline, whatever its chomping, as
+// with Helm.
 func (c *collector) add(file, content string, templates bool) error {
+	if !templates {
+		return c.addStream(file, []byte(content))
+	}
 	docs := releaseutil.SplitManifests(content)
 	keys := make([]string, 0, len(docs))
 	for k := range docs {
@@ -63,21 +75,64 @@ func (c *collector) add(file, content string, templates bool) error {
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	for i, k := range keys {
 		key := fmt.Sprintf("%s (document %d)", file, i+1)
-		data, err := yaml.YAMLToJSON([]byte(docs[k]))
+		head, err := helmHead(key, docs[k])
 		if err != nil {
-			return newError(ReasonInvalidObject, "%s is not valid YAML: %v", key, err)
+			return err
 		}
-		data = bytes.TrimSpace(data)
-		if string(data) == "null" {
-			continue // empty or only comments
-		}
-		if len(data) == 0 || data[0] != '{' {
-			return newError(ReasonInvalidObject, "%s is not a Kubernetes object", key)
-		}
-		if templates && isHook(data) {
+		if isHook(head) {
 			continue
 		}
-		if err := c.append(rawObject{key: key, data: data}); err != nil {
+		if err := c.addStream(key, helmManifest(file, docs[k])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// helmHead parses a document's head as Helm's releaseutil.SortManifests
+// does, which refuses anything but a YAML mapping (or an empty document).
+func helmHead(key, doc string) (releaseutil.SimpleHead, error) {
+	var head releaseutil.SimpleHead
+	err := yaml.Unmarshal([]byte(doc), &head)
+	switch {
+	case err == nil && head.Kind == "" && head != (releaseutil.SimpleHead{}):
+		return head, newError(ReasonInvalidObject, "object %s has no kind", key)
+	case err == nil:
+		return head, nil
+	}
+	if _, err := yaml.YAMLToJSON([]byte(doc)); err != nil {
+		return head, newError(ReasonInvalidObject, "%s is not valid YAML: %v", key, err)
+	}
+	return head, newError(ReasonInvalidObject, "%s is not a Kubernetes object (a YAML mapping): %v", key, err)
+}
+
+// helmManifest is a document as Helm's renderResources writes it into the
+// manifest that install and upgrade parse.
+func helmManifest(file, doc string) []byte {
+	return []byte("---\n# Source: " + file + "\n" + doc + "\n")
+}
+
+// addStream parses a stream of YAML documents as kube.Build does in
+// `helm install` (the resource builder of k8s.io/cli-runtime, with lists
+// flattened), without a cluster, and adds each object. Empty documents are
+// skipped; an object with items (kind: List, ConfigMapList, ...) stands for
+// its items.
+func (c *collector) addStream(key string, data []byte) error {
+	infos, err := resource.NewLocalBuilder().Unstructured().ContinueOnError().
+		Stream(bytes.NewReader(data), key).Flatten().Do().Infos()
+	if err != nil {
+		return newError(ReasonInvalidObject, "%s is not a Kubernetes object: %s", key, withoutData(err))
+	}
+	for j, info := range infos {
+		k := key
+		if len(infos) > 1 {
+			k = fmt.Sprintf("%s, object %d", key, j+1)
+		}
+		obj, err := json.Marshal(info.Object)
+		if err != nil {
+			return newError(ReasonInvalidObject, "failed to encode %s: %v", k, err)
+		}
+		if err := c.append(rawObject{key: k, data: obj}); err != nil {
 			return err
 		}
 	}
@@ -95,18 +150,27 @@ func (c *collector) append(o rawObject) error {
 	return nil
 }
 
-// isHook tells whether an object carries the helm.sh/hook annotation, with
-// any value: Helm runs such objects as hooks or skips them (unknown hook
-// types), and never installs them as part of the release.
-func isHook(data []byte) bool {
-	var head struct {
-		Metadata struct {
-			Annotations map[string]any `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(data, &head) != nil {
+// isHook tells whether a document's head carries the helm.sh/hook
+// annotation, with any value: Helm runs such objects as hooks or skips them
+// (unknown hook types), and never installs them as part of the release.
+func isHook(head releaseutil.SimpleHead) bool {
+	if head.Metadata == nil {
 		return false
 	}
 	_, ok := head.Metadata.Annotations[release.HookAnnotation]
 	return ok
+}
+
+// quotedData is the document that the resource builder quotes when a kind or
+// an apiVersion is missing.
+var quotedData = regexp.MustCompile(`is missing in '(?s:.*)'`)
+
+// withoutData is the message of a resource builder error without the
+// documents it quotes, which may hold a Secret's data.
+func withoutData(err error) string {
+	msg := quotedData.ReplaceAllString(err.Error(), "is missing")
+	if strings.Contains(msg, "is not a list") {
+		msg = "a list holds a list, which helm install refuses (" + msg + ")"
+	}
+	return msg
 }

@@ -25,7 +25,7 @@
 // `objects` are evaluated. An object needs apiVersion, kind and metadata.name.
 // Namespaced objects without a namespace get the instance's namespace
 // (built-in cluster-scoped kinds and kinds of cluster-scoped CRDs in the same
-// render keep none). Objects are ordered by stage (CustomResourceDefinition,
+// render have none: a namespace they carry is dropped, as kubectl drops it). Objects are ordered by stage (CustomResourceDefinition,
 // Namespace, ServiceAccount and RBAC, the rest), then kind, namespace, name
 // and apiVersion; Result.Digest is the sha256 of their canonical JSON.
 // CONTRACT.md beside this file is the user-facing version of this section.

@@ -124,8 +124,9 @@ func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
 }
 
 // defaultNamespace gives namespaced objects without a namespace the
-// instance's namespace. CRDs of the same render decide the scope of their
-// kinds.
+// instance's namespace, and takes the namespace of cluster-scoped ones, as
+// kubectl and helm install do (the resource builder's DefaultNamespace and
+// FilterNamespace). CRDs of the same render decide the scope of their kinds.
 func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
 	scopes := CRDScopes(objs)
 	for _, u := range objs {
@@ -134,7 +135,10 @@ func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
 		if !known {
 			namespaced = !clusterScoped[gk.Group+"/"+gk.Kind]
 		}
-		if namespaced && u.GetNamespace() == "" && namespace != "" {
+		switch {
+		case !namespaced && u.GetNamespace() != "":
+			u.SetNamespace("")
+		case namespaced && u.GetNamespace() == "" && namespace != "":
 			u.SetNamespace(namespace)
 		}
 	}
