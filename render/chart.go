@@ -226,16 +226,24 @@ func checkInstallable(c *chart.Chart, caps *chartutil.Capabilities) error {
 	if c.Metadata.Type != "" && c.Metadata.Type != "application" {
 		return newError(ReasonChartInvalid, "%s is a %s chart, which cannot be rendered", c.Name(), c.Metadata.Type)
 	}
+	if missing := MissingDependencies(c); len(missing) > 0 {
+		return newError(ReasonChartInvalid, "dependencies %q of Chart.yaml are missing from charts/", missing)
+	}
+	return checkKubeVersion(c, caps)
+}
+
+// MissingDependencies returns the dependencies of c's Chart.yaml that its
+// charts/ directory does not hold, in Chart.yaml order: the check of
+// `helm package` and `helm install` (action.CheckDependencies), by name,
+// whatever their condition or tags.
+func MissingDependencies(c *chart.Chart) []string {
 	var missing []string
 	for _, dep := range c.Metadata.Dependencies {
 		if !hasSubchart(c, dep.Name) {
 			missing = append(missing, dep.Name)
 		}
 	}
-	if len(missing) > 0 {
-		return newError(ReasonChartInvalid, "dependencies %q of Chart.yaml are missing from charts/", missing)
-	}
-	return checkKubeVersion(c, caps)
+	return missing
 }
 
 func hasSubchart(c *chart.Chart, name string) bool {

@@ -11,9 +11,11 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"oras.land/oras-go/v2/registry"
 
+	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
 )
 
@@ -226,8 +228,9 @@ func newPushChartCommand() *cobra.Command {
 		Short: "Push a Helm chart to an OCI repository the way helm push does, and optionally sign it",
 		Long: `Push a chart directory (packaged with the Helm SDK) or a packaged .tgz to the OCI
 repository --to, tagged with the chart version, and print its digest. Unlike helm push, the
-repository is used as given: the chart name is not appended. With --sign-key the digest is
-signed (cosign format, no transparency log).`,
+repository is used as given: the chart name is not appended. As with helm package, a chart
+whose Chart.yaml dependencies are missing from charts/ is refused. With --sign-key the digest
+is signed (cosign format, no transparency log).`,
 		Example: `  cairn push chart ./charts/podinfo --to oci://registry.example.com/charts/podinfo
   cairn push chart podinfo-6.7.0.tgz --to oci://127.0.0.1:5000/charts/podinfo --plain-http --sign-key cosign.key`,
 		Args: cobra.ExactArgs(1),
@@ -281,16 +284,44 @@ func chartArchive(path string) ([]byte, error) {
 		return nil, fmt.Errorf("failed to read chart: %w", err)
 	}
 	if !info.IsDir() {
-		if info.Size() > sign.MaxChartBytes {
-			return nil, fmt.Errorf("chart archive %s is larger than %d bytes", path, sign.MaxChartBytes)
-		}
-		return os.ReadFile(path)
+		return packagedChart(path, info.Size())
 	}
 	ch, err := loader.LoadDir(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to load chart %s: %w", path, err)
 	}
+	if err := checkDependencies(path, ch); err != nil {
+		return nil, err
+	}
 	return sign.PackageChart(ch)
+}
+
+// packagedChart reads a packaged chart of size bytes and checks its
+// dependencies.
+func packagedChart(path string, size int64) ([]byte, error) {
+	if size > sign.MaxChartBytes {
+		return nil, fmt.Errorf("chart archive %s is larger than %d bytes", path, sign.MaxChartBytes)
+	}
+	tgz, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read chart: %w", err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+	if err != nil {
+		return nil, fmt.Errorf("failed to load chart %s: %w", path, err)
+	}
+	return tgz, checkDependencies(path, ch)
+}
+
+// checkDependencies refuses a chart whose Chart.yaml dependencies are missing
+// from charts/, as `helm package` does, naming the chart and each dependency.
+func checkDependencies(path string, ch *chart.Chart) error {
+	missing := render.MissingDependencies(ch)
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("chart %s (%s): dependencies of Chart.yaml missing from charts/: %s (run helm dependency build)",
+		ch.Name(), path, strings.Join(missing, ", "))
 }
 
 func newSignCommand() *cobra.Command {

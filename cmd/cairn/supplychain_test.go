@@ -53,8 +53,15 @@ func writeChartDir(t *testing.T, name, version string) string {
 		"values.yaml":             "replicas: 1\n",
 		"templates/configmap.yml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
 	}
+	writeFiles(t, dir, files)
+	return dir
+}
+
+// writeFiles writes files (by slash-separated path) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
 	for p, content := range files {
-		full := filepath.Join(dir, p)
+		full := filepath.Join(dir, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +69,6 @@ func writeChartDir(t *testing.T, name, version string) string {
 			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 // execCairnWithStdin runs the command with stdin.
