@@ -32,7 +32,7 @@ const (
 // chartSlots bounds the chart renders whose goroutine is still running,
 // including those abandoned at their deadline (templates cannot be
 // interrupted).
-var chartSlots = make(chan struct{}, max(4, runtime.GOMAXPROCS(0)))
+var chartSlots = make(chan struct{}, boundedSlots())
 
 // chartEnv is what chart renders share: the archive caps and the render
 // slots. Tests use their own.
@@ -150,34 +150,47 @@ func renderChartBounded(ctx context.Context, req ChartRequest, env chartEnv) (*R
 	if n := int64(len(req.Archive)); n > env.caps.archiveBytes {
 		return nil, newError(ReasonLimitExceeded, "archive is %d bytes, more than the %d-byte cap", n, env.caps.archiveBytes)
 	}
+	return runBounded(ctx, limits, env.slots, "chart render", func() (*Result, error) {
+		return renderChartSteps(req, limits, env.caps)
+	})
+}
+
+// runBounded runs work, which cannot be interrupted, in its own goroutine under
+// one of slots, within the deadline limits.Timeout: at the deadline it returns
+// RenderTimeout and leaves the goroutine to end on its own (holding its slot, so
+// that at most cap(slots) such goroutines exist); a panic is a RenderFailed error.
+func runBounded(ctx context.Context, limits Limits, slots chan struct{}, what string, work func() (*Result, error)) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
 	if ctx.Err() != nil {
 		return nil, timeoutError(ctx, limits, "before the render started")
 	}
 	select {
-	case env.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, timeoutError(ctx, limits, "while waiting for a chart render slot (earlier chart renders are still running past their deadline)")
+		return nil, timeoutError(ctx, limits, fmt.Sprintf("while waiting for a %s slot (earlier %ss are still running past their deadline)", what, what))
 	}
 	done := make(chan chartOutcome, 1)
 	go func() {
-		defer func() { <-env.slots }()
+		defer func() { <-slots }()
 		defer func() {
 			if p := recover(); p != nil {
-				done <- chartOutcome{err: newError(ReasonRenderFailed, "rendering panicked: %v", p)}
+				done <- chartOutcome{err: newError(ReasonRenderFailed, "%s panicked: %v", what, p)}
 			}
 		}()
-		res, err := renderChartSteps(req, limits, env.caps)
+		res, err := work()
 		done <- chartOutcome{res, err}
 	}()
 	select {
 	case o := <-done:
 		return o.res, o.err
 	case <-ctx.Done():
-		return nil, timeoutError(ctx, limits, "while rendering the chart")
+		return nil, timeoutError(ctx, limits, "while running the "+what)
 	}
 }
+
+// boundedSlots is the size of a pool of runBounded slots.
+func boundedSlots() int { return max(4, runtime.GOMAXPROCS(0)) }
 
 type chartOutcome struct {
 	res *Result

@@ -133,8 +133,8 @@ const (
 	SkewRefuse = "Refuse"
 )
 
-// Request is one instance to render. Exactly one of LocalPath and CUEModule
-// is set.
+// Request is one instance to render. Exactly one of LocalPath, CUEModule and
+// KustomizePath is set.
 type Request struct {
 	// Name and Namespace identify the instance; they fill the module's
 	// `instance` field and Namespace is given to namespaced objects that
@@ -148,6 +148,9 @@ type Request struct {
 	LocalPath string
 	// CUEModule is a module fetched from Registry.
 	CUEModule *CUEModuleRef
+	// KustomizePath is a kustomize directory inside Source, relative to the
+	// repository root, built by RenderKustomize (Values must be empty).
+	KustomizePath string
 	// Values is the JSON object unified with the module's `values`; nil
 	// means none.
 	Values []byte
@@ -322,6 +325,9 @@ func (r *Renderer) Close() error {
 // pinned, fetched and loaded form is kept (see RendererOptions) and used
 // again by renders of the same module version with the same catalogs.
 func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
+	if req.KustomizePath != "" {
+		return RenderKustomize(ctx, req)
+	}
 	limits := req.Limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
