@@ -107,9 +107,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Resync = true
 		return rep
 	}
-	if mi.Spec.Module.Local != nil {
-		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)
-	}
+	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
 	s.renderInstance(ctx, r)
 	if r.failure != nil {
 		rep.Err = r.failure

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,8 @@ type instanceRun struct {
 	mi           *cairnv1.ModuleInstance // the declaration from Git
 	live         *cairnv1.ModuleInstance // the CR in the cluster, nil when new
 	specDigest   string
-	sourceDigest string // local modules: digest of the module directory
+	sourceDigest string   // local modules: digest of the module directory
+	sourceDirs   []string // the repository directories sourceDigest covers
 	affected     bool
 	why          string
 
@@ -93,9 +95,7 @@ func (s *syncRun) plan() {
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
 	r.specDigest = s.specDigest(mi)
-	if mi.Spec.Module.Local != nil {
-		r.sourceDigest = s.moduleDigest(mi.Spec.Module.Local.Path)
-	}
+	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
 	r.affected, r.why = s.isAffected(r)
 	return r
 }
@@ -129,6 +129,9 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
 		return true, "local module changed"
+	case r.mi.Spec.Module.Kustomize != nil && r.sourceDigest != r.live.Status.SourceDigest &&
+		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
+		return true, "kustomize directory or one of its bases changed"
 	case isReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
 	case !isReady(r.live):
@@ -254,6 +257,29 @@ func splitKey(key string) (string, string) {
 
 // moduleDigest is the digest of a local module's files, computed once per directory
 // and sync (many instances share a module).
+// repositorySource returns the digest of what mi's module reads from the repository
+// and the directories that holds ("" and none for a registry module or chart): a
+// local module's directory, or a kustomize directory's kustomization directories
+// (its bases and components too). A kustomize directory that would be refused has
+// no digest: its render says why.
+func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
+	switch m := mi.Spec.Module; {
+	case m.Local != nil:
+		return s.moduleDigest(m.Local.Path), []string{cleanLocal(m.Local.Path)}
+	case m.Kustomize != nil:
+		roots, err := render.KustomizeRoots(s.root, m.Kustomize.Path)
+		if err != nil {
+			return "", nil
+		}
+		h := sha256.New()
+		for _, dir := range roots {
+			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.moduleDigest(dir))
+		}
+		return "sha256:" + hex.EncodeToString(h.Sum(nil)), roots
+	}
+	return "", nil
+}
+
 func (s *syncRun) moduleDigest(path string) string {
 	dir := cleanLocal(path)
 	s.mu.Lock()

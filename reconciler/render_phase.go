@@ -130,7 +130,11 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	for _, c := range p.Spec.Catalogs {
 		req.Catalogs = append(req.Catalogs, render.Catalog{Module: c.Module, Version: c.Version})
 	}
-	if m := mi.Spec.Module; m.Chart != nil {
+	switch m := mi.Spec.Module; {
+	case m.Chart != nil:
+		return req, nil
+	case m.Kustomize != nil:
+		req.KustomizePath = cleanLocal(m.Kustomize.Path)
 		return req, nil
 	}
 	reg, f := sc.moduleRegistry(p.Spec.ModuleRegistry)
@@ -145,7 +149,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
 	default:
 		return req, failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
-			"%s: module needs one of cue, chart or local", mi.Namespace+"/"+mi.Name)
+			"%s: module needs one of cue, chart, local or kustomize", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil
 }

@@ -105,8 +105,7 @@ func (in *kustomizeInputs) follow(file, dir, ref string) error {
 // paths that leave the repository.
 func inRepository(file, dir, ref string) (string, error) {
 	if remoteReference(ref) {
-		return "", newError(ReasonUnsafeModule,
-			"%s: %q is a remote reference: remote bases and URLs are not available (cairn builds kustomize directories from the repository only, without git or HTTP); vendor it into the repository", file, ref)
+		return "", remoteRefused(file, ref)
 	}
 	if path.IsAbs(ref) {
 		return "", newError(ReasonUnsafeModule, "%s: %q is an absolute path: only paths inside the repository are available", file, ref)
@@ -127,11 +126,15 @@ func refuseUnavailable(file string, k *types.Kustomization) error {
 	}
 	for _, ref := range kustomizationPaths(k) {
 		if remoteReference(ref) {
-			return newError(ReasonUnsafeModule,
-				"%s: %q is a remote reference: remote files are not available (cairn builds kustomize directories from the repository only); vendor it into the repository", file, ref)
+			return remoteRefused(file, ref)
 		}
 	}
 	return nil
+}
+
+func remoteRefused(file, ref string) error {
+	return newError(ReasonUnsafeModule,
+		"%s: %q is a remote reference: remote bases, files and URLs are not available (cairn builds kustomize directories from the repository only, without git or HTTP); vendor it into the repository", file, ref)
 }
 
 // kustomizationPaths returns the file paths a kustomization names besides its

@@ -76,7 +76,7 @@ type ValuesReference struct {
 	SecretRef SecretKeyReference `json:"secretRef"`
 }
 
-// ModuleSource is exactly one of CUE, Chart or Local.
+// ModuleSource is exactly one of CUE, Chart, Local or Kustomize.
 type ModuleSource struct {
 	// CUE is a CUE module served by the Platform's moduleRegistry.
 	// +optional
@@ -87,6 +87,17 @@ type ModuleSource struct {
 	// Local is a CUE package inside the platform repository.
 	// +optional
 	Local *LocalModule `json:"local,omitempty"`
+	// Kustomize is a directory of YAML inside the platform repository, with or
+	// without a kustomization.yaml, built as `kustomize build` builds it (no values).
+	// +optional
+	Kustomize *KustomizeModule `json:"kustomize,omitempty"`
+}
+
+// KustomizeModule is a kustomize directory in the platform repository.
+type KustomizeModule struct {
+	// Path is the directory relative to the repository root, e.g. ./apps/podinfo/prod.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
 }
 
 // CUEModule is a CUE module path and exact version.

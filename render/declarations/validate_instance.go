@@ -32,6 +32,7 @@ func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
 	s := mi.Spec
 	ps := c.validateModule(s.Module)
 	ps = append(ps, validateValues(s.Values)...)
+	ps = append(ps, validateNoValues(s)...)
 	ps = append(ps, c.validateDependsOn(mi)...)
 	ps = append(ps, oneOf("spec.drift", string(s.Drift), string(cairnv1.DriftCorrect), string(cairnv1.DriftWarn), string(cairnv1.DriftIgnore))...)
 	ps = append(ps, positiveDuration("spec.timeout", s.Timeout)...)
@@ -45,20 +46,38 @@ func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
 
 func (c instanceContext) validateModule(m cairnv1.ModuleSource) []problem {
 	set := 0
-	for _, given := range []bool{m.CUE != nil, m.Chart != nil, m.Local != nil} {
+	for _, given := range []bool{m.CUE != nil, m.Chart != nil, m.Local != nil, m.Kustomize != nil} {
 		if given {
 			set++
 		}
 	}
 	switch {
 	case set != 1:
-		return []problem{{ReasonInvalidModule, "spec.module", fmt.Sprintf("exactly one of cue, chart or local must be set, found %d", set)}}
+		return []problem{{ReasonInvalidModule, "spec.module", fmt.Sprintf("exactly one of cue, chart, local or kustomize must be set, found %d", set)}}
 	case m.CUE != nil:
 		return c.validateCUE(m.CUE)
 	case m.Chart != nil:
 		return validateChart(m.Chart)
+	case m.Kustomize != nil:
+		return validatePath("spec.module.kustomize.path", m.Kustomize.Path)
 	}
-	return validateLocal(m.Local)
+	return validatePath("spec.module.local.path", m.Local.Path)
+}
+
+// validateNoValues refuses values for a kustomize directory: its build takes none.
+func validateNoValues(s cairnv1.ModuleInstanceSpec) []problem {
+	if s.Module.Kustomize == nil {
+		return nil
+	}
+	const why = "not available for a kustomize directory: a kustomize build takes no values (change it in an overlay: patches, images, replicas, a configMapGenerator)"
+	var ps []problem
+	if s.Values != nil && !bytes.Equal(bytes.TrimSpace(s.Values.Raw), []byte("{}")) {
+		ps = append(ps, problem{ReasonInvalidDeclaration, "spec.values", why})
+	}
+	if len(s.ValuesFrom) > 0 {
+		ps = append(ps, problem{ReasonInvalidDeclaration, "spec.valuesFrom", why})
+	}
+	return ps
 }
 
 func (c instanceContext) validateCUE(m *cairnv1.CUEModule) []problem {
@@ -93,15 +112,15 @@ func validateChart(ch *cairnv1.ChartSource) []problem {
 	return ps
 }
 
-// validateLocal checks that a local module path is relative, clean and stays inside the
-// repository; a leading "./" is allowed.
-func validateLocal(m *cairnv1.LocalModule) []problem {
-	p := strings.TrimPrefix(m.Path, "./")
+// validatePath checks that a module directory (field) is relative, clean and stays
+// inside the repository; a leading "./" and a trailing "/" are allowed.
+func validatePath(field, path string) []problem {
+	p := strings.TrimSuffix(strings.TrimPrefix(path, "./"), "/")
 	var msg string
 	switch {
-	case m.Path == "":
-		return required("spec.module.local.path")
-	case strings.HasPrefix(m.Path, "/") || strings.Contains(m.Path, `\`):
+	case path == "":
+		return required(field)
+	case strings.HasPrefix(path, "/") || strings.Contains(path, `\`):
 		msg = "must be a relative path with forward slashes"
 	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
 		msg = "must not contain .."
@@ -110,7 +129,7 @@ func validateLocal(m *cairnv1.LocalModule) []problem {
 	default:
 		return nil
 	}
-	return []problem{{ReasonInvalidModule, "spec.module.local.path", fmt.Sprintf("%q %s", m.Path, msg)}}
+	return []problem{{ReasonInvalidModule, field, fmt.Sprintf("%q %s", path, msg)}}
 }
 
 func validateValues(v *apiextensionsv1.JSON) []problem {

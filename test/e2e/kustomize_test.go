@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// kustomizeFiles is a Flux-style apps/ layout: a base and an overlay that sets a
+// name prefix, the image tag, the replicas and a generated ConfigMap.
+func kustomizeFiles(replicas int) map[string]string {
+	return map[string]string{
+		"apps/base/kustomization.yaml": "resources: [deployment.yaml]\n",
+		"apps/base/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: podinfo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: podinfo}
+  template:
+    metadata:
+      labels: {app: podinfo}
+    spec:
+      containers:
+      - name: podinfo
+        image: ghcr.io/stefanprodan/podinfo:6.7.0
+`,
+		"apps/prod/kustomization.yaml": fmt.Sprintf(`namePrefix: prod-
+resources: [../base]
+images:
+- {name: ghcr.io/stefanprodan/podinfo, newTag: 6.7.1}
+replicas:
+- {name: podinfo, count: %d}
+configMapGenerator:
+- {name: settings, literals: [LEVEL=info]}
+`, replicas),
+	}
+}
+
+func kustomizeInstance(name, ns, path string) string {
+	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  module:\n    kustomize:\n      path: %s\n  timeout: 1m\n", name, ns, path)
+}
+
+// TestKustomizeDirectoryIsBuiltAndFollowsItsBase: an instance of a kustomize overlay
+// applies what `kustomize build` gives (prefix, image tag, replicas, a generated
+// ConfigMap with its hash suffix) into the instance's namespace and becomes Ready; a
+// change in the base re-applies it, a change elsewhere leaves it alone; an instance
+// with a remote base fails with UnsafeModule while the other syncs.
+func TestKustomizeDirectoryIsBuiltAndFollowsItsBase(t *testing.T) {
+	e := newEnv(t)
+	a := inst{name: "a", ns: e.ns, replicas: 1}
+	files := appRepo("", a)
+	for p, c := range kustomizeFiles(2) {
+		files[p] = c
+	}
+	files["instances/podinfo.yaml"] = kustomizeInstance("podinfo", e.ns, "./apps/prod")
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "podinfo").Action).To(BeEquivalentTo("Created"))
+	var d appsv1.Deployment
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "prod-podinfo"}, &d)).To(Succeed())
+	e.g.Expect(*d.Spec.Replicas).To(Equal(int32(2)))
+	e.g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/stefanprodan/podinfo:6.7.1"))
+	mi := e.instance(e.ns, "podinfo")
+	e.g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue(), "%+v", mi.Status.Conditions)
+	e.g.Expect(mi.Status.Inventory.Count).To(Equal(int32(2)), "the Deployment and the generated ConfigMap")
+	e.g.Expect(mi.Status.SourceDigest).To(HavePrefix("sha256:"))
+
+	// A change in the base (not in the overlay's directory) re-applies the instance.
+	base := kustomizeFiles(2)["apps/base/deployment.yaml"]
+	sha := repo.commit("base: podinfo on port 9898", map[string]string{
+		"apps/base/deployment.yaml": base + "        ports: [{containerPort: 9898}]\n"})
+	res = e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "podinfo").Action).To(BeEquivalentTo("Updated"))
+	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Unchanged"))
+	e.g.Expect(e.instance(e.ns, "podinfo").Status.LastAppliedRevision).To(Equal(sha))
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "prod-podinfo"}, &d)).To(Succeed())
+	e.g.Expect(d.Spec.Template.Spec.Containers[0].Ports).To(HaveLen(1))
+
+	// A change elsewhere leaves it alone; a remote base fails only its own instance.
+	repo.commit("a remote base", map[string]string{
+		"apps/remote/kustomization.yaml": "resources:\n- https://github.com/stefanprodan/podinfo//kustomize?ref=6.7.1\n",
+		"instances/remote.yaml":          kustomizeInstance("remote", e.ns, "apps/remote"),
+		"README.md":                      "changed\n",
+	})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "podinfo").Action).To(BeEquivalentTo("Unchanged"))
+	remote := result(res, e.ns, "remote")
+	e.g.Expect(remote.Action).To(BeEquivalentTo("Failed"))
+	e.g.Expect(remote.Reason).To(Equal("UnsafeModule"), remote.Message)
+	e.g.Expect(remote.Message).To(ContainSubstring("apps/remote/kustomization.yaml"))
+	e.g.Expect(remote.Message).To(ContainSubstring("remote bases, files and URLs are not available"))
+	e.g.Expect(conditions.IsStalled(e.instance(e.ns, "remote"))).To(BeTrue())
+	e.g.Expect(e.instance(e.ns, "remote").Status.Conditions).To(ContainElement(HaveField("Reason", "UnsafeModule")))
+}
