@@ -44,7 +44,7 @@ func TestExamplesRepository(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
-		{"team-c", "base"}, {"team-c", "web"}} {
+		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -54,6 +54,8 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "greeter-greeting").Object["data"]).To(HaveKeyWithValue("greeting", "hello from team b"))
 	e.g.Expect(e.get("apps/v1", "Deployment", "team-a", "redis")).NotTo(BeNil())
 	e.g.Expect(e.get("networking.k8s.io/v1", "Ingress", "team-b", "web")).NotTo(BeNil())
+	podinfo := e.get("apps/v1", "Deployment", "team-b", "podinfo")
+	e.g.Expect(podinfo.Object["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)), "the kustomize overlay's replicas")
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))
