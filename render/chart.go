@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 )
 
 // Reasons of chart renders, besides those in errors.go that charts share with
@@ -63,6 +63,10 @@ type ChartRequest struct {
 	// Capabilities are what the chart sees of the cluster (nil: `helm
 	// template`'s defaults).
 	Capabilities *Capabilities
+	// Lookup reads the live cluster for the chart's `lookup` (nil: `lookup`
+	// returns an empty map, as in `helm template`). In a worker process, the
+	// worker asks the parent, which calls it.
+	Lookup Lookup `json:"-"`
 }
 
 // RenderChart renders a Helm chart archive with the Helm SDK (v3) as
@@ -95,8 +99,10 @@ type ChartRequest struct {
 // Templates: rendered by helm.sh/helm/v3/pkg/engine with release options
 // {Name, Namespace, Revision 1, IsInstall} and req.Capabilities in
 // .Capabilities (KubeVersion, APIVersions; Helm's defaults with
-// DefaultKubeVersion for those it leaves empty); there is no cluster: `lookup`
-// returns an empty object and `getHostByName` an empty string. A template error is
+// DefaultKubeVersion for those it leaves empty). `lookup` reads the cluster
+// through req.Lookup, read-only, each read counted in Result.Lookups (without
+// one, it returns an empty object, as in `helm template`); `getHostByName`
+// returns an empty string. A template error is
 // RenderFailed and keeps Helm's message, which names the template file and
 // line ("template: podinfo/templates/x.yaml:12:3: executing ..."), prefixed
 // with the chart. The output is deterministic when the templates are: charts
@@ -221,7 +227,8 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderTemplates(chrt, req, vals, helmCaps)
+	var reads atomic.Int64
+	rendered, err := renderTemplates(chrt, req, vals, helmCaps, &reads)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +237,11 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 	if err != nil {
 		return nil, err
 	}
-	return assemble(raw, req.Namespace, req.Digest, chartWarnings(chrt))
+	res, err := assemble(raw, req.Namespace, req.Digest, chartWarnings(chrt))
+	if res != nil {
+		res.Lookups = reads.Load()
+	}
+	return res, err
 }
 
 // checkInstallable refuses what `helm install` refuses: library charts,
@@ -293,7 +304,7 @@ func chartValues(data []byte) (map[string]any, error) {
 // renderTemplates processes the dependencies, coalesces and validates the
 // values and renders the templates, as `helm install` does before it talks
 // to the cluster.
-func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any, caps *chartutil.Capabilities) (map[string]string, error) {
+func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any, caps *chartutil.Capabilities, reads *atomic.Int64) (map[string]string, error) {
 	if err := chartutil.ProcessDependenciesWithMerge(c, vals); err != nil {
 		return nil, newError(ReasonChartInvalid, "failed to process the dependencies: %w", err)
 	}
@@ -302,9 +313,9 @@ func renderTemplates(c *chart.Chart, req ChartRequest, vals map[string]any, caps
 	if err != nil {
 		return nil, &Error{Reason: ReasonValuesInvalid, Err: trimmedError(err)}
 	}
-	// engine.Render has no cluster: lookup returns an empty object and DNS
+	// lookup reads through req.Lookup (else returns an empty object); DNS
 	// lookups are off.
-	rendered, err := engine.Render(c, top)
+	rendered, err := renderWithLookup(c, top, req.Lookup, reads)
 	if err != nil {
 		return nil, &Error{Reason: ReasonRenderFailed, Err: trimmedError(err)}
 	}

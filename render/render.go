@@ -185,6 +185,10 @@ type Result struct {
 	ModuleDigest string
 	// Warnings are non-fatal findings such as catalog skew under SkewWarn.
 	Warnings []string
+	// Lookups counts the reads of the live cluster that a chart's `lookup` made
+	// (ChartRequest.Lookup): a render that made any depends on the cluster's state,
+	// not only on its request, and is not to be cached.
+	Lookups int64 `json:",omitempty"`
 }
 
 // RendererOptions configures a Renderer.

@@ -92,7 +92,7 @@ func serveWorker(in io.Reader, out io.Writer) error {
 			return fmt.Errorf("failed to read a request: %w", err)
 		}
 		if msg.Chart != nil {
-			if err := s.out.Encode(s.recovered(func() workerMessage { return s.serveChart(msg.Chart) })); err != nil {
+			if err := s.out.Encode(s.recovered(func() workerMessage { return s.serveChart(msg.Chart, msg.ChartLookup) })); err != nil {
 				return fmt.Errorf("failed to write a result: %w", err)
 			}
 			continue

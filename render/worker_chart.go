@@ -13,10 +13,11 @@ type chartResult struct {
 	Digest       string            `json:"digest"`
 	ModuleDigest string            `json:"moduleDigest"`
 	Warnings     []string          `json:"warnings,omitempty"`
+	Lookups      int64             `json:"lookups,omitempty"`
 }
 
 func toChartResult(res *Result) (*chartResult, error) {
-	out := &chartResult{Digest: res.Digest, ModuleDigest: res.ModuleDigest, Warnings: res.Warnings}
+	out := &chartResult{Digest: res.Digest, ModuleDigest: res.ModuleDigest, Warnings: res.Warnings, Lookups: res.Lookups}
 	for _, u := range res.Objects {
 		data, err := u.MarshalJSON()
 		if err != nil {
@@ -28,7 +29,7 @@ func toChartResult(res *Result) (*chartResult, error) {
 }
 
 func (c *chartResult) result() (*Result, error) {
-	res := &Result{Digest: c.Digest, ModuleDigest: c.ModuleDigest, Warnings: c.Warnings}
+	res := &Result{Digest: c.Digest, ModuleDigest: c.ModuleDigest, Warnings: c.Warnings, Lookups: c.Lookups}
 	for _, data := range c.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {
@@ -66,7 +67,7 @@ func (r *Renderer) renderChartInWorker(ctx context.Context, req ChartRequest) (*
 		return nil, err
 	}
 	req.Limits = limits
-	m, keep, err := w.call(ctx, workerMessage{Chart: &req}, limits.Memory, nil)
+	m, keep, err := w.call(ctx, workerMessage{Chart: &req, ChartLookup: req.Lookup != nil}, limits.Memory, chartHandler{lookup: req.Lookup})
 	r.pool.release(w, keep)
 	switch {
 	case err != nil && !keep && ctx.Err() != nil:
@@ -81,7 +82,10 @@ func (r *Renderer) renderChartInWorker(ctx context.Context, req ChartRequest) (*
 
 // serveChart renders a chart in the worker, under its memory budget; the
 // parent keeps the deadline.
-func (s *workerServer) serveChart(req *ChartRequest) workerMessage {
+func (s *workerServer) serveChart(req *ChartRequest, lookup bool) workerMessage {
+	if lookup {
+		req.Lookup = s.askLookup
+	}
 	s.startBudget(req.Limits.Memory, 0, 0)
 	defer s.budget.Store(0)
 	res, err := renderChartSteps(*req, req.Limits.withDefaults(), defaultArchiveLimits)

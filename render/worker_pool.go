@@ -265,6 +265,7 @@ func (w *workerProc) exited() bool {
 type workerHandler interface {
 	module() (*workerModule, error)
 	modFile(mv string) ([]byte, error)
+	lookupCall(call lookupCall) workerMessage
 }
 
 // call sends a render (job or chart) to the worker and returns the message
@@ -307,6 +308,8 @@ func (w *workerProc) answer(m workerMessage, h workerHandler) (bool, error) {
 			return true, errors.Join(err, w.enc.Encode(workerMessage{Abort: true}))
 		}
 		return false, w.enc.Encode(workerMessage{Module: mod})
+	case m.Lookup != nil && h != nil:
+		return false, w.enc.Encode(h.lookupCall(*m.Lookup))
 	case m.ModFile != "" && h != nil:
 		data, err := h.modFile(m.ModFile)
 		if err != nil {

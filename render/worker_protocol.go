@@ -24,22 +24,28 @@ import (
 //	parent: {"modFileData":"..."} or {"error":{..}} its contents, or why not
 //	worker: {"result":{...}} or {"error":{...}}     the end of the render
 //
-//	parent: {"chart":{...}}                         a chart render (ChartRequest)
+//	parent: {"chart":{...},"chartLookup":true}      a chart render (ChartRequest); chartLookup: the parent serves lookups
+//	worker: {"lookup":{...}}                        the chart's `lookup` reads the cluster (any number)
+//	parent: {"lookupResult":{...}}, {"lookupNotFound":true} or {"error":{...}}
 //	worker: {"chartResult":{...}} or {"error":{...}}
 //
 // A worker serves one render at a time and outlives it.
 type workerMessage struct {
-	Ready       bool          `json:"ready,omitempty"`
-	Render      *workerJob    `json:"render,omitempty"`
-	Need        bool          `json:"need,omitempty"`
-	Module      *workerModule `json:"module,omitempty"`
-	Abort       bool          `json:"abort,omitempty"`
-	ModFile     string        `json:"modFile,omitempty"`
-	ModFileData []byte        `json:"modFileData,omitempty"`
-	Result      *workerResult `json:"result,omitempty"`
-	Chart       *ChartRequest `json:"chart,omitempty"`
-	ChartResult *chartResult  `json:"chartResult,omitempty"`
-	Error       *workerError  `json:"error,omitempty"`
+	Ready          bool           `json:"ready,omitempty"`
+	Render         *workerJob     `json:"render,omitempty"`
+	Need           bool           `json:"need,omitempty"`
+	Module         *workerModule  `json:"module,omitempty"`
+	Abort          bool           `json:"abort,omitempty"`
+	ModFile        string         `json:"modFile,omitempty"`
+	ModFileData    []byte         `json:"modFileData,omitempty"`
+	Result         *workerResult  `json:"result,omitempty"`
+	Chart          *ChartRequest  `json:"chart,omitempty"`
+	ChartLookup    bool           `json:"chartLookup,omitempty"`
+	ChartResult    *chartResult   `json:"chartResult,omitempty"`
+	Lookup         *lookupCall    `json:"lookup,omitempty"`
+	LookupResult   map[string]any `json:"lookupResult,omitempty"`
+	LookupNotFound bool           `json:"lookupNotFound,omitempty"`
+	Error          *workerError   `json:"error,omitempty"`
 }
 
 // workerJob is one render: what a prepared module needs to evaluate.
