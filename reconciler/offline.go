@@ -83,7 +83,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	var err error
 	if chart != nil {
 		req.Capabilities = opts.Capabilities
-		res, _, err = renderChart(ctx, renderer, nil, chart, req)
+		res, _, err = renderChart(ctx, renderer, nil, chart, req, nil) // no cluster: lookup is empty
 	} else {
 		res, err = renderer.Render(ctx, req)
 	}

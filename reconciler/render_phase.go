@@ -65,7 +65,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	}
 	began := time.Now()
 	if r.chart != nil {
-		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req)
+		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req, s.chartLookup(ctx, r))
 	} else {
 		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
 	}

@@ -129,7 +129,8 @@ type chartRenderer interface {
 // renderChart pulls the verified chart by digest and renders it with renderer when
 // it renders charts (else in this process), through the render cache (keyed by the
 // chart digest and the whole request, the capabilities included) when one is given.
-func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request) (*render.Result, bool, error) {
+func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request,
+	lookup render.Lookup) (*render.Result, bool, error) {
 	key := cacheKey(req, "chart:"+chart.display())
 	if cache != nil {
 		if res := cache.get(key); res != nil {
@@ -143,6 +144,7 @@ func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, cha
 	chartReq := render.ChartRequest{
 		Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
 		Digest: chart.digest, Values: req.Values, Limits: req.Limits, Capabilities: req.Capabilities,
+		Lookup: lookup,
 	}
 	var res *render.Result
 	if cr, ok := renderer.(chartRenderer); ok {
@@ -153,7 +155,7 @@ func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, cha
 	if err != nil {
 		return nil, false, err
 	}
-	if cache != nil {
+	if cache != nil && res.Lookups == 0 { // a render that read the cluster is never reused
 		cache.put(key, res)
 	}
 	return res, false, nil

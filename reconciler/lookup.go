@@ -1,0 +1,76 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/cairn/render"
+)
+
+// chartLookup is the `lookup` of r's chart: reads (get and list only) of the live
+// cluster as r's identity, its ServiceAccount's (RBAC decides) or, for an instance
+// that applies as cairn, within its own namespace and cluster-scoped kinds only.
+// Nothing in cairn's namespace is ever read.
+func (s *syncRun) chartLookup(ctx context.Context, r *instanceRun) render.Lookup {
+	sa := s.serviceAccount(r.mi)
+	return func(apiVersion, kind, namespace, name string) (map[string]any, error) {
+		gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+		mapping, err := s.e.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, err
+		}
+		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+			namespace = ""
+		} else if err := s.lookupAllowed(r, sa, namespace); err != nil {
+			return nil, err
+		}
+		m, err := s.e.cluster.Manager(r.mi.Namespace, sa)
+		if err != nil {
+			return nil, err
+		}
+		return readObject(ctx, m.Client(), gvk, namespace, name)
+	}
+}
+
+// lookupAllowed refuses a read of a namespaced kind in cairn's namespace, and, for an
+// instance that applies as cairn, outside its own namespace.
+func (s *syncRun) lookupAllowed(r *instanceRun, sa, namespace string) error {
+	switch {
+	case namespace == s.e.opts.cairnNamespace():
+		return fmt.Errorf("refused: cairn's namespace %s is never read by a chart", namespace)
+	case sa == "" && namespace != r.mi.Namespace:
+		where := "every namespace"
+		if namespace != "" {
+			where = "namespace " + namespace
+		}
+		return fmt.Errorf("refused: an instance without a ServiceAccount reads only its own namespace %s, not %s", r.mi.Namespace, where)
+	}
+	return nil
+}
+
+// readObject gets the object, or lists the kind (in namespace, "" for all).
+func readObject(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace, name string) (map[string]any, error) {
+	if name != "" {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+			return nil, err
+		}
+		return u.Object, nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var opts []client.ListOption
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	return list.UnstructuredContent(), nil
+}
