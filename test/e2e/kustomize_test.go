@@ -73,17 +73,19 @@ func TestKustomizeDirectoryIsBuiltAndFollowsItsBase(t *testing.T) {
 	e.g.Expect(mi.Status.Inventory.Count).To(Equal(int32(2)), "the Deployment and the generated ConfigMap")
 	e.g.Expect(mi.Status.SourceDigest).To(HavePrefix("sha256:"))
 
-	// A change in the base (not in the overlay's directory) re-applies the instance.
-	base := kustomizeFiles(2)["apps/base/deployment.yaml"]
-	sha := repo.commit("base: podinfo on port 9898", map[string]string{
-		"apps/base/deployment.yaml": base + "        ports: [{containerPort: 9898}]\n"})
+	// A change in the base (not in the overlay's directory) re-applies the instance;
+	// a new ConfigMap, so that no rollout has to finish on a loaded cluster.
+	sha := repo.commit("base: a ConfigMap", map[string]string{
+		"apps/base/kustomization.yaml": "resources: [deployment.yaml, extra.yaml]\n",
+		"apps/base/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata: {x: \"1\"}\n",
+	})
 	res = e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	e.g.Expect(result(res, e.ns, "podinfo").Action).To(BeEquivalentTo("Updated"))
 	e.g.Expect(result(res, e.ns, "a").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(e.instance(e.ns, "podinfo").Status.LastAppliedRevision).To(Equal(sha))
-	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "prod-podinfo"}, &d)).To(Succeed())
-	e.g.Expect(d.Spec.Template.Spec.Containers[0].Ports).To(HaveLen(1))
+	e.g.Expect(e.configMap(e.ns, "prod-extra")).NotTo(BeNil(), "the base's new object, with the overlay's prefix")
+	e.g.Expect(e.instance(e.ns, "podinfo").Status.Inventory.Count).To(Equal(int32(3)))
 
 	// A change elsewhere leaves it alone; a remote base fails only its own instance.
 	repo.commit("a remote base", map[string]string{
