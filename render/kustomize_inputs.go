@@ -101,12 +101,9 @@ func (in *kustomizeInputs) follow(file, dir, ref string) error {
 	return nil
 }
 
-// inRepository resolves ref relative to dir, refusing remote references and
-// paths that leave the repository.
+// inRepository resolves ref relative to dir, refusing paths that leave the
+// repository (refuseUnavailable has refused remote references already).
 func inRepository(file, dir, ref string) (string, error) {
-	if remoteReference(ref) {
-		return "", remoteRefused(file, ref)
-	}
 	if path.IsAbs(ref) {
 		return "", newError(ReasonUnsafeModule, "%s: %q is an absolute path: only paths inside the repository are available", file, ref)
 	}
