@@ -35,13 +35,14 @@ type driftResult struct {
 const driftSettle = 10 * time.Second
 
 // driftDue reports whether a drift check should start: none is running, no retry
-// is due within driftSettle, and a round is unfinished or the interval has passed
+// is due within driftSettle (Once checks whatever is due: no later sync would
+// interrupt it), and a round is unfinished or the interval has passed
 // since the last round began.
 func (l *Loop) driftDue() bool {
 	if l.rev.SHA == "" || l.opts.DriftInterval <= 0 || l.drift != nil {
 		return false
 	}
-	if !l.retryAt.IsZero() && l.retryAt.Sub(l.now()) < driftSettle {
+	if !l.once && !l.retryAt.IsZero() && l.retryAt.Sub(l.now()) < driftSettle {
 		return false
 	}
 	return l.driftChecked != nil || l.now().Sub(l.lastDrift) >= l.opts.DriftInterval

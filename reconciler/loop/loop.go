@@ -62,6 +62,7 @@ type Loop struct {
 	lastDrift    time.Time
 	driftChecked map[string]bool
 	drift        *driftRun
+	once         bool // Once is checking drift after its sync (see driftDue)
 
 	now       func() time.Time
 	pushPause time.Duration // between attempts of afterPush
@@ -132,6 +133,7 @@ func (l *Loop) Once(ctx context.Context) (*reconciler.SyncResult, error) {
 		return res, err
 	}
 	if res.Error == nil {
+		l.once = true
 		l.startDrift(ctx)
 		if err := l.waitDrift(); err != nil {
 			return res, err

@@ -103,6 +103,19 @@ func TestOnceChecksDriftAfterItsSync(t *testing.T) {
 	g.Expect(l.drift).To(BeNil())
 }
 
+// TestOnceChecksDriftWhenARetryIsDueSoon: the wait for rechecks to settle belongs
+// to the loop; Once checks drift after its sync even when a failed instance's retry
+// is due within seconds (no later sync of its own will run).
+func TestOnceChecksDriftWhenARetryIsDueSoon(t *testing.T) {
+	g := NewWithT(t)
+	soon := time.Now().Add(2 * time.Second)
+	e := &fakeEngine{driftKeys: []string{"a/x"}, retry: &soon}
+	l := New(Options{Engine: e, Source: &fakeSource{head: "a"}, DriftInterval: time.Hour})
+	_, err := l.Once(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.driftChecks()).To(Equal([]string{"a/x@a"}))
+}
+
 // TestAPushIsSyncedDuringADriftCheck: a drift check of the whole fleet never holds
 // a push: the push interrupts the check, its sync runs at once (never at the same
 // time as the check), and the round then goes on with the instances not checked
