@@ -76,6 +76,11 @@ func (d *depSet) add(ctx context.Context, mc *moduleCache, pins *pinner, mpath s
 	return nil
 }
 
+// newDepSet is an empty set of dependencies, with no registry behind it.
+func newDepSet() *depSet {
+	return &depSet{files: map[string][]byte{}, modFiles: map[module.Version]*modfile.File{}, pins: newPinner(nil, "")}
+}
+
 func depDir(mv module.Version) string { return "deps/" + mv.String() }
 
 // loadRegistry is the registry the CUE loader sees: it serves the fetched

@@ -109,7 +109,40 @@ func fromCUE(reason string, err error) *Error {
 	group := firstGroup(all)
 	e.Err = cueMessage(group, len(all)-len(group))
 	e.File, e.Line, e.Column = cuePosition(group)
+	if imported := importChain(group[0]); len(imported) > 0 {
+		// An import failed: the position is the cause's, in the package
+		// imported last, and the message names the imports that led to it.
+		last := imported[len(imported)-1]
+		e.File, e.Line, e.Column = last.Filename(), last.Line(), last.Column()
+		e.Err = fmt.Errorf("%w (imported from %s)", e.Err, positionList(imported[:len(imported)-1]))
+	}
 	return e
+}
+
+// importChain returns the positions of a loader's "import failed" error, from
+// the first import to the cause (nil for any other error or a chain of one).
+func importChain(e cueerrors.Error) []token.Pos {
+	if format, _ := e.Msg(); format != "import failed" {
+		return nil
+	}
+	var out []token.Pos
+	for _, p := range cueerrors.Positions(e) {
+		if p.IsValid() && p.Filename() != "" && (len(out) == 0 || out[len(out)-1] != p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	return out
+}
+
+func positionList(ps []token.Pos) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprintf("%s:%d:%d", p.Filename(), p.Line(), p.Column())
+	}
+	return strings.Join(s, ", ")
 }
 
 // firstGroup returns the first error and, when it only announces the errors
@@ -148,15 +181,29 @@ func cueMessage(group []cueerrors.Error, others int) error {
 }
 
 // msgOf is the message of e without its position, followed by the message of
-// the error it wraps (the loader wraps the cause of "import failed").
+// the error it wraps, CUE's or not (the loader wraps the cause of "import
+// failed", down to a plain error of the file system or the registry). Empty
+// messages along the chain are left out, so a cause is never lost behind them.
 func msgOf(e cueerrors.Error) string {
 	format, args := e.Msg()
 	msg := fmt.Sprintf(format, args...)
-	var inner cueerrors.Error
-	if u := errors.Unwrap(e); u != nil && errors.As(u, &inner) {
-		msg += ": " + msgOf(inner)
+	u := errors.Unwrap(e)
+	if u == nil {
+		return msg
 	}
-	return msg
+	var cause string
+	if inner, ok := u.(cueerrors.Error); ok {
+		cause = msgOf(inner)
+	} else {
+		cause = u.Error()
+	}
+	switch {
+	case cause == "":
+		return msg
+	case msg == "":
+		return cause
+	}
+	return msg + ": " + cause
 }
 
 func pathOf(e cueerrors.Error) string { return strings.Join(e.Path(), ".") }

@@ -86,6 +86,9 @@ func displayFunc(prefix string) func(string) string {
 // evaluate adds instance and values to the prepared module, builds it in ctx
 // and exports objects.
 func evaluate(p *preparedModule, ctx *cue.Context, in renderInput) ([]rawObject, error) {
+	if p.timoni {
+		return evaluateTimoni(p, ctx, in.limits)
+	}
 	v, err := p.build(ctx, in)
 	if err != nil {
 		return nil, err
@@ -109,6 +112,9 @@ func evaluate(p *preparedModule, ctx *cue.Context, in renderInput) ([]rawObject,
 // FillPath afterwards) spares an evaluation of the whole package with its
 // default values.
 func prepare(src *moduleSource, deps *depSet, pins *pinner) (*preparedModule, error) {
+	if src.timoni != nil {
+		return prepareTimoni(src)
+	}
 	fsys := moduleFS(src, deps)
 	cfg := &load.Config{
 		FS:         fsys,
@@ -129,6 +135,11 @@ func prepare(src *moduleSource, deps *depSet, pins *pinner) (*preparedModule, er
 // ModuleNotFound, the rest (syntax errors, mostly) RenderFailed.
 func loadError(err error) *Error {
 	msg := err.Error()
+	if strings.Contains(msg, "cannot get absolute path for FS") {
+		e := fromCUE(ReasonRenderFailed, err)
+		e.Err = fmt.Errorf("%w: a package vendored under cue.mod/gen, cue.mod/pkg or cue.mod/usr is imported, which cue and local modules cannot do (list the module in cue.mod/module.cue deps instead)", e.Err)
+		return e
+	}
 	for _, s := range []string{"cannot find package", "no dependency found", "not listed in the deps", "cannot find module"} {
 		if strings.Contains(msg, s) {
 			return fromCUE(ReasonModuleNotFound, err)
@@ -186,6 +197,11 @@ func export(root cue.Value, limits Limits) ([]rawObject, error) {
 	if err != nil {
 		return nil, err
 	}
+	return exportEntries(entries, limits)
+}
+
+// exportEntries exports the objects within the caps.
+func exportEntries(entries []entry, limits Limits) ([]rawObject, error) {
 	if len(entries) > limits.MaxObjects {
 		return nil, newError(ReasonLimitExceeded, "module renders %d objects, more than MaxObjects (%d)", len(entries), limits.MaxObjects)
 	}

@@ -25,6 +25,11 @@ type preparedModule struct {
 	digest   string          // Result.ModuleDigest
 	warnings []string        // catalog skew found while pinning and loading
 	size     int64           // estimated bytes held, for the cache bound
+
+	// A Timoni module is loaded with its tags and values (prepareTimoni):
+	// root is the loader's directory, which display replaces in errors.
+	timoni        bool
+	root, display string
 }
 
 // newPreparedModule wraps a freshly loaded instance. Completing every

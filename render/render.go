@@ -133,8 +133,8 @@ const (
 	SkewRefuse = "Refuse"
 )
 
-// Request is one instance to render. Exactly one of LocalPath, CUEModule and
-// KustomizePath is set.
+// Request is one instance to render. Exactly one of LocalPath, CUEModule,
+// KustomizePath and Timoni is set.
 type Request struct {
 	// Name and Namespace identify the instance; they fill the module's
 	// `instance` field and Namespace is given to namespaced objects that
@@ -151,6 +151,9 @@ type Request struct {
 	// KustomizePath is a kustomize directory inside Source, relative to the
 	// repository root, built by RenderKustomize (Values must be empty).
 	KustomizePath string
+	// Timoni is a Timoni module, from the repository or pulled from a
+	// registry; Values are merged over its defaults as Timoni merges them.
+	Timoni *TimoniModule
 	// Values is the JSON object unified with the module's `values`; nil
 	// means none.
 	Values []byte
@@ -355,7 +358,7 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 		out, err = r.renderInProcess(ctx, req, limits, key, local, pins)
 	}
 	if err != nil {
-		return nil, err
+		return nil, timoniHint(err, local)
 	}
 	return assemble(out.objects, req.Namespace, out.digest, slices.Clone(out.warnings))
 }
@@ -373,6 +376,9 @@ func (r *Renderer) loader(ctx context.Context, req Request, limits Limits, local
 
 // fetchModule completes the module's source and fetches its dependencies.
 func (r *Renderer) fetchModule(ctx context.Context, req Request, limits Limits, local *moduleSource, pins *pinner) (*moduleSource, *depSet, error) {
+	if local != nil && local.timoni != nil {
+		return local, newDepSet(), nil // read and checked by locateTimoni; no dependencies
+	}
 	// Source: the module's files, from the repository or the registry.
 	src, err := r.source(ctx, req, local)
 	if err != nil {

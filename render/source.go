@@ -44,6 +44,7 @@ type moduleSource struct {
 	files   map[string][]byte // slash paths relative to the module root
 	modFile *modfile.File
 	digest  string
+	timoni  *timoniBuild // a Timoni module's build; nil for a cue or local module
 }
 
 // locate identifies the module the request names, for the prepared module
@@ -51,6 +52,10 @@ type moduleSource struct {
 // is only named (path@version decides it) and fetched by source on a miss.
 func locate(req Request, pins *pinner) (preparedKey, *moduleSource, error) {
 	switch {
+	case req.Timoni != nil && (req.LocalPath != "" || req.CUEModule != nil):
+		return preparedKey{}, nil, newError(ReasonRenderFailed, "request names both a Timoni module and another module")
+	case req.Timoni != nil:
+		return locateTimoni(req)
 	case req.LocalPath != "" && req.CUEModule != nil:
 		return preparedKey{}, nil, newError(ReasonRenderFailed, "request names both a local module and a registry module")
 	case req.CUEModule != nil:

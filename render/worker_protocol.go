@@ -73,6 +73,7 @@ type workerModule struct {
 	Catalogs    []Catalog         `json:"catalogs,omitempty"`
 	Refuse      bool              `json:"refuse,omitempty"`
 	Warnings    []string          `json:"warnings,omitempty"`
+	Timoni      *timoniBuild      `json:"timoni,omitempty"` // a Timoni module's tags and values
 }
 
 // workerResult is an evaluation's outcome.
@@ -142,7 +143,7 @@ func (w *workerResult) evaluated() evaluated {
 // newWorkerModule is what a worker needs to prepare src with deps.
 func newWorkerModule(src *moduleSource, deps *depSet, pins *pinner) (*workerModule, error) {
 	m := &workerModule{Name: src.name, Display: src.display, Digest: src.digest, Files: src.files, DepFiles: deps.files,
-		DepModFiles: map[string][]byte{}, Refuse: pins.refuse, Warnings: pins.warnings()}
+		DepModFiles: map[string][]byte{}, Refuse: pins.refuse, Warnings: pins.warnings(), Timoni: src.timoni}
 	for mpath, v := range pins.pins {
 		m.Catalogs = append(m.Catalogs, Catalog{Module: mpath, Version: v})
 	}
@@ -172,7 +173,7 @@ func (m *workerModule) prepareInputs(ask func(module.Version) (*modfile.File, er
 		}
 		return pins.apply(mf, mv.String())
 	}
-	src := &moduleSource{name: m.Name, display: m.Display, files: m.Files, digest: m.Digest}
+	src := &moduleSource{name: m.Name, display: m.Display, files: m.Files, digest: m.Digest, timoni: m.Timoni}
 	deps := &depSet{files: maps.Clone(m.DepFiles), modFiles: map[module.Version]*modfile.File{}, pins: pins, lookup: lookup}
 	if deps.files == nil {
 		deps.files = map[string][]byte{}
