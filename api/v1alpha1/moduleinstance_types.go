@@ -76,7 +76,7 @@ type ValuesReference struct {
 	SecretRef SecretKeyReference `json:"secretRef"`
 }
 
-// ModuleSource is exactly one of CUE, Chart, Local or Kustomize.
+// ModuleSource is exactly one of CUE, Chart, Local, Kustomize or Timoni.
 type ModuleSource struct {
 	// CUE is a CUE module served by the Platform's moduleRegistry.
 	// +optional
@@ -91,6 +91,30 @@ type ModuleSource struct {
 	// without a kustomization.yaml, built as `kustomize build` builds it (no values).
 	// +optional
 	Kustomize *KustomizeModule `json:"kustomize,omitempty"`
+	// Timoni is a module written for Timoni, unchanged: a directory of the platform
+	// repository or an OCI artifact of Timoni's media types.
+	// +optional
+	Timoni *TimoniModule `json:"timoni,omitempty"`
+}
+
+// TimoniModule is a Timoni module: exactly one of Path (a directory of the platform
+// repository) or URL (an OCI repository, with Version and/or Digest).
+type TimoniModule struct {
+	// Path is the module directory relative to the repository root, e.g. ./modules/redis;
+	// its moduleVersion tag is 0.0.0-devel, as for `timoni build` of a directory.
+	// +optional
+	Path string `json:"path,omitempty"`
+	// URL is oci://host/repository of a module pushed with `timoni mod push`.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^oci://`
+	URL string `json:"url,omitempty"`
+	// Version is the module version (the artifact's tag), also its moduleVersion tag.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Digest pins the artifact's manifest, e.g. sha256:...; with a version, the version
+	// must still resolve to it.
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // KustomizeModule is a kustomize directory in the platform repository.

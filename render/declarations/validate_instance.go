@@ -46,20 +46,22 @@ func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
 
 func (c instanceContext) validateModule(m cairnv1.ModuleSource) []problem {
 	set := 0
-	for _, given := range []bool{m.CUE != nil, m.Chart != nil, m.Local != nil, m.Kustomize != nil} {
+	for _, given := range []bool{m.CUE != nil, m.Chart != nil, m.Local != nil, m.Kustomize != nil, m.Timoni != nil} {
 		if given {
 			set++
 		}
 	}
 	switch {
 	case set != 1:
-		return []problem{{ReasonInvalidModule, "spec.module", fmt.Sprintf("exactly one of cue, chart, local or kustomize must be set, found %d", set)}}
+		return []problem{{ReasonInvalidModule, "spec.module", fmt.Sprintf("exactly one of cue, chart, local, kustomize or timoni must be set, found %d", set)}}
 	case m.CUE != nil:
 		return c.validateCUE(m.CUE)
 	case m.Chart != nil:
 		return validateChart(m.Chart)
 	case m.Kustomize != nil:
 		return validatePath("spec.module.kustomize.path", m.Kustomize.Path)
+	case m.Timoni != nil:
+		return validateTimoni(m.Timoni)
 	}
 	return validatePath("spec.module.local.path", m.Local.Path)
 }
@@ -98,16 +100,47 @@ func (c instanceContext) validateCUE(m *cairnv1.CUEModule) []problem {
 
 // validateChart checks the chart URL without echoing it, since it might carry credentials.
 func validateChart(ch *cairnv1.ChartSource) []problem {
+	return validateOCI("spec.module.chart", ch.URL, ch.Digest)
+}
+
+// validateOCI checks the url and digest fields of an OCI artifact under field.
+func validateOCI(field, rawURL, digest string) []problem {
 	var ps []problem
-	u, err := url.Parse(ch.URL)
+	u, err := url.Parse(rawURL)
 	switch {
 	case err != nil || u.Scheme != "oci" || u.Host == "" || strings.Trim(u.Path, "/") == "" || u.RawQuery != "" || u.Fragment != "":
-		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.url", "must be oci://host/repository"})
+		ps = append(ps, problem{ReasonInvalidModule, field + ".url", "must be oci://host/repository"})
 	case u.User != nil:
-		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.url", "must not carry credentials: name a Registry secret instead"})
+		ps = append(ps, problem{ReasonInvalidModule, field + ".url", "must not carry credentials: name a Registry secret instead"})
 	}
-	if ch.Digest != "" && !digestPattern.MatchString(ch.Digest) {
-		ps = append(ps, problem{ReasonInvalidModule, "spec.module.chart.digest", fmt.Sprintf("%q is not a sha256 or sha512 digest", ch.Digest)})
+	if digest != "" && !digestPattern.MatchString(digest) {
+		ps = append(ps, problem{ReasonInvalidModule, field + ".digest", fmt.Sprintf("%q is not a sha256 or sha512 digest", digest)})
+	}
+	return ps
+}
+
+// tagPattern is an OCI tag.
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+// validateTimoni checks a Timoni module: exactly one of path or url; an OCI module
+// has a version (a tag, also its moduleVersion tag) or a digest, a directory neither.
+func validateTimoni(m *cairnv1.TimoniModule) []problem {
+	const field = "spec.module.timoni"
+	switch {
+	case (m.Path == "") == (m.URL == ""):
+		return []problem{{ReasonInvalidModule, field, "exactly one of path (a directory of this repository) or url (oci://host/repository) must be set"}}
+	case m.Path != "":
+		if m.Version != "" || m.Digest != "" {
+			return []problem{{ReasonInvalidModule, field, "version and digest are for a module of url: a module of path renders with moduleVersion 0.0.0-devel"}}
+		}
+		return validatePath(field+".path", m.Path)
+	}
+	ps := validateOCI(field, m.URL, m.Digest)
+	switch {
+	case m.Version == "" && m.Digest == "":
+		ps = append(ps, problem{ReasonInvalidModule, field + ".version", "required with url (or a digest): the module version to pull, e.g. 1.2.0"})
+	case m.Version != "" && !tagPattern.MatchString(m.Version):
+		ps = append(ps, problem{ReasonInvalidModule, field + ".version", fmt.Sprintf("%q is not a valid OCI tag", m.Version)})
 	}
 	return ps
 }
