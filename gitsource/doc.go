@@ -40,8 +40,11 @@
 //
 // # Trees
 //
-// A Tree holds regular files only, in memory. Symlinks, gitlinks, entries
+// A Tree holds regular files only, in memory. Gitlinks, entries
 // named "..", ".git" (in any case or spelling Git itself refuses), absolute or
 // backslashed names, Git LFS pointer files and anything over Limits are
-// rejected with an error that names the path, never the content.
+// rejected with an error that names the path, never the content. A symbolic
+// link is never followed nor read: it is listed in its directory as an
+// fs.ModeSymlink entry that cannot be opened (Tree.Link), so that it fails only
+// what reads that directory (the module of one instance), naming the link.
 package gitsource

@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"encoding/base64"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -183,7 +184,7 @@ func TestCredentialsNeverInErrors(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	repo := newFixture(t)
-	sha := repo.commitTree(repo.buildTree(map[string]fileSpec{"link": {mode: 0o120000, content: "/etc/passwd"}}))
+	sha := repo.commitTree(repo.buildTree(map[string]fileSpec{"vendor/lib": {mode: filemode.Submodule, content: "0123456789abcdef0123456789abcdef01234567"}}))
 	srv := newGitHTTPServer(t, repo.dir, "cairn", testPassword)
 	hanging := hangingListener(t)
 	front := redirector(t, srv.URL)

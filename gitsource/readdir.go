@@ -8,8 +8,8 @@ import (
 )
 
 // ReadDir reads a local working directory (not a Git repository) into a Tree
-// with the rules of Source.Tree: regular files only (a symlink or special file
-// is ErrUnsafePath), checked names, LFS pointers refused, Limits enforced.
+// with the rules of Source.Tree: regular files only (a special file is
+// ErrUnsafePath, a symlink is listed but never followed, see Tree.Link), checked names, LFS pointers refused, Limits enforced.
 // Entries named exactly ".git" (the metadata of a checkout) are skipped.
 // Files are opened through an os.Root, so nothing outside dir is read.
 func ReadDir(dir string, limits Limits) (*Tree, error) {
@@ -64,7 +64,7 @@ func (r *dirReader) entry(p string, d fs.DirEntry) error {
 	case t.IsRegular():
 		return r.file(p)
 	case t&fs.ModeSymlink != 0:
-		return fmt.Errorf("%w: symbolic link", ErrUnsafePath)
+		return r.b.addLink(p) // listed, never followed (see Tree.Link)
 	}
 	return fmt.Errorf("%w: not a regular file", ErrUnsafePath)
 }

@@ -18,7 +18,8 @@ import (
 // Tree returns the files of commit sha, or only those under subdir with
 // paths relative to it. Every entry is checked (see the package
 // documentation); the first offending entry fails the whole tree with an
-// error naming its path.
+// error naming its path, except a symbolic link, which is listed without its
+// target (see Tree.Link) so that it fails only what reads its directory.
 func (s *Source) Tree(ctx context.Context, sha, subdir string) (*Tree, error) {
 	var t *Tree
 	err := s.withCommit(sha, func(sto *filesystem.Storage, c *object.Commit) error {
@@ -122,7 +123,8 @@ func (w *treeWalk) entry(p string, e object.TreeEntry) error {
 	case filemode.Regular, filemode.Executable, filemode.Deprecated:
 		return w.file(p, e.Hash)
 	case filemode.Symlink:
-		return fmt.Errorf("%w: symbolic link", ErrUnsafePath)
+		// Listed, never read nor followed: what reads its directory fails.
+		return w.b.addLink(p)
 	case filemode.Submodule:
 		return fmt.Errorf("%w: submodule (gitlink); submodules are not fetched", ErrUnsafePath)
 	}

@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"io/fs"
+	"path"
 	"strings"
 	"testing"
 
@@ -58,12 +59,6 @@ func files(specs map[string]fileSpec) func(f *fixtureRepo) string {
 }
 
 var treeCases = []treeCase{
-	{name: "absolute symlink", want: ErrUnsafePath, path: "secrets/token", secret: "/etc/passwd",
-		build: treeWith(dirEntry("secrets", blobEntry("token", filemode.Symlink, "/etc/passwd")))},
-	{name: "escaping symlink", want: ErrUnsafePath, path: "a/escape", secret: "../../..",
-		build: treeWith(dirEntry("a", blobEntry("escape", filemode.Symlink, "../../../etc/shadow")))},
-	{name: "symlink to a file inside", want: ErrUnsafePath, path: "link",
-		build: treeWith(blobEntry("link", filemode.Symlink, "ok.yaml"))},
 	{name: "dot-dot entry", want: ErrUnsafePath, path: "..",
 		build: treeWith(blobEntry("..", filemode.Regular, "x"))},
 	{name: "dot-dot directory", want: ErrUnsafePath, path: "..",
@@ -101,8 +96,6 @@ var treeCases = []treeCase{
 		build: files(map[string]fileSpec{"a": {content: "a"}, "b": {content: "b"}, "c": {content: "c"}})},
 	{name: "LFS pointer", want: ErrUnsupportedContent, path: "charts/big.tgz", secret: "oid sha256",
 		build: files(map[string]fileSpec{"charts/big.tgz": {content: lfsPointer}})},
-	{name: "unsafe entry under subdir", want: ErrUnsafePath, path: "mod/link", subdir: "mod",
-		build: treeWith(dirEntry("mod", blobEntry("link", filemode.Symlink, "/etc/passwd")))},
 	{name: "subdir with dot-dot", want: ErrUnsafePath, subdir: "a/../b",
 		build: files(map[string]fileSpec{"a/x": {content: "x"}})},
 	{name: "subdir through a symlink", want: fs.ErrNotExist, subdir: "link",
@@ -133,6 +126,63 @@ func TestTreeRejectsHostileEntries(t *testing.T) {
 			t.Log(err)
 		})
 	}
+}
+
+// TestTreeListsSymlinksWithoutFollowingThem: a symbolic link is listed in its
+// directory as a link that cannot be opened, with an error naming it and never its
+// target, so that only what reads that directory fails; the rest of the tree reads.
+func TestTreeListsSymlinksWithoutFollowingThem(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, target, subdir string
+	}{
+		{name: "absolute symlink", path: "secrets/token", target: "/etc/passwd"},
+		{name: "escaping symlink", path: "a/escape", target: "../../../etc/shadow"},
+		{name: "symlink to a file inside", path: "link", target: "ok.yaml"},
+		{name: "under subdir", path: "link", target: "/etc/passwd", subdir: "mod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			repo := newFixture(t)
+			full := tc.path
+			if tc.subdir != "" {
+				full = tc.subdir + "/" + tc.path
+			}
+			sha := repo.commitTree(repo.buildTree(map[string]fileSpec{
+				"ok.yaml": {content: "ok"}, full: {mode: filemode.Symlink, content: tc.target}}))
+			s, err := New(Options{URL: repo.url(), CacheDir: t.TempDir()})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Fetch(ctx, sha)).To(Succeed())
+			tree, err := s.Tree(ctx, sha, tc.subdir)
+			g.Expect(err).NotTo(HaveOccurred())
+			expectLink(g, tree, tc.path, tc.target)
+			if tc.subdir == "" {
+				data, err := fs.ReadFile(tree, "ok.yaml")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(string(data)).To(Equal("ok"))
+			}
+		})
+	}
+}
+
+// expectLink checks that p is listed as a symbolic link that cannot be read.
+func expectLink(g Gomega, tree *Tree, p, target string) {
+	g.Expect(tree.Links()).To(ContainElement(p))
+	info, err := fs.Stat(tree, p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Mode() & fs.ModeSymlink).NotTo(BeZero())
+	_, err = fs.ReadFile(tree, p)
+	g.Expect(err).To(MatchError(ErrUnsafePath))
+	g.Expect(err.Error()).To(ContainSubstring(p))
+	if !strings.Contains(p, target) {
+		g.Expect(err.Error()).NotTo(ContainSubstring(target))
+	}
+	_, err = tree.Open(p)
+	g.Expect(err).To(MatchError(ErrUnsafePath))
+	g.Expect(tree.Link(p)).To(MatchError(ErrUnsafePath))
+	entries, err := fs.ReadDir(tree, path.Dir(p))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(ContainElement(WithTransform(func(e fs.DirEntry) fs.FileMode { return e.Type() }, Equal(fs.ModeSymlink))))
 }
 
 func TestTreeAcceptsExecutableAndNestedFiles(t *testing.T) {

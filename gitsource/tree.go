@@ -23,9 +23,13 @@ type Tree struct {
 	// oversized maps the files over the size cap to their size; files holds
 	// them with no content.
 	oversized map[string]int64
-	paths     []string            // sorted
-	dirs      map[string][]string // dir ("." for the root) -> sorted child names
-	size      int64
+	// links are the symbolic links of the tree: listed, as fs.ModeSymlink
+	// entries, so that what reads the directory they are in (a module's render)
+	// fails naming them, but never followed nor read (see Link).
+	links map[string]bool
+	paths []string            // sorted
+	dirs  map[string][]string // dir ("." for the root) -> sorted child names
+	size  int64
 	// maxFileBytes is the cap the oversized files exceed.
 	maxFileBytes int64
 }
@@ -46,13 +50,38 @@ func (t *Tree) Bytes(path string) ([]byte, bool) {
 }
 
 // Oversized returns the error of a file over the size cap (wrapping
-// ErrTooLarge), or nil for any other path.
+// ErrTooLarge), or of a symbolic link (see Link), or nil for any other path.
 func (t *Tree) Oversized(path string) error {
+	if err := t.Link(path); err != nil {
+		return err
+	}
 	n, big := t.oversized[path]
 	if !big {
 		return nil
 	}
 	return fmt.Errorf("%w: file is %d bytes, limit %d: its content is not read", ErrTooLarge, n, t.maxFileBytes)
+}
+
+// Link returns the error of a symbolic link (wrapping ErrUnsafePath), or nil
+// for any other path. A link is listed in its directory (as an fs.ModeSymlink
+// entry) so that one link fails only what reads that directory, with an error
+// naming it; it is never followed, and its target is never read.
+func (t *Tree) Link(path string) error {
+	if !t.links[path] {
+		return nil
+	}
+	return fmt.Errorf("%w: symbolic link (links are never followed)", ErrUnsafePath)
+}
+
+// Links returns the paths of the symbolic links, sorted.
+func (t *Tree) Links() []string {
+	var out []string
+	for _, p := range t.paths {
+		if t.links[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Size returns the total size of all files in bytes.
@@ -79,6 +108,8 @@ func (t *Tree) Sub(dir string) (*Tree, error) {
 		var err error
 		if n, big := t.oversized[p]; big {
 			err = b.addOversized(rel, n)
+		} else if t.links[p] {
+			err = b.addLink(rel)
 		} else {
 			err = b.add(rel, t.files[p])
 		}
@@ -145,6 +176,9 @@ func (t *Tree) DigestDir(dir string) string {
 				// Its content is unknown: its size stands for it.
 				h.Write([]byte{0xff})
 			}
+			if t.links[p] {
+				h.Write([]byte{0xfe}) // a link, whatever its target
+			}
 			h.Write(t.files[p])
 		}
 	}
@@ -158,12 +192,24 @@ type treeBuilder struct {
 	unlimited bool // for Sub: the files were checked already
 	files     map[string][]byte
 	oversized map[string]int64
+	links     map[string]bool
 	dirs      map[string]struct{}
 	size      int64
 }
 
 func newTreeBuilder(l Limits) *treeBuilder {
-	return &treeBuilder{limits: l, files: map[string][]byte{}, oversized: map[string]int64{}, dirs: map[string]struct{}{}}
+	return &treeBuilder{limits: l, files: map[string][]byte{}, oversized: map[string]int64{}, links: map[string]bool{},
+		dirs: map[string]struct{}{}}
+}
+
+// addLink lists a symbolic link without its target (see Tree.Link). It counts
+// against the number of files.
+func (b *treeBuilder) addLink(p string) error {
+	if err := b.placeUnread(p); err != nil {
+		return err
+	}
+	b.links[p] = true
+	return nil
 }
 
 // reserve checks that a file of size n at p fits the limits before its
@@ -191,17 +237,23 @@ func (b *treeBuilder) isOversized(n int64) bool {
 // addOversized lists a file over the size cap without its content. It counts
 // against the number of files, not against the total size.
 func (b *treeBuilder) addOversized(p string, n int64) error {
+	if err := b.placeUnread(p); err != nil {
+		return err
+	}
+	b.oversized[p] = n
+	return nil
+}
+
+// placeUnread lists an entry whose content is not read, counting it against the
+// number of files.
+func (b *treeBuilder) placeUnread(p string) error {
 	if err := checkPath(p); err != nil {
 		return err
 	}
 	if !b.unlimited && len(b.files) >= b.limits.MaxFiles {
 		return fmt.Errorf("%w: tree exceeds %d files", ErrTooLarge, b.limits.MaxFiles)
 	}
-	if err := b.place(p, nil); err != nil {
-		return err
-	}
-	b.oversized[p] = n
-	return nil
+	return b.place(p, nil)
 }
 
 // add stores a file; p must not have been added or implied as a directory.
@@ -240,7 +292,7 @@ func (b *treeBuilder) place(p string, data []byte) error {
 
 // tree freezes the builder into a Tree.
 func (b *treeBuilder) tree() *Tree {
-	t := &Tree{files: b.files, oversized: b.oversized, size: b.size, maxFileBytes: b.limits.MaxFileBytes, dirs: map[string][]string{".": nil}}
+	t := &Tree{files: b.files, oversized: b.oversized, links: b.links, size: b.size, maxFileBytes: b.limits.MaxFileBytes, dirs: map[string][]string{".": nil}}
 	for p := range b.files {
 		t.paths = append(t.paths, p)
 	}

@@ -69,6 +69,9 @@ func (t *Tree) stat(op, name string) (*treeInfo, error) {
 	if n, big := t.oversized[name]; big {
 		return &treeInfo{name: path.Base(name), size: n}, nil
 	}
+	if t.links[name] {
+		return &treeInfo{name: path.Base(name), link: true}, nil
+	}
 	if b, ok := t.files[name]; ok {
 		return &treeInfo{name: path.Base(name), size: int64(len(b))}, nil
 	}
@@ -92,11 +95,13 @@ func (t *Tree) entries(dir string) []fs.DirEntry {
 	return out
 }
 
-// treeInfo is the fs.FileInfo of a file (0644) or an implied directory (0755).
+// treeInfo is the fs.FileInfo of a file (0644), an implied directory (0755) or a
+// symbolic link (fs.ModeSymlink).
 type treeInfo struct {
 	name string
 	size int64
 	dir  bool
+	link bool // a symbolic link, never followed
 }
 
 func (i *treeInfo) Name() string       { return i.name }
@@ -106,8 +111,11 @@ func (i *treeInfo) IsDir() bool        { return i.dir }
 func (i *treeInfo) Sys() any           { return nil }
 
 func (i *treeInfo) Mode() fs.FileMode {
-	if i.dir {
+	switch {
+	case i.dir:
 		return fs.ModeDir | 0o755
+	case i.link:
+		return fs.ModeSymlink | 0o777
 	}
 	return 0o644
 }

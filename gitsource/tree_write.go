@@ -10,7 +10,7 @@ import (
 // 0644 and directories 0755. Writes go through an os.Root, so nothing is
 // written outside dir even if dir already holds symlinks; existing files are
 // overwritten, other content of dir is left alone. Oversized files, whose
-// content is not held, are not written.
+// content is not held, and symbolic links are not written.
 func (t *Tree) WriteTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create directory %s: %w", quotePath(dir), err)
@@ -21,7 +21,7 @@ func (t *Tree) WriteTo(dir string) error {
 	}
 	defer root.Close()
 	for _, p := range t.paths {
-		if _, big := t.oversized[p]; big {
+		if _, big := t.oversized[p]; big || t.links[p] {
 			continue
 		}
 		if err := writeFile(root, p, t.files[p]); err != nil {

@@ -88,23 +88,23 @@ func (s *syncRun) chartCapabilities(ctx context.Context, r *instanceRun) (*rende
 	return c.caps, nil
 }
 
-// capabilitiesChanged reports whether r is a chart instance last rendered against
-// other capabilities than the cluster's now (a newly served API, an upgrade), so that
-// its chart renders again. It needs the capabilities discovered (discoverForCharts,
+// capabilitiesChanged reports whether r is a chart (or Timoni) instance last rendered
+// against other capabilities than the cluster's now (a newly served API, an upgrade),
+// so that it renders again. It needs the capabilities discovered (discoverForCharts,
 // capabilities), and is false when they could not be.
 func (s *syncRun) capabilitiesChanged(r *instanceRun) bool {
 	c := s.caps
-	if r.mi.Spec.Module.Chart == nil || r.live == nil || c == nil || c.err != nil {
+	if !usesCapabilities(r.mi) || r.live == nil || c == nil || c.err != nil {
 		return false
 	}
-	return r.live.Status.CapabilitiesDigest != c.digest
+	return r.live.Status.CapabilitiesDigest != c.digestFor(r.mi)
 }
 
 // discoverForCharts discovers the cluster's capabilities when the revision declares a
 // chart instance: only chart instances need them.
 func (s *syncRun) discoverForCharts(ctx context.Context) {
 	for _, mi := range s.set.Instances {
-		if mi.Spec.Module.Chart != nil {
+		if usesCapabilities(mi) {
 			s.capabilities(ctx)
 			return
 		}
@@ -112,12 +112,13 @@ func (s *syncRun) discoverForCharts(ctx context.Context) {
 }
 
 // capabilitiesDigest is what r's status records of the capabilities its render saw:
-// the cluster's for a chart instance, none for the others.
+// the cluster's for a chart instance, its Kubernetes version for a Timoni module, none
+// for the others.
 func (s *syncRun) capabilitiesDigest(ctx context.Context, r *instanceRun) string {
-	if r.mi.Spec.Module.Chart == nil {
+	if !usesCapabilities(r.mi) {
 		return ""
 	}
-	return s.capabilities(ctx).digest
+	return s.capabilities(ctx).digestFor(r.mi)
 }
 
 // offlineCapabilities are the capabilities of the charts of a render outside a sync

@@ -100,7 +100,7 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
 	r := &instanceRun{mi: mi, live: live, why: "drift check"}
-	if mi.Spec.Module.Chart != nil {
+	if usesCapabilities(mi) {
 		s.capabilities(ctx)
 	}
 	if s.capabilitiesChanged(r) {

@@ -34,6 +34,8 @@ func moduleType(mi *cairnv1.ModuleInstance) string {
 		return "cue"
 	case m.Local != nil:
 		return "local"
+	case m.Timoni != nil:
+		return "timoni"
 	}
 	return "other"
 }

@@ -81,10 +81,16 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	}
 	var res *render.Result
 	var err error
-	if chart != nil {
+	if req.Timoni != nil && opts.Capabilities != nil {
+		req.Timoni.KubeVersion = opts.Capabilities.KubeVersion
+	}
+	switch {
+	case chart != nil && chart.timoni != nil:
+		res, _, err = renderTimoniArtifact(ctx, renderer, nil, chart, req)
+	case chart != nil:
 		req.Capabilities = opts.Capabilities
 		res, _, err = renderChart(ctx, renderer, nil, chart, req, nil) // no cluster: lookup is empty
-	} else {
+	default:
 		res, err = renderer.Render(ctx, req)
 	}
 	if err != nil {

@@ -129,6 +129,9 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
 		return true, "local module changed"
+	case r.mi.Spec.Module.Timoni != nil && r.sourceDigest != r.live.Status.SourceDigest &&
+		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
+		return true, "Timoni module directory changed"
 	case r.mi.Spec.Module.Kustomize != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
 		return true, "kustomize directory or one of its bases changed"
@@ -201,13 +204,11 @@ func (s *syncRun) specDigest(mi *cairnv1.ModuleInstance) string {
 func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv1.Registry {
 	p := set.Platform.Spec
 	used := map[string]bool{}
-	if c := mi.Spec.Module.Chart; c != nil {
-		if ref, err := parseChart(c); err == nil {
-			for _, reg := range set.Registries {
-				used[reg.Name] = used[reg.Name] || reg.Spec.Hostname == ref.host
-			}
+	if ref, _, ok, err := ociModule(mi); ok {
+		for _, reg := range set.Registries {
+			used[reg.Name] = used[reg.Name] || (err == nil && reg.Spec.Hostname == ref.host)
 		}
-	} else if mi.Spec.Module.CUE != nil || len(p.Catalogs) > 0 {
+	} else if mi.Spec.Module.CUE != nil || (len(p.Catalogs) > 0 && mi.Spec.Module.Timoni == nil) {
 		used[p.ModuleRegistry] = true
 	}
 	if p.Render.Publish != nil {
@@ -266,6 +267,8 @@ func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string
 	switch m := mi.Spec.Module; {
 	case m.Local != nil:
 		return s.moduleDigest(m.Local.Path), []string{cleanLocal(m.Local.Path)}
+	case m.Timoni != nil && m.Timoni.Path != "":
+		return s.moduleDigest(m.Timoni.Path), []string{cleanLocal(m.Timoni.Path)}
 	case m.Kustomize != nil:
 		roots, err := render.KustomizeRoots(s.root, m.Kustomize.Path)
 		if err != nil {

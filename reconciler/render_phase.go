@@ -45,11 +45,15 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
-	if r.chart != nil {
+	if r.chart != nil && r.chart.timoni == nil {
 		if req.Capabilities, f = s.chartCapabilities(ctx, r); f != nil {
 			r.failure = f
 			return
 		}
+	}
+	if f = s.setKubeVersion(ctx, r, &req); f != nil {
+		r.failure = f
+		return
 	}
 	if req.Values, r.masks, f = s.instanceValues(ctx, r.mi); f != nil {
 		r.failure = f
@@ -64,9 +68,12 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		cache = nil // its key would digest values from Secrets; such renders are not kept
 	}
 	began := time.Now()
-	if r.chart != nil {
+	switch {
+	case r.chart != nil && r.chart.timoni != nil:
+		res, cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, r.chart, req)
+	case r.chart != nil:
 		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req, s.chartLookup(ctx, r))
-	} else {
+	default:
 		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
 	}
 	s.e.opts.Metrics.observeRender(r.mi, cached, err, time.Since(began))
@@ -136,6 +143,9 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	case m.Kustomize != nil:
 		req.KustomizePath = cleanLocal(m.Kustomize.Path)
 		return req, nil
+	case m.Timoni != nil:
+		timoniRequest(&req, m.Timoni)
+		return req, nil
 	}
 	reg, f := sc.moduleRegistry(p.Spec.ModuleRegistry)
 	if f != nil && (mi.Spec.Module.CUE != nil || len(p.Spec.Catalogs) > 0) {
@@ -149,7 +159,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
 	default:
 		return req, failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
-			"%s: module needs one of cue, chart, local or kustomize", mi.Namespace+"/"+mi.Name)
+			"%s: module needs one of cue, chart, local, kustomize or timoni", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil
 }

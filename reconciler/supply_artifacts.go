@@ -12,7 +12,7 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// chartRef is a parsed module.chart.
+// chartRef is a parsed module.chart or OCI module.timoni.
 type chartRef struct {
 	host, repo string
 	tag        string // version (Helm's "+" is "_" in OCI tags)
@@ -20,24 +20,48 @@ type chartRef struct {
 }
 
 func parseChart(c *cairnv1.ChartSource) (chartRef, error) {
-	rest, ok := strings.CutPrefix(c.URL, "oci://")
+	return parseOCI("chart", c.URL, c.Version, c.Digest)
+}
+
+// parseTimoni parses an OCI Timoni module (one with a url).
+func parseTimoni(m *cairnv1.TimoniModule) (chartRef, error) {
+	return parseOCI("Timoni module", m.URL, m.Version, m.Digest)
+}
+
+// parseOCI parses the url, version and digest of an OCI artifact of kind what.
+func parseOCI(what, url, version, dgst string) (chartRef, error) {
+	rest, ok := strings.CutPrefix(url, "oci://")
 	if !ok {
-		return chartRef{}, fmt.Errorf("chart url %q is not oci://host/repository", c.URL)
+		return chartRef{}, fmt.Errorf("%s url %q is not oci://host/repository", what, url)
 	}
 	host, repo, ok := strings.Cut(rest, "/")
 	if !ok || host == "" || repo == "" || strings.Contains(repo, "@") || strings.Contains(repo, ":") {
-		return chartRef{}, fmt.Errorf("chart url %q is not oci://host/repository (put the version in version: and the digest in digest:)", c.URL)
+		return chartRef{}, fmt.Errorf("%s url %q is not oci://host/repository (put the version in version: and the digest in digest:)", what, url)
 	}
-	ref := chartRef{host: host, repo: strings.TrimSuffix(repo, "/"), tag: strings.ReplaceAll(c.Version, "+", "_"), digest: c.Digest}
+	ref := chartRef{host: host, repo: strings.TrimSuffix(repo, "/"), tag: strings.ReplaceAll(version, "+", "_"), digest: dgst}
 	if ref.digest != "" {
 		if _, err := digest.Parse(ref.digest); err != nil {
-			return chartRef{}, fmt.Errorf("chart digest %q: %w", ref.digest, err)
+			return chartRef{}, fmt.Errorf("%s digest %q: %w", what, ref.digest, err)
 		}
 	}
 	if ref.tag == "" && ref.digest == "" {
-		return chartRef{}, fmt.Errorf("chart %s needs a version or a digest", c.URL)
+		return chartRef{}, fmt.Errorf("%s %s needs a version or a digest", what, url)
 	}
 	return ref, nil
+}
+
+// ociModule is the OCI artifact mi's module is pulled from (a chart or a Timoni
+// module of url), parsed; ok is false for the other modules.
+func ociModule(mi *cairnv1.ModuleInstance) (ref chartRef, timoni, ok bool, err error) {
+	switch m := mi.Spec.Module; {
+	case m.Chart != nil:
+		ref, err = parseChart(m.Chart)
+		return ref, false, true, err
+	case m.Timoni != nil && m.Timoni.URL != "":
+		ref, err = parseTimoni(m.Timoni)
+		return ref, true, true, err
+	}
+	return chartRef{}, false, false, nil
 }
 
 // verifyArtifacts resolves and checks the OCI artifacts mi's render reads
@@ -48,9 +72,7 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 	[]cairnv1.ArtifactStatus, *chartInput, *Failure) {
 	var out []cairnv1.ArtifactStatus
 	m := mi.Spec.Module
-	switch {
-	case m.Chart != nil:
-		ref, err := parseChart(m.Chart)
+	if ref, timoni, ok, err := ociModule(mi); ok {
 		if err != nil {
 			return nil, nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("%s/%s: %w", mi.Namespace, mi.Name, err))
 		}
@@ -63,7 +85,13 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 		if res.fail != nil {
 			return out, nil, res.fail
 		}
-		return out, &chartInput{ref: ref, st: st, digest: res.status.Digest}, nil
+		in := &chartInput{ref: ref, st: st, digest: res.status.Digest}
+		if timoni {
+			in.timoni = m.Timoni
+		}
+		return out, in, nil
+	}
+	switch {
 	case m.CUE != nil:
 		st := sc.regs[p.Spec.ModuleRegistry]
 		if st == nil {
@@ -84,8 +112,9 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 	return out, nil, nil
 }
 
-// resolveChart resolves the chart's version once per sync. A declared digest is what
-// is verified and pulled; with a version too, the version must still resolve to it.
+// resolveChart resolves the chart's (or OCI Timoni module's) version once per sync. A
+// declared digest is what is verified and pulled; with a version too, the version must
+// still resolve to it.
 func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref chartRef) *resolution {
 	if ref.digest == "" {
 		return sc.resolve(ctx, st, ref.repo, ref.tag)
@@ -97,7 +126,7 @@ func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref 
 		case err != nil:
 			f = artifactFailure(err)
 		case desc.Digest.String() != ref.digest:
-			f = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("chart %s:%s resolves to %s, not the declared digest %s",
+			f = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("%s:%s resolves to %s, not the declared digest %s",
 				ref.host+"/"+ref.repo, ref.tag, desc.Digest, ref.digest))
 		}
 		if f != nil {
@@ -109,11 +138,13 @@ func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref 
 	return sc.resolve(ctx, st, ref.repo, ref.digest)
 }
 
-// chartInput is a verified chart to pull by digest.
+// chartInput is a verified OCI artifact to pull by digest: a chart, or the Timoni
+// module of timoni.
 type chartInput struct {
 	ref    chartRef
 	st     *registryState
 	digest string
+	timoni *cairnv1.TimoniModule
 }
 
 func (c *chartInput) display() string {

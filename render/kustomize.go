@@ -82,6 +82,9 @@ func (in *kustomizeInputs) load(maxBytes int64) (filesys.FileSystem, string, err
 			if err != nil || d.IsDir() || files[p] != nil {
 				return err
 			}
+			if err := irregular(d, p); err != nil {
+				return err
+			}
 			data, err := readCapped(in.fsys, p, p, maxFileBytes)
 			if err != nil {
 				return err

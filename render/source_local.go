@@ -98,8 +98,8 @@ func listModuleFiles(fsys fs.FS, dir, display string) ([]string, error) {
 		if skip, err := skipEntry(fsys, p, rel, d); skip || err != nil || d.IsDir() {
 			return err
 		}
-		if !d.Type().IsRegular() {
-			return &Error{Reason: ReasonUnsafeModule, File: display + rel, Err: errors.New("not a regular file (symbolic links are not allowed in modules)")}
+		if err := irregular(d, display+rel); err != nil {
+			return err
 		}
 		if len(names) >= maxModuleFiles {
 			return newError(ReasonLimitExceeded, "module %q is too large: more than %d files", strings.TrimSuffix(display, "/"), maxModuleFiles)
@@ -136,4 +136,17 @@ func embedded(embeds []*embed.Embed, rel string) bool {
 		}
 	}
 	return false
+}
+
+// irregular refuses a module file that is not a regular file, naming it: a
+// symbolic link is never followed (a vendored cue.mod/pkg must hold copies).
+func irregular(d fs.DirEntry, name string) error {
+	switch t := d.Type(); {
+	case t.IsRegular():
+		return nil
+	case t&fs.ModeSymlink != 0:
+		return &Error{Reason: ReasonUnsafeModule, File: name,
+			Err: errors.New("symbolic link: symbolic links are not allowed in modules and are never followed (vendor copies of the files instead)")}
+	}
+	return &Error{Reason: ReasonUnsafeModule, File: name, Err: errors.New("not a regular file (symbolic links are not allowed in modules)")}
 }

@@ -18,7 +18,7 @@ type capabilityFlags struct {
 
 func (f *capabilityFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeVersion, "kube-version", "",
-		"Kubernetes version charts see in .Capabilities.KubeVersion and their kubeVersion is checked against (default "+render.DefaultKubeVersion+"); sync and plan use the cluster's")
+		"Kubernetes version charts see in .Capabilities.KubeVersion and their kubeVersion is checked against, and Timoni modules in their kubeVersion tag (default "+render.DefaultKubeVersion+"); sync and plan use the cluster's")
 	cmd.Flags().StringSliceVarP(&f.apiVersions, "api-versions", "a", nil,
 		"API versions charts see in .Capabilities.APIVersions besides Helm's defaults, e.g. monitoring.coreos.com/v1/ServiceMonitor (repeatable, or a comma list); sync and plan use the cluster's")
 }

@@ -1,0 +1,86 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+// timoniRequest sets the Timoni module of a render request: a directory of the
+// repository, or an OCI module whose files renderTimoniArtifact pulls once verified.
+func timoniRequest(req *render.Request, m *cairnv1.TimoniModule) {
+	req.Catalogs, req.SkewPolicy = nil, "" // a Timoni module knows no catalogs
+	if m.Path != "" {
+		req.Timoni = &render.TimoniModule{Path: cleanLocal(m.Path)}
+		return
+	}
+	req.Timoni = &render.TimoniModule{Version: m.Version}
+}
+
+// setKubeVersion gives a Timoni module's render the cluster's Kubernetes version (its
+// kubeVersion tag); a cluster that could not be discovered fails the render
+// (transient: retried), as for charts.
+func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *render.Request) *Failure {
+	if req.Timoni == nil {
+		return nil
+	}
+	c := s.capabilities(ctx)
+	if c.err != nil {
+		return transient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
+	}
+	req.Timoni.KubeVersion = c.caps.KubeVersion
+	return nil
+}
+
+// renderTimoniArtifact pulls the verified Timoni module by digest and renders it,
+// through the render cache when one is given: its key is the whole request (values,
+// module version, Kubernetes version) and the module's digest, so the module is not
+// pulled again for a render the cache has.
+func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *renderCache, in *chartInput,
+	req render.Request) (*render.Result, bool, error) {
+	t := *req.Timoni
+	t.Ref, t.Digest = in.display(), in.digest
+	req.Timoni = &t
+	key := cacheKey(req, "timoni:"+in.display())
+	if cache != nil {
+		if res := cache.get(key); res != nil {
+			return res, true, nil
+		}
+	}
+	files, err := in.st.client.PullTimoniModule(ctx, in.ref.repo, digest.Digest(in.digest))
+	if err != nil {
+		return nil, false, artifactFailure(err)
+	}
+	t.Files = files
+	res, err := renderer.Render(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	if cache != nil {
+		cache.put(key, res)
+	}
+	return res, false, nil
+}
+
+// usesCapabilities reports whether mi's render sees the cluster's capabilities: all
+// of them for a chart, the Kubernetes version for a Timoni module.
+func usesCapabilities(mi *cairnv1.ModuleInstance) bool {
+	return mi.Spec.Module.Chart != nil || mi.Spec.Module.Timoni != nil
+}
+
+// digestFor is the digest of what mi's render sees of c (see usesCapabilities).
+func (c *clusterCapabilities) digestFor(mi *cairnv1.ModuleInstance) string {
+	switch {
+	case c == nil || c.err != nil:
+		return ""
+	case mi.Spec.Module.Chart != nil:
+		return c.digest
+	case mi.Spec.Module.Timoni != nil:
+		return digestJSON(map[string]string{"kubeVersion": c.caps.KubeVersion})
+	}
+	return ""
+}
