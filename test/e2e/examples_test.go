@@ -44,7 +44,7 @@ func TestExamplesRepository(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
-		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}} {
+		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "echo"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -56,6 +56,9 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(e.get("networking.k8s.io/v1", "Ingress", "team-b", "web")).NotTo(BeNil())
 	podinfo := e.get("apps/v1", "Deployment", "team-b", "podinfo")
 	e.g.Expect(podinfo.Object["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)), "the kustomize overlay's replicas")
+	echo := e.get("apps/v1", "Deployment", "team-b", "echo")
+	e.g.Expect(echo.Object["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)), "the Timoni module's values over its defaults")
+	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "echo").Object["data"]).To(HaveKeyWithValue("message", "hello from a Timoni module"))
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))

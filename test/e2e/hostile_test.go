@@ -306,32 +306,61 @@ func (e *env) expectUntouched(rev string) {
 	e.g.Expect(p.Status.LastAttemptedRevision).To(Equal(rev))
 }
 
-func TestSymlinksAreRefusedBeforeAnythingIsApplied(t *testing.T) {
+// twoModuleRepo is an app repository of instance a (module modules/app) and instance
+// b (the same module copied to modules/b), each with the ConfigMap x.
+func twoModuleRepo(e *env) (a, b inst, files map[string]string) {
+	a = inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
+	b = inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
+	files = appRepo("", a)
+	files["modules/b/b.cue"] = strings.Replace(appModule, "package app", "package b", 1)
+	files["modules/b/cue.mod/module.cue"] = appModuleFile
+	files["instances/b.yaml"] = strings.Replace(b.yaml(), "./modules/app", "./modules/b", 1)
+	return a, b, files
+}
+
+// TestSymlinksFailOnlyWhatReadsThem: a symbolic link is never followed nor read. A
+// link where declarations are read is a file that could not be read (the instances
+// sync, none is removed); a link in a module's directory fails that instance only,
+// naming the link and the instance, and keeps its last good objects; the other
+// instance syncs.
+func TestSymlinksFailOnlyWhatReadsThem(t *testing.T) {
 	passwd, err := os.ReadFile("/etc/passwd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	firstLine, _, _ := strings.Cut(string(passwd), "\n")
-	tests := []struct{ name, link, target string }{
-		{"absolute symlink to /etc/passwd", "instances/passwd.yaml", "/etc/passwd"},
-		{"relative symlink escaping the tree", "modules/app/up.cue", "../../../../../../../../etc/passwd"},
+	tests := []struct {
+		name, link, target string
+		aFails             bool
+	}{
+		{"absolute symlink to /etc/passwd", "instances/passwd.yaml", "/etc/passwd", false},
+		{"relative symlink escaping the tree", "modules/app/up.cue", "../../../../../../../../etc/passwd", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
-			repo := newGitRepo(t, appRepo("", a))
+			a, b, files := twoModuleRepo(e)
+			repo := newGitRepo(t, files)
 			good := e.syncClean(repo)
 
-			a.configs = configs("x", "y")
-			repo.commitSymlink(tt.link, tt.target, map[string]string{"instances/a.yaml": a.yaml()})
+			a.configs, b.configs = configs("x", "y"), configs("x", "y")
+			sha := repo.commitSymlink(tt.link, tt.target, map[string]string{"instances/a.yaml": a.yaml(),
+				"instances/b.yaml": strings.Replace(b.yaml(), "./modules/app", "./modules/b", 1)})
 			res, err := e.trySync(repo)
-			e.g.Expect(res).To(BeNil())
-			e.g.Expect(err).To(MatchError(gitsource.ErrUnsafePath))
-			e.g.Expect(gitsource.Reason(err)).To(Equal("UnsafePath"))
-			e.g.Expect(err.Error()).To(And(ContainSubstring(`"`+tt.link+`"`), ContainSubstring("symbolic link")))
-			e.g.Expect(err.Error()).NotTo(ContainSubstring(firstLine))
-			e.expectUntouched(good)
+			e.g.Expect(err).NotTo(HaveOccurred())
+			e.g.Expect(e.configMap(e.ns, "b-y")).NotTo(BeNil(), "the other instance syncs")
+			e.g.Expect(e.instance(e.ns, "b").Status.LastAppliedRevision).To(Equal(sha))
+			if !tt.aFails {
+				e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
+				return
+			}
+			got := result(res, e.ns, "a")
+			e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
+			e.g.Expect(got.Reason).To(Equal("UnsafeModule"))
+			e.g.Expect(got.Message).To(And(ContainSubstring(tt.link), ContainSubstring("symbolic link"), ContainSubstring(e.ns+"/a")))
+			e.g.Expect(got.Message).NotTo(ContainSubstring(firstLine))
+			e.expectLastGood("a", good, "x")
+			e.g.Expect(e.configMap(e.ns, "a-y")).To(BeNil(), "nothing of the failed render is applied")
 		})
 	}
 }
@@ -342,12 +371,7 @@ func TestSymlinksAreRefusedBeforeAnythingIsApplied(t *testing.T) {
 func TestFileOverSizeCapFailsOnlyWhatReadsIt(t *testing.T) {
 	e := newEnv(t)
 	limits := gitsource.Limits{MaxFileBytes: 256 << 10}
-	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
-	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
-	files := appRepo("", a)
-	files["modules/b/b.cue"] = strings.Replace(appModule, "package app", "package b", 1)
-	files["modules/b/cue.mod/module.cue"] = appModuleFile
-	files["instances/b.yaml"] = strings.Replace(b.yaml(), "./modules/app", "./modules/b", 1)
+	a, _, files := twoModuleRepo(e)
 	repo := newGitRepo(t, files)
 	res, err := e.trySyncLimited(repo, limits)
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -597,7 +621,8 @@ func TestSourceFailureIsRecordedOnThePlatform(t *testing.T) {
 	e := newEnv(t)
 	repo := newGitRepo(t, appRepo("", inst{name: "a", ns: e.ns, replicas: 0}))
 	e.g.Expect(e.sync(repo).Failed()).To(BeFalse())
-	bad := repo.commitSymlink("instances/link.yaml", "/etc/passwd", nil)
+	bad := repo.commit("an LFS pointer", map[string]string{"assets/big.bin": "version https://git-lfs.github.com/spec/v1\n" +
+		"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"})
 	_, err := e.revision(repo)
 	e.g.Expect(err).To(HaveOccurred())
 	e.engine.RecordSourceFailure(e.ctx, bad, err)
