@@ -113,6 +113,27 @@ func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 		g.Expect(cacheKey(req, "m")).NotTo(Equal(capsKey), "capabilities field %s changes the key", capsType.Field(i).Name)
 	}
 	g.Expect(cacheKey(base, "m2")).NotTo(Equal(key))
+	expectTimoniFieldsInKey(g, base)
+}
+
+// expectTimoniFieldsInKey: every field of a Timoni module changes the key (its path,
+// digest, module version and Kubernetes version, the tags of its build), except its
+// pulled files, which its digest stands for.
+func expectTimoniFieldsInKey(g Gomega, base render.Request) {
+	base.Timoni = &render.TimoniModule{}
+	key := cacheKey(base, "m")
+	rt := reflect.TypeOf(render.TimoniModule{})
+	for i := range rt.NumField() {
+		req := base
+		m := render.TimoniModule{}
+		setNonZero(reflect.ValueOf(&m).Elem().Field(i))
+		req.Timoni = &m
+		if rt.Field(i).Name == "Files" {
+			g.Expect(cacheKey(req, "m")).To(Equal(key), "the files of a Timoni module are its digest")
+			continue
+		}
+		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "Timoni field %s changes the key", rt.Field(i).Name)
+	}
 }
 
 // TestChartRenderCacheKeyFollowsCapabilities: a chart render of one request is cached
@@ -156,6 +177,13 @@ func setNonZero(v reflect.Value) {
 		v.Set(p)
 	case reflect.Struct:
 		setNonZero(v.Field(0))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		setNonZero(k)
+		setNonZero(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
 	case reflect.Interface:
 		for _, impl := range []any{fakeFS{}, fakeVerifier{}} {
 			if reflect.TypeOf(impl).Implements(v.Type()) {

@@ -27,7 +27,7 @@ const timoniAPIVersion = "v1alpha1"
 const timoniPackage = "main"
 
 // prepareTimoni loads a Timoni module as `timoni build` loads it: package
-// main with its data files, the tags name and namespace and the tag variables
+// main (with DataFiles, as Timoni sets it), the tags name and namespace and the tag variables
 // moduleVersion and kubeVersion, after the user's values were merged into
 // values.cue (see mergeTimoniValues).
 //

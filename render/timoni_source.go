@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"io/fs"
-	"path"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
@@ -16,10 +15,11 @@ const timoniIgnoreFile = "timoni.ignore"
 
 // readTimoniFiles reads the files of a Timoni module that a build reads, as
 // `timoni build` copies the module: the files timoni.ignore matches are left
-// out; then, as for a local module (see readLocalFiles), its CUE files, the
-// files they @embed, and the data files (JSON and YAML) of the package
-// directory, which Timoni loads with the package (DataFiles). Symbolic links
-// are refused wherever they are, naming the link.
+// out; then, as for a local module (see readLocalFiles), its CUE files and the
+// files they @embed (the loader's DataFiles option only lets a directory
+// without CUE files load: a JSON or YAML file beside the CUE files is not part
+// of the package). Symbolic links are refused wherever they are, naming the
+// link.
 func readTimoniFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[string][]byte, error) {
 	names, err := listModuleFiles(fsys, dir, display)
 	if err != nil {
@@ -34,7 +34,7 @@ func readTimoniFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[strin
 	for _, rel := range names {
 		switch {
 		case ignored(rel):
-		case strings.HasSuffix(rel, ".cue") || isTimoniDataFile(rel):
+		case strings.HasSuffix(rel, ".cue"):
 			if err := rd.read(rel); err != nil {
 				return nil, err
 			}
@@ -52,19 +52,6 @@ func readTimoniFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[strin
 	}
 	delete(rd.files, timoniIgnoreFile)
 	return rd.files, nil
-}
-
-// isTimoniDataFile reports whether rel is a data file of the package
-// directory (the module root), which the loader includes with DataFiles.
-func isTimoniDataFile(rel string) bool {
-	if path.Dir(rel) != "." {
-		return false
-	}
-	switch path.Ext(rel) {
-	case ".json", ".yaml", ".yml":
-		return true
-	}
-	return false
 }
 
 // timoniIgnored reads timoni.ignore (when the module has one) and returns

@@ -334,3 +334,34 @@ func symlink(name, target string) func(*testing.T, string) {
 		}
 	}
 }
+
+// TestTimoniIgnoreAndDataFiles: files timoni.ignore lists are left out of the build
+// (a broken one does not fail it), and a data file beside the package is not part of
+// it, as with timoni build (and cue export).
+func TestTimoniIgnoreAndDataFiles(t *testing.T) {
+	g := NewWithT(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "webapp")
+	g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/webapp"))).To(Succeed())
+	writeFile("broken.cue", "package main\n\nx: {\n")(t, dir)
+	writeFile("extra.yaml", "values:\n  message: from a data file\n")(t, dir)
+	r := NewRenderer()
+	defer r.Close()
+	req := Request{Name: "web", Namespace: "team-a", Source: os.DirFS(root), Timoni: &TimoniModule{Path: "webapp"}}
+
+	_, err := r.Render(context.Background(), req)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.(*Error).File).To(Equal("webapp/broken.cue"))
+
+	replaceIn("timoni.ignore", "README.md", "README.md\nbroken.cue")(t, dir)
+	res, err := r.Render(context.Background(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	var data map[string]any
+	for _, o := range res.Objects {
+		if o.GetKind() == "ConfigMap" {
+			data = o.Object["data"].(map[string]any)
+		}
+	}
+	g.Expect(data).NotTo(HaveKey("message"))
+	g.Expect(data).To(HaveKeyWithValue("COLOR", "blue"))
+}

@@ -60,3 +60,35 @@ func TestPullTimoniModule(t *testing.T) {
 		})
 	}
 }
+
+// FuzzTimoniLayer: extracting a layer never panics; what it keeps are clean relative
+// paths within the caps, and it fails only with InvalidArtifact or TooLarge.
+func FuzzTimoniLayer(f *testing.F) {
+	for _, files := range []map[string][]byte{{"timoni.cue": []byte("package main\n")}, {"a/../b": []byte("x")}, {}} {
+		data, err := harness.TarGz(files, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	link, _ := harness.TarGz(nil, map[string]string{"l": "/etc/passwd"})
+	f.Add(link)
+	f.Add([]byte("not gzip"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x := &tarExtractor{files: map[string][]byte{}}
+		if err := x.extract(data); err != nil {
+			if r := reasonOfTar(err); r != ReasonInvalidArtifact && r != ReasonTooLarge {
+				t.Fatalf("reason %q", r)
+			}
+			return
+		}
+		for name := range x.files {
+			if clean, err := cleanEntryName(name); err != nil || clean != name {
+				t.Fatalf("kept an unclean name %q", name)
+			}
+		}
+		if x.total > MaxTimoniBytes || len(x.files) > MaxTimoniFiles {
+			t.Fatalf("over the caps: %d bytes, %d files", x.total, len(x.files))
+		}
+	})
+}

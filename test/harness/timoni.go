@@ -43,7 +43,7 @@ func PushTimoniArtifact(ctx context.Context, host, repo, tag string, a TimoniArt
 		if i == len(a.Layers)-1 {
 			links = a.Symlinks
 		}
-		data, err := tarGz(files, links)
+		data, err := TarGz(files, links)
 		if err != nil {
 			return "", err
 		}
@@ -96,8 +96,8 @@ func pushed(ctx context.Context, store *memory.Store, mediaType string, data []b
 	return desc
 }
 
-// tarGz writes files and symbolic links as a gzipped tar, sorted by name.
-func tarGz(files map[string][]byte, links map[string]string) ([]byte, error) {
+// TarGz writes files and symbolic links as a gzipped tar, sorted by name.
+func TarGz(files map[string][]byte, links map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
