@@ -67,7 +67,8 @@ func newTimoniBuild(req Request) *timoniBuild {
 
 // tagKubeVersion is the kubeVersion tag of a Kubernetes version: major.minor.patch
 // without the leading "v" and without pre-release or build suffixes
-// ("v1.37.2-eks-1" gives "1.37.2"), as Timoni's semver checks expect.
+// ("v1.37.2-eks-1" gives "1.37.2", "v1.31" gives "1.31.0"), as Timoni's semver
+// checks expect.
 func tagKubeVersion(v string) string {
 	if v == "" {
 		v = DefaultKubeVersion
@@ -75,6 +76,9 @@ func tagKubeVersion(v string) string {
 	v = strings.TrimPrefix(v, "v")
 	if i := strings.IndexAny(v, "-+"); i >= 0 {
 		v = v[:i]
+	}
+	if strings.Count(v, ".") == 1 {
+		v += ".0"
 	}
 	return v
 }

@@ -365,3 +365,12 @@ func TestTimoniIgnoreAndDataFiles(t *testing.T) {
 	g.Expect(data).NotTo(HaveKey("message"))
 	g.Expect(data).To(HaveKeyWithValue("COLOR", "blue"))
 }
+
+func TestTimoniKubeVersionTag(t *testing.T) {
+	for in, want := range map[string]string{"": "1.37.0", "v1.36.4": "1.36.4", "1.30.5-gke.1014001": "1.30.5", "v1.31": "1.31.0",
+		"v1.32.1+k3s1": "1.32.1"} {
+		if got := tagKubeVersion(in); got != want {
+			t.Errorf("tagKubeVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -97,3 +97,42 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// TestRenderTimoniKubeVersion: `cairn render` gives a Timoni module's kubeVersion tag
+// the --kube-version (v1.37.0 without it) and its moduleVersion tag 0.0.0-devel for a
+// directory; the instance's values win over the module's defaults.
+func TestRenderTimoniKubeVersion(t *testing.T) {
+	files := map[string]string{
+		"platform.yaml": "apiVersion: cairn.dev/v1alpha1\nkind: Platform\nmetadata: {name: cluster}\nspec:\n  namespaces: {allow: [\"team-*\"]}\n",
+		"web.yaml": "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata: {name: web, namespace: team-a}\n" +
+			"spec:\n  module: {timoni: {path: ./echo}}\n  values: {replicas: 4}\n",
+	}
+	err := filepath.WalkDir("../../examples/timoni/echo", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel("../../examples/timoni", p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRepoDir(t, files)
+	for _, tc := range []struct {
+		args      []string
+		kubeMinor string
+	}{{nil, "37"}, {[]string{"--kube-version", "1.31"}, "31"}} {
+		g := NewWithT(t)
+		r := execCairn(t, append([]string{"render", "--repo", dir, "--cache-dir", t.TempDir()}, tc.args...)...)
+		g.Expect(r.code).To(Equal(0), "%v\n%s", r.err, r.stderr)
+		docs := map[string]map[string]any{}
+		for _, d := range yamlDocuments(g, r.stdout) {
+			docs[d["kind"].(string)] = d
+		}
+		g.Expect(docs["ConfigMap"]["data"]).To(HaveKeyWithValue("kubeMinor", tc.kubeMinor))
+		g.Expect(docs["ConfigMap"]["data"]).To(HaveKeyWithValue("moduleVersion", "0.0.0-devel"))
+		g.Expect(docs["Deployment"]["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 4)))
+	}
+}
