@@ -100,6 +100,11 @@ func TestTimoniModuleFromTheRepository(t *testing.T) {
 		ContainSubstring(e.ns+"/broken")))
 	e.g.Expect(conditions.IsStalled(e.instance(e.ns, "broken"))).To(BeTrue())
 	e.g.Expect(conditions.IsTrue(e.instance(e.ns, "web"), "Ready")).To(BeTrue())
+
+	// A change outside its directory leaves it alone.
+	repo.commit("elsewhere", map[string]string{"README.md": "changed\n"})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Action).To(BeEquivalentTo("Unchanged"), "%+v", res)
 }
 
 // TestTimoniModuleFromARegistry: a module pushed as `timoni mod push` pushes it (two
