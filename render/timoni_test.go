@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -372,5 +373,43 @@ func TestTimoniKubeVersionTag(t *testing.T) {
 		if got := tagKubeVersion(in); got != want {
 			t.Errorf("tagKubeVersion(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestTimoniLimits: a Timoni module renders within the caps of every module: the
+// deadline (its worker is stopped), the object cap and the cap on the bytes read.
+func TestTimoniLimits(t *testing.T) {
+	slow := "package main\n\nimport \"list\"\n\n_n: list.Range(0, 100, 1)\n" +
+		"timoni: apply: slow: [{apiVersion: \"v1\", kind: \"ConfigMap\", metadata: name: \"slow\"\n" +
+		"\tdata: count: \"\\(len([for a in _n for b in _n for c in _n if a+b+c < 0 {a}]))\"}]\n"
+	tests := []struct {
+		name    string
+		edit    func(*testing.T, string)
+		limits  Limits
+		reason  string
+		message string
+	}{
+		{"deadline", writeFile("slow.cue", slow), Limits{Timeout: 300 * time.Millisecond}, ReasonRenderTimeout, "timeout 300ms"},
+		{"objects", nil, Limits{MaxObjects: 2}, ReasonLimitExceeded, "module renders 3 objects, more than MaxObjects (2)"},
+		{"module bytes", nil, Limits{MaxModuleBytes: 1024}, ReasonLimitExceeded, `module "webapp" is too large`},
+	}
+	r := NewRenderer()
+	defer r.Close()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			root := t.TempDir()
+			dir := filepath.Join(root, "webapp")
+			g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/webapp"))).To(Succeed())
+			if tt.edit != nil {
+				tt.edit(t, dir)
+			}
+			start := time.Now()
+			_, err := r.Render(context.Background(), Request{Name: "web", Namespace: "team-a", Source: os.DirFS(root),
+				Timoni: &TimoniModule{Path: "webapp"}, Limits: tt.limits})
+			g.Expect(Reason(err)).To(Equal(tt.reason), "%v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tt.message))
+			g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+		})
 	}
 }
