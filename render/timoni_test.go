@@ -268,12 +268,7 @@ func TestTimoniErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			root := t.TempDir()
-			dir := filepath.Join(root, "webapp")
-			g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/webapp"))).To(Succeed())
-			if tt.edit != nil {
-				tt.edit(t, dir)
-			}
+			root := webappCopy(t, tt.edit)
 			req := Request{Name: "web", Namespace: "team-a", Source: os.DirFS(root), Timoni: &TimoniModule{Path: "webapp"}}
 			if tt.local {
 				req.Timoni, req.LocalPath = nil, "webapp"
@@ -297,6 +292,21 @@ func TestTimoniErrors(t *testing.T) {
 			g.Expect(err.Error()).NotTo(ContainSubstring(os.TempDir()), "no path of the host")
 		})
 	}
+}
+
+// webappCopy copies the webapp module to <root>/webapp, changes it with edit (when
+// not nil) and returns root.
+func webappCopy(t *testing.T, edit func(*testing.T, string)) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "webapp")
+	if err := os.CopyFS(dir, os.DirFS("testdata/timoni/webapp")); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(t, dir)
+	}
+	return root
 }
 
 func writeFile(name, content string) func(*testing.T, string) {
@@ -341,11 +351,11 @@ func symlink(name, target string) func(*testing.T, string) {
 // it, as with timoni build (and cue export).
 func TestTimoniIgnoreAndDataFiles(t *testing.T) {
 	g := NewWithT(t)
-	root := t.TempDir()
+	root := webappCopy(t, func(t *testing.T, dir string) {
+		writeFile("broken.cue", "package main\n\nx: {\n")(t, dir)
+		writeFile("extra.yaml", "values:\n  message: from a data file\n")(t, dir)
+	})
 	dir := filepath.Join(root, "webapp")
-	g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/webapp"))).To(Succeed())
-	writeFile("broken.cue", "package main\n\nx: {\n")(t, dir)
-	writeFile("extra.yaml", "values:\n  message: from a data file\n")(t, dir)
 	r := NewRenderer()
 	defer r.Close()
 	req := Request{Name: "web", Namespace: "team-a", Source: os.DirFS(root), Timoni: &TimoniModule{Path: "webapp"}}
@@ -398,12 +408,7 @@ func TestTimoniLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			root := t.TempDir()
-			dir := filepath.Join(root, "webapp")
-			g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/webapp"))).To(Succeed())
-			if tt.edit != nil {
-				tt.edit(t, dir)
-			}
+			root := webappCopy(t, tt.edit)
 			start := time.Now()
 			_, err := r.Render(context.Background(), Request{Name: "web", Namespace: "team-a", Source: os.DirFS(root),
 				Timoni: &TimoniModule{Path: "webapp"}, Limits: tt.limits})
