@@ -53,6 +53,18 @@
 // in one of the Renderer's worker processes, within the memory budget and
 // killed at the deadline.
 //
+// # Timoni modules
+//
+// Request.Timoni renders a module written for Timoni unchanged, as `timoni
+// build` does (TimoniModule; render/CONTRACT.md has the contract): package
+// main loaded with the name, namespace, moduleVersion and kubeVersion tags,
+// the instance's values merged over values.cue's defaults as Timoni merges
+// them, the objects of timoni.apply. It is read, checked, capped and evaluated
+// in a worker like a local module; as CUE's loader reads the packages
+// vendored under cue.mod/gen and cue.mod/pkg only from an operating-system
+// path, the worker loads the module's files from an overlay on a fresh empty
+// directory of its own (nothing else is there to read).
+//
 // # Catalogs
 //
 // Every dependency of the module on a catalog module (Request.Catalogs) is
