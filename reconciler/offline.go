@@ -24,6 +24,8 @@ type Rendered struct {
 	// Generated names the Secrets the instance generates in the cluster
 	// (spec.secrets, copies included): names only, their values exist nowhere else.
 	Generated []string
+	// DependsOn are the keys (namespace/name) of the instances it declares it depends on.
+	DependsOn []string
 	Err       error
 }
 
@@ -67,7 +69,7 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 
 func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi *cairnv1.ModuleInstance,
 	root fs.FS, opts Options, sc *supplyChain) Rendered {
-	out := Rendered{Namespace: mi.Namespace, Name: mi.Name}
+	out := Rendered{Namespace: mi.Namespace, Name: mi.Name, DependsOn: declarations.DependencyIDs(mi)}
 	artifacts, chart, f := sc.verifyArtifacts(ctx, set.Platform, mi)
 	out.Artifacts = artifacts
 	if f != nil {

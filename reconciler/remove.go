@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
 )
 
 // removeInstances deletes the objects of instances that left Git, dependents first,
@@ -195,12 +196,8 @@ func removalOrder(removed []*cairnv1.ModuleInstance) []*cairnv1.ModuleInstance {
 func leaves(left map[string]*cairnv1.ModuleInstance) []string {
 	needed := map[string]bool{}
 	for _, mi := range left {
-		for _, d := range mi.Spec.DependsOn {
-			ns := d.Namespace
-			if ns == "" {
-				ns = mi.Namespace
-			}
-			needed[ns+"/"+d.Name] = true
+		for _, d := range declarations.DependencyIDs(mi) {
+			needed[d] = true
 		}
 	}
 	var out []string

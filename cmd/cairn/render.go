@@ -33,15 +33,8 @@ func newRenderCommand() *cobra.Command {
 			if output != "yaml" && output != "json" {
 				return fmt.Errorf("--output must be yaml or json, not %q", output)
 			}
-			rev, err := repo.readRevision(cmd.Context(), "")
+			rev, opts, err := repo.offlineInputs(cmd.Context(), caps)
 			if err != nil {
-				return err
-			}
-			opts, err := repo.engineOptions()
-			if err != nil {
-				return err
-			}
-			if opts.Capabilities, err = caps.capabilities(); err != nil {
 				return err
 			}
 			renderer := newRenderer()

@@ -56,6 +56,7 @@ func newRootCommand() *cobra.Command {
 	kube.register(root)
 	root.AddCommand(
 		newRenderCommand(),
+		newGraphCommand(),
 		newPlanCommand(kube),
 		newSyncCommand(kube),
 		newControllerCommand(kube),

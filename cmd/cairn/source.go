@@ -166,6 +166,22 @@ func (f *repoFlags) readRevision(ctx context.Context, base string) (reconciler.R
 	return src.Read(ctx, head, base)
 }
 
+// offlineInputs reads the repository and the engine options of a command that
+// renders with no cluster (render, graph): the capabilities charts see are those
+// of the flags.
+func (f *repoFlags) offlineInputs(ctx context.Context, caps capabilityFlags) (reconciler.Revision, reconciler.Options, error) {
+	rev, err := f.readRevision(ctx, "")
+	if err != nil {
+		return rev, reconciler.Options{}, err
+	}
+	opts, err := f.engineOptions()
+	if err != nil {
+		return rev, opts, err
+	}
+	opts.Capabilities, err = caps.capabilities()
+	return rev, opts, err
+}
+
 // revisionOfRef reads one branch or SHA of the Git repository.
 func (f *repoFlags) revisionOfRef(ctx context.Context, ref string) (reconciler.Revision, error) {
 	g, err := f.gitRepo()

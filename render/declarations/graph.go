@@ -24,7 +24,7 @@ func (l *loader) graph() graph {
 		if e.obj == nil {
 			continue
 		}
-		for _, dep := range dependencyIDs(e.obj.(*cairnv1.ModuleInstance)) {
+		for _, dep := range DependencyIDs(e.obj.(*cairnv1.ModuleInstance)) {
 			if l.instances[dep] != nil && !slices.Contains(g.edges[id], dep) {
 				g.edges[id] = append(g.edges[id], dep)
 			}
@@ -50,7 +50,7 @@ func (l *loader) checkCycles() {
 func (l *loader) cycleError(g graph, id string, scc []string) {
 	cycle := g.shortestCycle(id, scc)
 	e := l.instances[id]
-	index := slices.Index(dependencyIDs(e.obj.(*cairnv1.ModuleInstance)), cycle[1])
+	index := slices.Index(DependencyIDs(e.obj.(*cairnv1.ModuleInstance)), cycle[1])
 	// Name the cycle from its smallest member, so that all its instances report it alike.
 	start := slices.Index(cycle, slices.MinFunc(cycle[:len(cycle)-1], compareIDs))
 	named := append(slices.Clone(cycle[start:len(cycle)-1]), cycle[:start+1]...)

@@ -90,9 +90,9 @@ func instanceID(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// dependencyIDs returns the namespace/name of each dependsOn entry of mi, an empty
+// DependencyIDs returns the namespace/name of each dependsOn entry of mi, an empty
 // namespace meaning the instance's own.
-func dependencyIDs(mi *cairnv1.ModuleInstance) []string {
+func DependencyIDs(mi *cairnv1.ModuleInstance) []string {
 	ids := make([]string, 0, len(mi.Spec.DependsOn))
 	for _, ref := range mi.Spec.DependsOn {
 		ns := ref.Namespace

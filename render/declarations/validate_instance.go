@@ -184,7 +184,7 @@ func (c instanceContext) validateDependsOn(mi *cairnv1.ModuleInstance) []problem
 			ps = append(ps, invalid(field+".namespace", content.IsDNS1123Label(ref.Namespace))...)
 			continue
 		}
-		if id := dependencyIDs(mi)[i]; !c.declared(id) {
+		if id := DependencyIDs(mi)[i]; !c.declared(id) {
 			ps = append(ps, problem{ReasonDanglingReference, field, fmt.Sprintf("ModuleInstance %s is not declared", id)})
 		}
 	}

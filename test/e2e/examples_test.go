@@ -32,7 +32,9 @@ func TestExamplesRepository(t *testing.T) {
 		e.g.Expect(err).NotTo(HaveOccurred(), m.dir)
 		e.g.Expect(rc.Sign(e.ctx, render.ModuleRepository(mr, m.path), digestOf(d), keys.key)).To(Succeed())
 	}
-	pushChart(t, e.ctx, rc, "charts/hello", chartArchive(t, "hello", "0.1.0", ""), keys.key)
+	for _, name := range []string{"hello", "keeper", "monitored"} {
+		pushChart(t, e.ctx, rc, "charts/"+name, chartArchive(t, name, "0.1.0", ""), keys.key)
+	}
 	e.putCairnSecret("cosign-pub", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": keys.public})
 
 	files := copyDir(t, "../../examples", "")
@@ -44,7 +46,7 @@ func TestExamplesRepository(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
-		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "echo"}} {
+		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "keeper"}, {"team-b", "metrics"}, {"team-b", "echo"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -59,6 +61,14 @@ func TestExamplesRepository(t *testing.T) {
 	echo := e.get("apps/v1", "Deployment", "team-b", "echo")
 	e.g.Expect(echo.Object["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)), "the Timoni module's values over its defaults")
 	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "echo").Object["data"]).To(HaveKeyWithValue("message", "hello from a Timoni module"))
+	// The capabilities example sees the cluster's version (the ServiceMonitor case is
+	// TestChartsSeeTheClusterCapabilities: the tests share one cluster).
+	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "metrics-cluster").Object["data"]).To(HaveKeyWithValue("kubeVersion", HavePrefix("v1.")))
+	password := func() any {
+		return e.get("v1", "Secret", "team-b", "keeper-db").Object["data"].(map[string]any)["password"]
+	}
+	kept := password()
+	e.g.Expect(kept).NotTo(BeEmpty())
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))
@@ -75,4 +85,11 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(result(res, "team-a", "base").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(result(res, "team-b", "web").Action).To(BeEquivalentTo("Unchanged"))
 	e.g.Expect(result(res, "team-b", "greeter").Action).To(BeEquivalentTo("Unchanged"))
+
+	// The lookup example: a values change re-renders keeper, and its password stays.
+	repo.commit("another database", map[string]string{"instances/charts.yaml": strings.Replace(files["instances/charts.yaml"], "database: orders", "database: invoices", 1)})
+	res = e.sync(repo)
+	e.g.Expect(result(res, "team-b", "keeper").Action).To(BeEquivalentTo("Updated"), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", "team-b", "keeper-db").Object["data"]).To(HaveKeyWithValue("database", "invoices"))
+	e.g.Expect(password()).To(Equal(kept), "lookup keeps the password across a values change")
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler"
+)
+
+func newGraphCommand() *cobra.Command {
+	var (
+		repo   repoFlags
+		output string
+		caps   capabilityFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "graph",
+		Short: "Draw the instance graph: dependsOn and provider-contract edges (no cluster needed)",
+		Long: `Draw the instances of a platform repository and what each comes after: the
+dependsOn edges their authors declared, and the contract edges cairn infers from
+the renders (an instance that renders a CustomResourceDefinition provides its kind;
+an instance that renders objects of that kind requires it), labelled with the kind.
+Instances that fail to render, or that provide a kind another instance provides,
+are marked failed.`,
+		Example: `  cairn graph --repo ./platform
+  cairn graph --repo ./platform -o mermaid
+  cairn graph --repo https://git.example.com/platform.git --ref main -o dot | dot -Tsvg > graph.svg`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format := graph.Format(output)
+			if _, err := (graph.Graph{}).Draw(format); err != nil {
+				return fmt.Errorf("--output: %w", err)
+			}
+			rev, opts, err := repo.offlineInputs(cmd.Context(), caps)
+			if err != nil {
+				return err
+			}
+			renderer := newRenderer()
+			defer renderer.Close()
+			g, err := reconciler.GraphOffline(cmd.Context(), renderer, rev, opts)
+			if err != nil {
+				return err
+			}
+			out, err := g.Draw(format)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), out)
+			return err
+		},
+	}
+	repo.register(cmd, true)
+	cmd.Flags().StringVarP(&output, "output", "o", string(graph.Text), "output format: text, mermaid or dot")
+	caps.register(cmd)
+	return cmd
+}

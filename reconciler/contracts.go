@@ -1,0 +1,126 @@
+package reconciler
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"cairn.dev/cairn/render"
+)
+
+// contracts are the provider contracts inferred from the renders: an instance
+// whose render holds a CustomResourceDefinition provides that group/kind, and an
+// instance whose render holds objects of a kind another instance provides
+// requires that provider. Nothing is authored.
+type contracts struct {
+	// provides maps an instance key to the kinds it provides, sorted.
+	provides map[string][]schema.GroupKind
+	// requires maps an instance key to its providers and, for each, the kinds it uses.
+	requires map[string]map[string][]schema.GroupKind
+	// providerOf maps each provided kind to the instance that provides it.
+	providerOf map[schema.GroupKind]string
+	// conflicts are kinds that more than one instance provides, with those instances.
+	conflicts map[schema.GroupKind][]string
+}
+
+// inferContracts reads the contracts off each instance's objects (keyed
+// "namespace/name"). An instance's own kinds are no requirement; a kind two
+// instances provide is a conflict and gives no edge.
+func inferContracts(objects map[string][]*unstructured.Unstructured) contracts {
+	c := contracts{
+		provides:   map[string][]schema.GroupKind{},
+		requires:   map[string]map[string][]schema.GroupKind{},
+		providerOf: map[schema.GroupKind]string{},
+		conflicts:  map[schema.GroupKind][]string{},
+	}
+	for _, key := range slices.Sorted(maps.Keys(objects)) {
+		for gk := range render.CRDScopes(objects[key]) {
+			c.provide(key, gk)
+		}
+	}
+	for key, objs := range objects {
+		for _, u := range objs {
+			c.require(key, u.GroupVersionKind().GroupKind())
+		}
+	}
+	for key := range c.provides {
+		slices.SortFunc(c.provides[key], compareGroupKinds)
+	}
+	for _, by := range c.requires {
+		for p := range by {
+			slices.SortFunc(by[p], compareGroupKinds)
+		}
+	}
+	return c
+}
+
+func (c *contracts) provide(key string, gk schema.GroupKind) {
+	if gk.Kind == "" {
+		return
+	}
+	c.provides[key] = append(c.provides[key], gk)
+	if other, ok := c.providerOf[gk]; ok && other != key {
+		c.conflicts[gk] = append(c.conflicts[gk], key)
+		if len(c.conflicts[gk]) == 1 {
+			c.conflicts[gk] = []string{other, key}
+		}
+		return
+	}
+	c.providerOf[gk] = key
+}
+
+func (c *contracts) require(key string, gk schema.GroupKind) {
+	p, ok := c.providerOf[gk]
+	if !ok || p == key || len(c.conflicts[gk]) > 0 {
+		return
+	}
+	if c.requires[key] == nil {
+		c.requires[key] = map[string][]schema.GroupKind{}
+	}
+	if !slices.Contains(c.requires[key][p], gk) {
+		c.requires[key][p] = append(c.requires[key][p], gk)
+	}
+}
+
+// providers returns the instances key requires, sorted.
+func (c contracts) providers(key string) []string {
+	return slices.Sorted(maps.Keys(c.requires[key]))
+}
+
+// requirers returns the instances that require provider, sorted.
+func (c contracts) requirers(provider string) []string {
+	var out []string
+	for key, by := range c.requires {
+		if _, ok := by[provider]; ok {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// conflictErrors names, for each kind more than one instance provides, the kind
+// and the instances, sorted by kind.
+func (c contracts) conflictErrors() []error {
+	var out []error
+	for _, gk := range slices.SortedFunc(maps.Keys(c.conflicts), compareGroupKinds) {
+		out = append(out, fmt.Errorf("the CustomResourceDefinition of %s is provided by more than one instance: %s",
+			kindName(gk), strings.Join(c.conflicts[gk], ", ")))
+	}
+	return out
+}
+
+// kindName is a group/kind as kubectl prints it: Certificate.cert-manager.io
+// (a kind of the core group alone).
+func kindName(gk schema.GroupKind) string {
+	return gk.String()
+}
+
+func compareGroupKinds(a, b schema.GroupKind) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind))
+}

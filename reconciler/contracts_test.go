@@ -1,0 +1,87 @@
+package reconciler
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func crdObject(group, kind string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "x." + group},
+		"spec":     map[string]any{"group": group, "scope": "Namespaced", "names": map[string]any{"kind": kind}},
+	}}
+}
+
+func kindObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name},
+	}}
+}
+
+func TestInferContracts(t *testing.T) {
+	cert := schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}
+	issuer := schema.GroupKind{Group: "cert-manager.io", Kind: "Issuer"}
+	widget := schema.GroupKind{Group: "example.com", Kind: "Widget"}
+	tests := []struct {
+		name      string
+		objects   map[string][]*unstructured.Unstructured
+		provides  map[string][]schema.GroupKind
+		requires  map[string]map[string][]schema.GroupKind
+		conflicts []string
+	}{{
+		name: "a requirer of two kinds of one provider, and an instance of built-in kinds only",
+		objects: map[string][]*unstructured.Unstructured{
+			"infra/cert-manager": {crdObject("cert-manager.io", "Issuer"), crdObject("cert-manager.io", "Certificate"), kindObject("apps/v1", "Deployment", "cm")},
+			"team-a/web":         {kindObject("cert-manager.io/v1", "Certificate", "web"), kindObject("cert-manager.io/v1", "Issuer", "ca"), kindObject("cert-manager.io/v1", "Certificate", "api")},
+			"team-b/plain":       {kindObject("v1", "ConfigMap", "c")},
+		},
+		provides: map[string][]schema.GroupKind{"infra/cert-manager": {cert, issuer}},
+		requires: map[string]map[string][]schema.GroupKind{"team-a/web": {"infra/cert-manager": {cert, issuer}}},
+	}, {
+		name: "an instance that renders its own CRD and resources of it requires nothing",
+		objects: map[string][]*unstructured.Unstructured{
+			"ns/self": {kindObject("example.com/v1", "Widget", "w"), crdObject("example.com", "Widget")},
+		},
+		provides: map[string][]schema.GroupKind{"ns/self": {widget}},
+		requires: map[string]map[string][]schema.GroupKind{},
+	}, {
+		name: "two providers of one kind conflict, and nobody requires either for it",
+		objects: map[string][]*unstructured.Unstructured{
+			"a/one": {crdObject("example.com", "Widget")},
+			"b/two": {crdObject("example.com", "Widget")},
+			"c/use": {kindObject("example.com/v1", "Widget", "w")},
+		},
+		provides:  map[string][]schema.GroupKind{"a/one": {widget}, "b/two": {widget}},
+		requires:  map[string]map[string][]schema.GroupKind{},
+		conflicts: []string{"the CustomResourceDefinition of Widget.example.com is provided by more than one instance: a/one, b/two"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := inferContracts(tt.objects)
+			g.Expect(c.provides).To(Equal(tt.provides))
+			g.Expect(c.requires).To(Equal(tt.requires))
+			var msgs []string
+			for _, err := range c.conflictErrors() {
+				msgs = append(msgs, err.Error())
+			}
+			g.Expect(msgs).To(Equal(tt.conflicts))
+		})
+	}
+}
+
+func TestContractsRequirersAndProviders(t *testing.T) {
+	g := NewWithT(t)
+	c := inferContracts(map[string][]*unstructured.Unstructured{
+		"infra/p": {crdObject("example.com", "Widget")},
+		"z/b":     {kindObject("example.com/v1", "Widget", "w")},
+		"a/a":     {kindObject("example.com/v2", "Widget", "w")},
+	})
+	g.Expect(c.requirers("infra/p")).To(Equal([]string{"a/a", "z/b"}))
+	g.Expect(c.providers("a/a")).To(Equal([]string{"infra/p"}))
+	g.Expect(c.providers("infra/p")).To(BeEmpty())
+}

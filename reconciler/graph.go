@@ -1,0 +1,65 @@
+package reconciler
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cairn.dev/cairn/internal/graph"
+)
+
+// GraphOffline renders every instance of rev with no cluster access and returns
+// the instance graph: dependsOn edges and the contract edges the renders imply
+// (labelled with the kind). An instance that fails to render, or that provides a
+// kind another instance provides too, is marked failed.
+func GraphOffline(ctx context.Context, renderer Renderer, rev Revision, opts Options) (graph.Graph, error) {
+	out, err := RenderOffline(ctx, renderer, rev, opts, "")
+	if err != nil {
+		return graph.Graph{}, err
+	}
+	return renderedGraph(out), nil
+}
+
+// renderedGraph is the graph of a set of offline renders.
+func renderedGraph(out []Rendered) graph.Graph {
+	var g graph.Graph
+	objects := map[string][]*unstructured.Unstructured{}
+	failed := map[string]bool{}
+	for _, r := range out {
+		key := r.Namespace + "/" + r.Name
+		objects[key] = r.Objects
+		failed[key] = r.Err != nil
+		for _, d := range r.DependsOn {
+			g.Edges = append(g.Edges, graph.Edge{From: key, To: d, Kind: graph.DependsOn})
+		}
+	}
+	c := inferContracts(objects)
+	for _, instances := range c.conflicts {
+		for _, key := range instances {
+			failed[key] = true
+		}
+	}
+	g.Edges = append(g.Edges, c.edges()...)
+	for _, r := range out {
+		key := r.Namespace + "/" + r.Name
+		n := graph.Node{Key: key}
+		if failed[key] {
+			n.State = graph.StateFailed
+		}
+		g.Nodes = append(g.Nodes, n)
+	}
+	return g
+}
+
+// edges are the contract edges, one per requirer, provider and kind.
+func (c contracts) edges() []graph.Edge {
+	var out []graph.Edge
+	for key, by := range c.requires {
+		for provider, kinds := range by {
+			for _, gk := range kinds {
+				out = append(out, graph.Edge{From: key, To: provider, Kind: graph.Contract, Label: kindName(gk)})
+			}
+		}
+	}
+	return out
+}
