@@ -1,0 +1,77 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+// hookEvents are the events whose hooks a sync of r runs: install on its first
+// sync (it never applied and has no inventory), upgrade when its render changed
+// since its last good sync, none when it did not (a retry at the same render after a
+// failure runs them again, as `helm upgrade` run again would).
+func hookEvents(r *instanceRun) (pre, post string) {
+	switch {
+	case len(r.hooks()) == 0:
+		return "", ""
+	case r.live == nil || (r.live.Status.LastAppliedRevision == "" && len(r.oldInv) == 0):
+		return render.HookPreInstall, render.HookPostInstall
+	case r.live.Status.RenderDigest != r.rendered.Digest:
+		return render.HookPreUpgrade, render.HookPostUpgrade
+	}
+	return "", ""
+}
+
+// runHooks runs r's hooks of event, if any, with the instance's client c.
+func (s *syncRun) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
+		return nil
+	}
+	s.step(r.key(), "hooks %s: %s", r.key(), event)
+	n, f := hookRunner{c: c, owner: hookOwnerOf(r.live), event: event}.run(ctx, r.hooks())
+	if n > 0 {
+		r.hooksRan = append(r.hooksRan, fmt.Sprintf("%d %s", n, event))
+	}
+	return f
+}
+
+// hooks are the Helm hooks of r's render (none without one).
+func (r *instanceRun) hooks() []render.Hook {
+	if r.rendered == nil {
+		return nil
+	}
+	return r.rendered.Hooks
+}
+
+// runDeleteHooks runs the pre-delete or post-delete hooks of a removed instance
+// (from its hook record) with the identity it deletes as, within its timeout.
+func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, hooks []render.Hook,
+	event string) *Failure {
+	if len(render.HooksFor(hooks, event)) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(live))
+	defer cancel()
+	s.step(live.Namespace+"/"+live.Name, "hooks %s/%s: %s", live.Namespace, live.Name, event)
+	_, f := hookRunner{c: c, owner: hookOwnerOf(live), event: event}.run(ctx, hooks)
+	return f
+}
+
+// deleteLeftHooks deletes the install and upgrade hook objects a removed instance
+// left, those still there and still the instance's.
+func deleteLeftHooks(ctx context.Context, h hookRunner, left []cairnv1.InventoryEntry) error {
+	objects, err := inventoryFromEntries(left).objects()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, u := range objects {
+		errs = append(errs, h.deleteHook(ctx, u))
+	}
+	return errors.Join(errs...)
+}
