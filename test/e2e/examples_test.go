@@ -13,7 +13,8 @@ import (
 )
 
 // TestExamplesRepository syncs examples/ (local and registry modules, a catalog, a
-// dependsOn chain) with its modules published to the real registry.
+// dependsOn chain, charts, one with Helm hooks) with its modules published to the real
+// registry.
 func TestExamplesRepository(t *testing.T) {
 	e := newEnv(t)
 	host := e.cluster.RegistryHost
@@ -33,6 +34,7 @@ func TestExamplesRepository(t *testing.T) {
 		e.g.Expect(rc.Sign(e.ctx, render.ModuleRepository(mr, m.path), digestOf(d), keys.key)).To(Succeed())
 	}
 	pushChart(t, e.ctx, rc, "charts/hello", chartArchive(t, "hello", "0.1.0", ""), keys.key)
+	pushChart(t, e.ctx, rc, "charts/migrated", chartArchive(t, "migrated", "0.1.0", ""), keys.key)
 	e.putCairnSecret("cosign-pub", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": keys.public})
 
 	files := copyDir(t, "../../examples", "")
@@ -44,7 +46,7 @@ func TestExamplesRepository(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
-		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}} {
+		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "shop"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -56,6 +58,12 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(e.get("networking.k8s.io/v1", "Ingress", "team-b", "web")).NotTo(BeNil())
 	podinfo := e.get("apps/v1", "Deployment", "team-b", "podinfo")
 	e.g.Expect(podinfo.Object["spec"]).To(HaveKeyWithValue("replicas", BeNumerically("==", 2)), "the kustomize overlay's replicas")
+	// The hooked chart: its pre-install Secret exists and is not in the inventory, its
+	// migration Job ran and was deleted once it succeeded (hook-succeeded).
+	e.g.Expect(result(res, "team-b", "shop").Message).To(ContainSubstring("hooks run: 2 pre-install"))
+	e.g.Expect(e.get("v1", "Secret", "team-b", "shop-db")).NotTo(BeNil())
+	e.g.Expect(e.get("batch/v1", "Job", "team-b", "shop-migrate")).To(BeNil())
+	e.g.Expect(e.get("apps/v1", "Deployment", "team-b", "shop")).NotTo(BeNil())
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))

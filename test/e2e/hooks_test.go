@@ -1,0 +1,344 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+)
+
+// hookedApp is the chart's release: a Deployment that mounts the Secret its
+// pre-install hook makes, and a ConfigMap of the greeting; values.extra adds a
+// ConfigMap that a later render can drop.
+const hookedApp = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: {{ .Release.Name }}}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}}
+    spec:
+      containers:
+        - name: app
+          image: busybox
+          volumeMounts: [{name: setup, mountPath: /etc/setup}]
+      volumes:
+        - name: setup
+          secret: {secretName: {{ .Release.Name }}-setup}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  greeting: {{ .Values.greeting | quote }}
+{{- if .Values.extra }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-extra
+data: {extra: "yes"}
+{{- end }}
+`
+
+// hookedHooks are its hooks. Install: the Secret (weight -5), then a Job that kwok
+// completes, and once the release is healthy a ConfigMap. Upgrade: the Job again
+// (before-hook-creation, by default, recreates it), and a cleanup Job deleted once
+// it succeeded. Delete: a ConfigMap before, another after. values.fail adds a Job
+// that fails (no node matches it, and its deadline is a second), deleted since it
+// failed, and a ConfigMap hook after it that never runs.
+const hookedHooks = `apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-setup
+  annotations:
+    helm.sh/hook: pre-install
+    helm.sh/hook-weight: "-5"
+stringData:
+  password: made-by-the-hook
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: busybox
+          env: [{name: GREETING, value: {{ .Values.greeting | quote }}}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-cleanup
+  annotations:
+    helm.sh/hook: pre-upgrade
+    helm.sh/hook-weight: "1"
+    helm.sh/hook-delete-policy: hook-succeeded
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: cleanup, image: busybox}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-done
+  annotations:
+    helm.sh/hook: post-install,post-upgrade
+data:
+  greeting: {{ .Values.greeting | quote }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-bye
+  annotations:
+    helm.sh/hook: pre-delete
+data: {at: pre-delete}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-gone
+  annotations:
+    helm.sh/hook: post-delete
+data: {at: post-delete}
+{{- if .Values.fail }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-doomed
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-weight: "5"
+    helm.sh/hook-delete-policy: hook-failed
+spec:
+  activeDeadlineSeconds: 1
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {cairn.dev/no-such-node: "true"}
+      containers: [{name: doomed, image: busybox}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-after-doomed
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-weight: "10"
+data: {never: "runs"}
+{{- end }}
+`
+
+// hookedChart packages the chart of hookedApp and hookedHooks.
+func hookedChart(t *testing.T) []byte {
+	t.Helper()
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "hooked", Version: "0.1.0"},
+		Values: map[string]any{"greeting": "hello", "extra": false, "fail": false}}
+	ch.Templates = []*chart.File{
+		{Name: "templates/app.yaml", Data: []byte(hookedApp)},
+		{Name: "templates/hooks.yaml", Data: []byte(hookedHooks)},
+	}
+	return packaged(t, ch)
+}
+
+// hookedRepo pushes the chart and returns a repository with instance web of it,
+// and the YAML of an instance of it with values.
+func (e *env) hookedRepo(t *testing.T) (*gitRepo, func(name, values string) string) {
+	reg := startRegistry(t, false, false)
+	pushChart(t, e.ctx, registryClient(t, reg, false), "charts/hooked", hookedChart(t), nil)
+	inst := func(name, values string) string {
+		return chartInstanceYAML(name, e.ns, "oci://"+reg.Host+"/charts/hooked", "0.1.0", "  values:\n"+values)
+	}
+	repo := newGitRepo(t, map[string]string{
+		"platform.yaml":      platformWithVerify("", ""),
+		"registries.yaml":    registryYAML("charts", reg.Host, true, ""),
+		"instances/web.yaml": inst("web", "    greeting: hello\n"),
+	})
+	return repo, inst
+}
+
+// created is an object's creation time.
+func created(u *unstructured.Unstructured) time.Time { return u.GetCreationTimestamp().Time }
+
+// jobCompleted is the time a Job completed; zero when it has not.
+func jobCompleted(u *unstructured.Unstructured) time.Time {
+	s, _, _ := unstructured.NestedString(u.Object, "status", "completionTime")
+	t, _ := time.Parse(time.RFC3339, s)
+	return t
+}
+
+// TestHookPreInstallMakesWhatTheReleaseNeeds: on the first sync the pre-install hooks
+// run before the release's objects, in weight order, the Job waited on to completion:
+// the Secret the Deployment mounts exists before the Deployment, and the Job completed
+// before it was created; the Deployment becomes Ready. The post-install hook runs
+// once the release is healthy. Hooks carry cairn's labels and are not in the
+// inventory; the plan lists them apart. A sync that does not change the render runs
+// no hook: a hook object deleted by hand stays deleted.
+func TestHookPreInstallMakesWhatTheReleaseNeeds(t *testing.T) {
+	e := newEnv(t)
+	repo, _ := e.hookedRepo(t)
+	plan := e.plan(repo)
+	e.g.Expect(plan.Instances).To(HaveLen(1))
+	e.g.Expect(plan.Instances[0].Hooks).To(Equal([]reconciler.HookPlan{
+		{Event: "pre-install", Weight: -5, Object: "Secret/" + e.ns + "/web-setup", Source: "hooked/templates/hooks.yaml"},
+		{Event: "pre-install", Weight: 0, Object: "Job/" + e.ns + "/web-migrate", Source: "hooked/templates/hooks.yaml"},
+		{Event: "post-install", Weight: 0, Object: "ConfigMap/" + e.ns + "/web-done", Source: "hooked/templates/hooks.yaml"},
+	}))
+	e.g.Expect(plan.Instances[0].Create).NotTo(ContainElement(ContainSubstring("web-setup")))
+	e.g.Expect(plan.Markdown()).To(ContainSubstring("pre-install (weight -5) Secret/" + e.ns + "/web-setup"))
+
+	res := e.sync(repo)
+	web := result(res, e.ns, "web")
+	e.g.Expect(web.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(web.Message).To(ContainSubstring("hooks run: 2 pre-install, 1 post-install"))
+
+	secret, job := e.get("v1", "Secret", e.ns, "web-setup"), e.get("batch/v1", "Job", e.ns, "web-migrate")
+	deploy, done := e.get("apps/v1", "Deployment", e.ns, "web"), e.get("v1", "ConfigMap", e.ns, "web-done")
+	e.g.Expect(secret).NotTo(BeNil())
+	e.g.Expect(secret.GetLabels()).To(HaveKeyWithValue(cairnv1.InstanceLabel, cairnv1.InstanceKey(e.ns, "web")))
+	e.g.Expect(job).NotTo(BeNil())
+	e.g.Expect(jobCompleted(job)).NotTo(BeZero(), "the pre-install Job completed")
+	e.g.Expect(created(secret)).To(BeTemporally("<=", created(job)))
+	e.g.Expect(jobCompleted(job)).To(BeTemporally("<=", created(deploy)), "the Job completed before the Deployment was applied")
+	e.g.Expect(done).NotTo(BeNil())
+	e.g.Expect(done.Object["data"]).To(HaveKeyWithValue("greeting", "hello"))
+	log := e.progress.String()
+	pre, apply := strings.Index(log, "hooks "+e.ns+"/web: pre-install"), strings.Index(log, "apply "+e.ns+"/web:")
+	wait, post := strings.Index(log, "wait "+e.ns+"/web"), strings.Index(log, "hooks "+e.ns+"/web: post-install")
+	e.g.Expect(pre).To(BeNumerically(">=", 0), log)
+	e.g.Expect(pre).To(BeNumerically("<", apply), "pre-install hooks, apply, wait, then post-install: %s", log)
+	e.g.Expect(apply).To(BeNumerically("<", wait), log)
+	e.g.Expect(wait).To(BeNumerically("<", post), log)
+	for _, entry := range e.instance(e.ns, "web").Status.Inventory.Entries {
+		e.g.Expect(entry.ID).NotTo(ContainSubstring("web-setup"), "hooks are not in the inventory")
+		e.g.Expect(entry.ID).NotTo(ContainSubstring("web-done"), "hooks are not in the inventory")
+	}
+
+	// An unchanged render runs no hooks.
+	e.g.Expect(e.c.Delete(e.ctx, done)).To(Succeed())
+	repo.commit("unrelated", map[string]string{"README.md": "hello\n"})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Message).NotTo(ContainSubstring("hooks run"))
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-done")).To(BeNil(), "no post-install hook ran again")
+}
+
+// TestHookUpgradeAndDeletePolicies: a changed render runs the pre-upgrade hooks: the
+// Job of before-hook-creation is deleted and created again (a new UID, complete), the
+// cleanup Job of hook-succeeded is gone once it succeeded; the post-upgrade hook
+// updates its ConfigMap; the pre-install Secret is not touched.
+func TestHookUpgradeAndDeletePolicies(t *testing.T) {
+	e := newEnv(t)
+	repo, web := e.hookedRepo(t)
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	firstJob, secret := e.get("batch/v1", "Job", e.ns, "web-migrate"), e.get("v1", "Secret", e.ns, "web-setup")
+
+	repo.commit("bonjour", map[string]string{"instances/web.yaml": web("web", "    greeting: bonjour\n")})
+	res := e.sync(repo)
+	r := result(res, e.ns, "web")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(r.Message).To(ContainSubstring("hooks run: 2 pre-upgrade, 1 post-upgrade"))
+	job := e.get("batch/v1", "Job", e.ns, "web-migrate")
+	e.g.Expect(job.GetUID()).NotTo(Equal(firstJob.GetUID()), "before-hook-creation: created again")
+	e.g.Expect(jobCompleted(job)).NotTo(BeZero())
+	e.g.Expect(e.get("batch/v1", "Job", e.ns, "web-cleanup")).To(BeNil(), "hook-succeeded: deleted once it succeeded")
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-done").Object["data"]).To(HaveKeyWithValue("greeting", "bonjour"))
+	e.g.Expect(e.get("v1", "Secret", e.ns, "web-setup").GetUID()).To(Equal(secret.GetUID()), "pre-install only")
+	e.g.Expect(e.configMap(e.ns, "web-config").Data).To(HaveKeyWithValue("greeting", "bonjour"))
+}
+
+// TestHookFailureAppliesNothingAfterIt: a pre-upgrade Job that fails fails the
+// instance with HookFailed, naming the hook and the Job's message; the hook after it
+// never runs, the release's changes are not applied and the object the render
+// dropped is not pruned; the failed Job is deleted (hook-failed). On a first sync the
+// same failure leaves the release's objects uncreated.
+func TestHookFailureAppliesNothingAfterIt(t *testing.T) {
+	e := newEnv(t)
+	repo, web := e.hookedRepo(t)
+	repo.commit("extra", map[string]string{"instances/web.yaml": web("web", "    greeting: hello\n    extra: true\n")})
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	e.g.Expect(e.configMap(e.ns, "web-extra")).NotTo(BeNil())
+
+	repo.commit("doomed", map[string]string{"instances/web.yaml": web("web", "    greeting: bonjour\n    fail: true\n"),
+		"instances/fresh.yaml": web("fresh", "    fail: true\n")})
+	res := e.sync(repo)
+	r := result(res, e.ns, "web")
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", res)
+	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonHookFailed))
+	e.g.Expect(r.Message).To(ContainSubstring("pre-upgrade hook Job/" + e.ns + "/web-doomed (hooked/templates/hooks.yaml) failed"))
+	e.g.Expect(r.Message).To(ContainSubstring("DeadlineExceeded"))
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-after-doomed")).To(BeNil(), "the hook after the failed one never ran")
+	e.g.Expect(e.configMap(e.ns, "web-config").Data).To(HaveKeyWithValue("greeting", "hello"), "nothing applied")
+	e.g.Expect(e.configMap(e.ns, "web-extra")).NotTo(BeNil(), "nothing pruned")
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-done").Object["data"]).To(HaveKeyWithValue("greeting", "hello"), "no post-upgrade hook")
+	e.g.Expect(e.get("batch/v1", "Job", e.ns, "web-doomed")).To(BeNil(), "hook-failed: deleted")
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(mi.Status.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", cairnv1.ReasonHookFailed))))
+
+	// A first sync that fails in its pre-install hooks creates none of the release.
+	fresh := result(res, e.ns, "fresh")
+	e.g.Expect(fresh.Reason).To(Equal(cairnv1.ReasonHookFailed), "%+v", res)
+	e.g.Expect(fresh.Message).To(ContainSubstring("pre-install hook Job/" + e.ns + "/fresh-doomed"))
+	e.g.Expect(e.get("v1", "Secret", e.ns, "fresh-setup")).NotTo(BeNil(), "the hooks before the failed one ran")
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "fresh")).To(BeNil())
+	e.g.Expect(e.configMap(e.ns, "fresh-config")).To(BeNil())
+}
+
+// TestHookDeleteOnRemoval: removing the instance from Git runs its pre-delete hook
+// before its objects are deleted and its post-delete hook after; the objects of its
+// install hooks go with it, and so does its hook record.
+func TestHookDeleteOnRemoval(t *testing.T) {
+	e := newEnv(t)
+	repo, _ := e.hookedRepo(t)
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	record := e.get("v1", "Secret", reconciler.DefaultNamespace, "cairn-hooks-"+e.ns+".web")
+	e.g.Expect(record).NotTo(BeNil(), "the hook record of the instance")
+
+	plan := e.plan(withCommit(repo, "remove", map[string]string{"instances/web.yaml": ""}))
+	e.g.Expect(plan.Instances[0].Hooks).To(Equal([]reconciler.HookPlan{
+		{Event: "pre-delete", Object: "ConfigMap/" + e.ns + "/web-bye", Source: "hooked/templates/hooks.yaml"},
+		{Event: "post-delete", Object: "ConfigMap/" + e.ns + "/web-gone", Source: "hooked/templates/hooks.yaml"},
+	}))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Action).To(BeEquivalentTo("Deleted"), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "web")).To(BeNil())
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "web")).To(BeTrue())
+	bye, gone := e.get("v1", "ConfigMap", e.ns, "web-bye"), e.get("v1", "ConfigMap", e.ns, "web-gone")
+	e.g.Expect(bye).NotTo(BeNil(), "pre-delete ran")
+	e.g.Expect(gone).NotTo(BeNil(), "post-delete ran")
+	log := e.progress.String()
+	e.g.Expect(strings.Index(log, "hooks "+e.ns+"/web: pre-delete")).To(BeNumerically("<", strings.Index(log, "remove "+e.ns+"/web:")), log)
+	e.g.Expect(strings.Index(log, "remove "+e.ns+"/web:")).To(BeNumerically("<", strings.Index(log, "hooks "+e.ns+"/web: post-delete")), log)
+	e.g.Expect(e.gone("v1", "Secret", e.ns, "web-setup")).To(BeTrue(), "install hooks go with the instance")
+	e.g.Expect(e.gone("batch/v1", "Job", e.ns, "web-migrate")).To(BeTrue(), "install hooks go with the instance")
+	e.g.Expect(e.get("v1", "Secret", reconciler.DefaultNamespace, "cairn-hooks-"+e.ns+".web")).To(BeNil())
+}
+
+// withCommit commits files to repo and returns it.
+func withCommit(repo *gitRepo, msg string, files map[string]string) *gitRepo {
+	repo.commit(msg, files)
+	return repo
+}
