@@ -170,8 +170,11 @@ func hookedChart(t *testing.T) []byte {
 func (e *env) hookedRepo(t *testing.T) (*gitRepo, func(name, values string) string) {
 	reg := startRegistry(t, false, false)
 	pushChart(t, e.ctx, registryClient(t, reg, false), "charts/hooked", hookedChart(t), nil)
+	// kwok may take up to a minute to complete a Job's pod (it sees pods when it
+	// lists them again), so the hooks get more than the usual minute.
 	inst := func(name, values string) string {
-		return chartInstanceYAML(name, e.ns, "oci://"+reg.Host+"/charts/hooked", "0.1.0", "  values:\n"+values)
+		yaml := chartInstanceYAML(name, e.ns, "oci://"+reg.Host+"/charts/hooked", "0.1.0", "  values:\n"+values)
+		return strings.Replace(yaml, "timeout: 1m", "timeout: 4m", 1)
 	}
 	repo := newGitRepo(t, map[string]string{
 		"platform.yaml":      platformWithVerify("", ""),
@@ -253,7 +256,8 @@ func TestHookPreInstallMakesWhatTheReleaseNeeds(t *testing.T) {
 func TestHookUpgradeAndDeletePolicies(t *testing.T) {
 	e := newEnv(t)
 	repo, web := e.hookedRepo(t)
-	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	first := e.sync(repo)
+	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
 	firstJob, secret := e.get("batch/v1", "Job", e.ns, "web-migrate"), e.get("v1", "Secret", e.ns, "web-setup")
 
 	repo.commit("bonjour", map[string]string{"instances/web.yaml": web("web", "    greeting: bonjour\n")})
@@ -279,7 +283,8 @@ func TestHookFailureAppliesNothingAfterIt(t *testing.T) {
 	e := newEnv(t)
 	repo, web := e.hookedRepo(t)
 	repo.commit("extra", map[string]string{"instances/web.yaml": web("web", "    greeting: hello\n    extra: true\n")})
-	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	first := e.sync(repo)
+	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
 	e.g.Expect(e.configMap(e.ns, "web-extra")).NotTo(BeNil())
 
 	repo.commit("doomed", map[string]string{"instances/web.yaml": web("web", "    greeting: bonjour\n    fail: true\n"),
@@ -313,11 +318,12 @@ func TestHookFailureAppliesNothingAfterIt(t *testing.T) {
 func TestHookDeleteOnRemoval(t *testing.T) {
 	e := newEnv(t)
 	repo, _ := e.hookedRepo(t)
-	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	first := e.sync(repo)
+	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
 	record := e.get("v1", "Secret", reconciler.DefaultNamespace, "cairn-hooks-"+e.ns+".web")
 	e.g.Expect(record).NotTo(BeNil(), "the hook record of the instance")
 
-	plan := e.plan(withCommit(repo, "remove", map[string]string{"instances/web.yaml": ""}))
+	plan := e.plan(withCommit(repo, "remove\n\ncairn-allow-prune: 100", map[string]string{"instances/web.yaml": ""}))
 	e.g.Expect(plan.Instances[0].Hooks).To(Equal([]reconciler.HookPlan{
 		{Event: "pre-delete", Object: "ConfigMap/" + e.ns + "/web-bye", Source: "hooked/templates/hooks.yaml"},
 		{Event: "post-delete", Object: "ConfigMap/" + e.ns + "/web-gone", Source: "hooked/templates/hooks.yaml"},
