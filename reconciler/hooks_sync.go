@@ -11,15 +11,16 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// hookEvents are the events whose hooks a sync of r runs: install on its first
-// sync (it never applied and has no inventory), upgrade when its render changed
-// since its last good sync, none when it did not (a retry at the same render after a
-// failure runs them again, as `helm upgrade` run again would).
+// hookEvents are the events whose hooks a sync of r runs: install until it first
+// synced (it never succeeded and applied none of its objects: a first sync that
+// failed is retried as an install), upgrade when its render changed since its last
+// good sync, none when it did not (a retry at the same render after a failure runs
+// them again, as `helm upgrade` run again would).
 func hookEvents(r *instanceRun) (pre, post string) {
 	switch {
 	case len(r.hooks()) == 0:
 		return "", ""
-	case r.live == nil || (r.live.Status.LastAppliedRevision == "" && len(r.oldInv) == 0):
+	case r.live == nil || (r.live.Status.LastAppliedRevision == "" && !anyApplied(r.oldInv)):
 		return render.HookPreInstall, render.HookPostInstall
 	case r.live.Status.RenderDigest != r.rendered.Digest:
 		return render.HookPreUpgrade, render.HookPostUpgrade
@@ -74,4 +75,15 @@ func deleteLeftHooks(ctx context.Context, h hookRunner, left []cairnv1.Inventory
 		errs = append(errs, h.deleteHook(ctx, u))
 	}
 	return errors.Join(errs...)
+}
+
+// anyApplied reports whether inv records an object as applied (with its hash): an
+// entry without one was recorded before an apply that never came.
+func anyApplied(inv inventory) bool {
+	for _, e := range inv {
+		if e.Hash != "" {
+			return true
+		}
+	}
+	return false
 }

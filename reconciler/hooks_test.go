@@ -75,7 +75,10 @@ func TestHookEvents(t *testing.T) {
 	}{
 		{"new", nil, nil, "hmac-sha256:1", hooks, render.HookPreInstall, render.HookPostInstall},
 		{"never applied", &cairnv1.ModuleInstance{}, nil, "hmac-sha256:1", hooks, render.HookPreInstall, render.HookPostInstall},
-		{"inventory left", &cairnv1.ModuleInstance{}, inv("a_b__ConfigMap"), "hmac-sha256:1", hooks, render.HookPreUpgrade, render.HookPostUpgrade},
+		{"inventory left", &cairnv1.ModuleInstance{}, inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap", Hash: "h"}}, "hmac-sha256:1", hooks,
+			render.HookPreUpgrade, render.HookPostUpgrade},
+		{"first sync failed", &cairnv1.ModuleInstance{}, inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap"}}, "hmac-sha256:1", hooks,
+			render.HookPreInstall, render.HookPostInstall},
 		{"changed", applied, nil, "hmac-sha256:2", hooks, render.HookPreUpgrade, render.HookPostUpgrade},
 		{"unchanged", applied, nil, "hmac-sha256:1", hooks, "", ""},
 		{"no hooks", nil, nil, "hmac-sha256:1", nil, "", ""},
