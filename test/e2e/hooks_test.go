@@ -57,7 +57,8 @@ data: {extra: "yes"}
 // (before-hook-creation, by default, recreates it), and a cleanup Job deleted once
 // it succeeded. Delete: a ConfigMap before, another after. values.fail adds a Job
 // that fails (no node matches it, and its deadline is a second), deleted since it
-// failed, and a ConfigMap hook after it that never runs.
+// failed, and a ConfigMap hook after it that never runs; values.failDelete a
+// pre-delete Job that fails.
 const hookedHooks = `apiVersion: v1
 kind: Secret
 metadata:
@@ -151,13 +152,30 @@ metadata:
     helm.sh/hook-weight: "10"
 data: {never: "runs"}
 {{- end }}
+{{- if .Values.failDelete }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-doomed-delete
+  annotations:
+    helm.sh/hook: pre-delete
+spec:
+  activeDeadlineSeconds: 1
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {cairn.dev/no-such-node: "true"}
+      containers: [{name: doomed, image: busybox}]
+{{- end }}
 `
 
 // hookedChart packages the chart of hookedApp and hookedHooks.
 func hookedChart(t *testing.T) []byte {
 	t.Helper()
 	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "hooked", Version: "0.1.0"},
-		Values: map[string]any{"greeting": "hello", "extra": false, "fail": false}}
+		Values: map[string]any{"greeting": "hello", "extra": false, "fail": false, "failDelete": false}}
 	ch.Templates = []*chart.File{
 		{Name: "templates/app.yaml", Data: []byte(hookedApp)},
 		{Name: "templates/hooks.yaml", Data: []byte(hookedHooks)},
@@ -347,4 +365,29 @@ func TestHookDeleteOnRemoval(t *testing.T) {
 func withCommit(repo *gitRepo, msg string, files map[string]string) *gitRepo {
 	repo.commit(msg, files)
 	return repo
+}
+
+// TestHookPreDeleteFailureStopsRemoval: a pre-delete hook that fails stops the
+// removal: the instance fails with HookFailed naming the hook, and its CR and objects
+// stay.
+func TestHookPreDeleteFailureStopsRemoval(t *testing.T) {
+	e := newEnv(t)
+	repo, inst := e.hookedRepo(t)
+	repo.commit("fail on delete", map[string]string{"instances/web.yaml": inst("web", "    failDelete: true\n")})
+	first := e.sync(repo)
+	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
+
+	repo.commit("remove\n\ncairn-allow-prune: 100", map[string]string{"instances/web.yaml": ""})
+	res := e.sync(repo)
+	r := result(res, e.ns, "web")
+	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", res)
+	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonHookFailed))
+	e.g.Expect(r.Message).To(ContainSubstring("pre-delete hook Job/" + e.ns + "/web-doomed-delete"))
+	e.g.Expect(r.Message).To(ContainSubstring("DeadlineExceeded"))
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(mi).NotTo(BeNil(), "the CR stays")
+	e.g.Expect(mi.Status.Conditions).To(ContainElement(And(HaveField("Type", "Ready"), HaveField("Reason", cairnv1.ReasonHookFailed))))
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "web")).NotTo(BeNil(), "nothing deleted")
+	e.g.Expect(e.configMap(e.ns, "web-config")).NotTo(BeNil(), "nothing deleted")
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-gone")).To(BeNil(), "no post-delete hook")
 }
