@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // template as source; ordered by weight, then name, then Helm's kind order.
 func TestChartHooks(t *testing.T) {
 	g := NewWithT(t)
-	archive := chartArchive(t, "hooks", chartFiles(t, "hooks"))
+	archive := chartArchive(t, "hooks", dirFiles(t, filepath.Join(helmCharts, "hooks")))
 	res, err := RenderChart(context.Background(), chartRequest(archive, ""))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(objectIDs(res)).To(Equal([]string{"ConfigMap/team-a/web-main"}))
@@ -73,7 +74,7 @@ func TestHookDeletes(t *testing.T) {
 // policy) changes the render's digest; the objects stay the same.
 func TestChartHooksDigest(t *testing.T) {
 	g := NewWithT(t)
-	files := chartFiles(t, "hooks")
+	files := dirFiles(t, filepath.Join(helmCharts, "hooks"))
 	base, err := RenderChart(context.Background(), chartRequest(chartArchive(t, "hooks", files), ""))
 	g.Expect(err).NotTo(HaveOccurred())
 	seen := map[string]bool{base.Digest: true}
@@ -95,7 +96,7 @@ func TestChartHooksDigest(t *testing.T) {
 // and digest as one in process.
 func TestChartHooksInWorker(t *testing.T) {
 	g := NewWithT(t)
-	archive := chartArchive(t, "hooks", chartFiles(t, "hooks"))
+	archive := chartArchive(t, "hooks", dirFiles(t, filepath.Join(helmCharts, "hooks")))
 	want, err := RenderChart(context.Background(), chartRequest(archive, ""))
 	g.Expect(err).NotTo(HaveOccurred())
 	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1})
