@@ -115,3 +115,35 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 	}
 	return strings.Replace(s, old, new, 1)
 }
+
+// FuzzChartHooks: any template output gives hooks or an InvalidObject or
+// LimitExceeded error, never a panic; the hooks have an event cairn runs each, and
+// are ordered by weight.
+func FuzzChartHooks(f *testing.F) {
+	for _, seed := range []string{
+		"kind: Job\nmetadata:\n  name: j\n  annotations:\n    helm.sh/hook: pre-install\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    helm.sh/hook: ' post-Install,pre-delete'\n    helm.sh/hook-weight: '-3'\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  annotations: {helm.sh/hook: pre-install, helm.sh/hook-weight: x}\n",
+		"apiVersion: v1\nkind: List\nitems: []\nmetadata:\n  name: l\n  annotations: {helm.sh/hook: test}\n",
+		"- a\n- b\n", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, manifest string) {
+		col := &collector{limits: DefaultLimits()}
+		hooks, err := chartHooks(map[string]string{"c/templates/x.yaml": manifest}, col)
+		if err != nil {
+			if r := Reason(err); r != ReasonInvalidObject && r != ReasonLimitExceeded {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		for i, h := range hooks {
+			if len(runnable(h.hook.Events)) == 0 {
+				t.Fatalf("hook %s runs on no event cairn runs", h.hook.Name)
+			}
+			if i > 0 && hooks[i-1].hook.Weight > h.hook.Weight {
+				t.Fatalf("hooks out of weight order: %d before %d", hooks[i-1].hook.Weight, h.hook.Weight)
+			}
+		}
+	})
+}
