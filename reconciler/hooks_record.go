@@ -29,6 +29,17 @@ type hookRecord struct {
 	// earlier ones: removing the instance deletes those still there and still the
 	// instance's, as it deletes its objects.
 	Left []cairnv1.InventoryEntry `json:"left,omitempty"`
+	// Ran says that the pre hooks of an event ran for a render that has not synced
+	// yet (its apply failed or is still waiting for health): a later attempt at the
+	// same render does not run them again, and runs the post hooks of that event.
+	// A successful sync clears it.
+	Ran *hookRun `json:"ran,omitempty"`
+}
+
+// hookRun is an event whose pre hooks ran for the render of Digest.
+type hookRun struct {
+	Event  string `json:"event"`
+	Digest string `json:"digest"`
 }
 
 // hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,

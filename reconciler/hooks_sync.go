@@ -14,8 +14,8 @@ import (
 // hookEvents are the events whose hooks a sync of r runs: install until it first
 // synced (it never succeeded and applied none of its objects: a first sync that
 // failed is retried as an install), upgrade when its render changed since its last
-// good sync, none when it did not (a retry at the same render after a failure runs
-// them again, as `helm upgrade` run again would).
+// good sync, none when it did not. A retry at the same render runs them again
+// unless they ran (see hookPhases).
 func hookEvents(r *instanceRun) (pre, post string) {
 	switch {
 	case len(r.hooks()) == 0:
@@ -26,6 +26,53 @@ func hookEvents(r *instanceRun) (pre, post string) {
 		return render.HookPreUpgrade, render.HookPostUpgrade
 	}
 	return "", ""
+}
+
+// hookPhases are the events whose hooks this sync of r runs before its apply and
+// after its objects are healthy (see hookEvents), and, when its pre hooks ran
+// already for this render (an earlier attempt that failed or handed its health
+// check over), none before and that event's post hooks after.
+func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *Failure) {
+	pre, post = hookEvents(r)
+	if pre == "" {
+		return "", "", nil
+	}
+	rec, err := s.e.inventories().loadHooks(ctx, r.live)
+	if err != nil {
+		return "", "", transient(cairnv1.ReasonHookFailed, err)
+	}
+	pre, post = afterEarlierRun(rec.Ran, r.rendered.Digest, pre, post)
+	return pre, post, nil
+}
+
+// afterEarlierRun is pre and post, or, when ran records pre hooks that ran for this
+// render, no pre and the post hooks of that event.
+func afterEarlierRun(ran *hookRun, digest, pre, post string) (string, string) {
+	if ran == nil || ran.Digest != digest {
+		return pre, post
+	}
+	if ran.Event == render.HookPreInstall {
+		return "", render.HookPostInstall
+	}
+	return "", render.HookPostUpgrade
+}
+
+// runPreHooks runs r's pre hooks of event and records that they ran for its render,
+// with the hooks a removal needs.
+func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+	if f := s.runHooks(ctx, c, r, event); f != nil || event == "" {
+		return f
+	}
+	rec, err := s.e.inventories().loadHooks(ctx, r.live)
+	if err == nil {
+		rec = nextHookRecord(rec, r.hooks()) // a removal before the first success finds them too
+		rec.Ran = &hookRun{Event: event, Digest: r.rendered.Digest}
+		err = s.e.inventories().storeHooks(ctx, r.live, rec)
+	}
+	if err != nil {
+		return transient(cairnv1.ReasonHookFailed, err)
+	}
+	return nil
 }
 
 // runHooks runs r's hooks of event, if any, with the instance's client c.

@@ -123,3 +123,24 @@ func TestPlanMarkdownListsHooks(t *testing.T) {
 	g.Expect(md).To(ContainSubstring("+ Deployment/team-a/web\n"))
 	g.Expect(md).NotTo(ContainSubstring("+ Secret/team-a/web-setup"))
 }
+
+// TestAfterEarlierRun: pre hooks that ran for this render are not run again, and
+// the post hooks are those of the event that ran; another render runs both.
+func TestAfterEarlierRun(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ran       *hookRun
+		pre, post string
+	}{
+		{"none ran", nil, render.HookPreUpgrade, render.HookPostUpgrade},
+		{"install ran for this render", &hookRun{Event: render.HookPreInstall, Digest: "d1"}, "", render.HookPostInstall},
+		{"upgrade ran for this render", &hookRun{Event: render.HookPreUpgrade, Digest: "d1"}, "", render.HookPostUpgrade},
+		{"ran for another render", &hookRun{Event: render.HookPreInstall, Digest: "d0"}, render.HookPreUpgrade, render.HookPostUpgrade},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			pre, post := afterEarlierRun(tc.ran, "d1", render.HookPreUpgrade, render.HookPostUpgrade)
+			g.Expect([]string{pre, post}).To(Equal([]string{tc.pre, tc.post}))
+		})
+	}
+}

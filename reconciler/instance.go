@@ -88,7 +88,6 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range hookObjects(r.hooks()) {
 		setOwnerLabels(u, r.live)
 	}
-	pre, post := hookEvents(r)
 	r.newInv = r.desiredInventory(s.digestKey)
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
@@ -106,7 +105,11 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
 		return f
 	}
-	if f := s.runHooks(ctx, m.Client(), r, pre); f != nil {
+	pre, post, f := s.hookPhases(ctx, r)
+	if f == nil {
+		f = s.runPreHooks(ctx, m.Client(), r, pre)
+	}
+	if f != nil {
 		return f
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
