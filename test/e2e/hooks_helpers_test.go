@@ -142,14 +142,7 @@ metadata:
     helm.sh/hook: pre-install,pre-upgrade
     helm.sh/hook-weight: "5"
     helm.sh/hook-delete-policy: hook-failed
-spec:
-  activeDeadlineSeconds: 1
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      nodeSelector: {cairn.dev/no-such-node: "true"}
-      containers: [{name: doomed, image: busybox}]
+{{ include "hooked.doomedSpec" . }}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -168,6 +161,13 @@ metadata:
   name: {{ .Release.Name }}-doomed-delete
   annotations:
     helm.sh/hook: pre-delete
+{{ include "hooked.doomedSpec" . }}
+{{- end }}
+`
+
+// hookedHelpers is the spec of a Job that fails: no node matches its pod, and its
+// deadline is a second.
+const hookedHelpers = `{{- define "hooked.doomedSpec" -}}
 spec:
   activeDeadlineSeconds: 1
   backoffLimit: 0
@@ -179,7 +179,7 @@ spec:
 {{- end }}
 `
 
-// hookedChart packages the chart of hookedApp and hookedHooks.
+// hookedChart packages the chart of hookedApp, hookedHooks and hookedHelpers.
 func hookedChart(t *testing.T) []byte {
 	t.Helper()
 	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "hooked", Version: "0.1.0"},
@@ -187,6 +187,7 @@ func hookedChart(t *testing.T) []byte {
 	ch.Templates = []*chart.File{
 		{Name: "templates/app.yaml", Data: []byte(hookedApp)},
 		{Name: "templates/hooks.yaml", Data: []byte(hookedHooks)},
+		{Name: "templates/_helpers.tpl", Data: []byte(hookedHelpers)},
 	}
 	return packaged(t, ch)
 }
