@@ -38,7 +38,7 @@ func labelled(obj client.Object, instance, uid string) client.Object {
 func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	g := NewWithT(t)
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name} }
-	left, err := encodeEntries(inv("ns_gone_batch_Job").entries())
+	left, err := encodeGzipJSON(inv("ns_gone_batch_Job").entries())
 	g.Expect(err).NotTo(HaveOccurred())
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-x")}, "ns.a", "old-uid"),

@@ -85,6 +85,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range r.objects {
 		setOwnerLabels(u, r.live)
 	}
+	for _, u := range hookObjects(r.hooks()) {
+		setOwnerLabels(u, r.live)
+	}
 	r.newInv = r.desiredInventory(s.digestKey)
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
@@ -102,6 +105,13 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
 		return f
 	}
+	pre, post, f := s.hookPhases(ctx, r)
+	if f == nil {
+		f = s.runPreHooks(ctx, m.Client(), r, pre)
+	}
+	if f != nil {
+		return f
+	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
 	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
@@ -115,6 +125,15 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if f := s.pruneInstance(ctx, m, r); f != nil {
 		return f
 	}
+	if f := s.awaitInstance(ctx, m.Client(), r); f != nil {
+		return f
+	}
+	return s.runHooks(ctx, m.Client(), r, post) // post-install/upgrade: once healthy
+}
+
+// awaitInstance waits for the changed objects to be healthy, when the instance
+// waits.
+func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *Failure {
 	if !waitEnabled(r.mi) {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
@@ -122,7 +141,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	if r.release != nil {
 		r.release() // a wait holds no apply slot, so it never delays another instance
 	}
-	return s.waitInstance(ctx, m.Client(), r)
+	return s.waitInstance(ctx, c, r)
 }
 
 // pendingInventory is recorded before anything is written: the last inventory plus
@@ -239,7 +258,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		}
 		markFailed(mi, s.rev.SHA, r.failure, s.now)
 	} else {
-		if err := s.e.inventories().store(ctx, mi, r.newInv); err != nil {
+		if err := s.storeOutcome(ctx, r, mi); err != nil {
 			r.failure = transient(cairnv1.ReasonApplyFailed, err)
 			markFailed(mi, s.rev.SHA, r.failure, s.now)
 		} else {
@@ -263,6 +282,15 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
+}
+
+// storeOutcome records the new inventory of a successful sync, and a chart
+// instance's hook record.
+func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+	if err := s.e.inventories().store(ctx, mi, r.newInv); err != nil {
+		return err
+	}
+	return s.recordHooks(ctx, r, mi)
 }
 
 func (s *syncRun) sourceDigest(r *instanceRun) string {

@@ -32,11 +32,17 @@ const inventorySecretPrefix = "cairn-inventory-"
 // large inventory: cairn-inventory-<namespace>.<name> (a namespace has no dot), or
 // cairn-inventory-<hash> when that is too long for a name.
 func inventorySecretName(mi *cairnv1.ModuleInstance) string {
-	if n := inventorySecretPrefix + mi.Namespace + "." + mi.Name; len(n) <= validation.DNS1123SubdomainMaxLength {
+	return instanceSecretName(inventorySecretPrefix, mi)
+}
+
+// instanceSecretName is <prefix><namespace>.<name>, or <prefix><hash> when that is
+// too long for a name.
+func instanceSecretName(prefix string, mi *cairnv1.ModuleInstance) string {
+	if n := prefix + mi.Namespace + "." + mi.Name; len(n) <= validation.DNS1123SubdomainMaxLength {
 		return n
 	}
 	sum := sha256.Sum256([]byte(mi.Namespace + "/" + mi.Name))
-	return inventorySecretPrefix + hex.EncodeToString(sum[:16])
+	return prefix + hex.EncodeToString(sum[:16])
 }
 
 // legacyInventorySecretName is where cairn kept a large inventory before: a Secret of
@@ -81,8 +87,8 @@ func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (
 	if err := st.c.Get(ctx, key, &s); err != nil {
 		return nil, fmt.Errorf("failed to read inventory Secret %s: %w", key, err)
 	}
-	entries, err := decodeEntries(s.Data[inventorySecretKey])
-	if err != nil {
+	var entries []cairnv1.InventoryEntry
+	if err := decodeGzipJSON(s.Data[inventorySecretKey], &entries); err != nil {
 		return nil, fmt.Errorf("failed to decode inventory Secret %s: %w", key, err)
 	}
 	return inventoryFromEntries(entries), nil
@@ -106,20 +112,27 @@ func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, 
 
 // writeSecret writes entries to mi's inventory Secret and returns its name.
 func (st inventoryStore) writeSecret(ctx context.Context, mi *cairnv1.ModuleInstance, entries []cairnv1.InventoryEntry) (string, error) {
-	data, err := encodeEntries(entries)
+	name := inventorySecretName(mi)
+	if err := st.apply(ctx, name, inventorySecretKey, entries); err != nil {
+		return "", fmt.Errorf("failed to write inventory Secret %s/%s: %w", st.namespace, name, err)
+	}
+	return name, nil
+}
+
+// apply writes v, as gzip-compressed JSON under key, to Secret name of cairn's
+// namespace.
+func (st inventoryStore) apply(ctx context.Context, name, key string, v any) error {
+	data, err := encodeGzipJSON(v)
 	if err != nil {
-		return "", err
+		return err
 	}
 	s := &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: inventorySecretName(mi), Namespace: st.namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: st.namespace,
 			Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}},
-		Data: map[string][]byte{inventorySecretKey: data},
+		Data: map[string][]byte{key: data},
 	}
-	if err := st.c.Patch(ctx, s, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck
-		return "", fmt.Errorf("failed to write inventory Secret %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return s.Name, nil
+	return st.c.Patch(ctx, s, client.Apply, client.FieldOwner(cairnv1.FieldManager), client.ForceOwnership) //nolint:staticcheck
 }
 
 // keep writes the inventory a deleted CR held in its status to mi's inventory Secret,
@@ -143,10 +156,11 @@ func (st inventoryStore) remove(ctx context.Context, mi *cairnv1.ModuleInstance)
 	return nil
 }
 
-func encodeEntries(entries []cairnv1.InventoryEntry) ([]byte, error) {
+// encodeGzipJSON is v as gzip-compressed JSON.
+func encodeGzipJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if err := json.NewEncoder(zw).Encode(entries); err != nil {
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
@@ -155,13 +169,12 @@ func encodeEntries(entries []cairnv1.InventoryEntry) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decodeEntries(data []byte) ([]cairnv1.InventoryEntry, error) {
+// decodeGzipJSON decodes gzip-compressed JSON (at most 256 MiB of it) into v.
+func decodeGzipJSON(data []byte, v any) error {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer zr.Close()
-	var entries []cairnv1.InventoryEntry
-	err = json.NewDecoder(io.LimitReader(zr, 256<<20)).Decode(&entries)
-	return entries, err
+	return json.NewDecoder(io.LimitReader(zr, 256<<20)).Decode(v)
 }

@@ -59,7 +59,7 @@ func TestInventoryStoreKeepsLargeInventoriesInCairnsNamespace(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(back).To(HaveLen(len(big)))
 
-	data, err := encodeEntries(big.entries()[:3])
+	data, err := encodeGzipJSON(big.entries()[:3])
 	g.Expect(err).NotTo(HaveOccurred())
 	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "cairn-inventory-old"},
 		Data: map[string][]byte{inventorySecretKey: data}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -17,8 +18,10 @@ import (
 type Rendered struct {
 	Namespace, Name string
 	Objects         []*unstructured.Unstructured
-	Digest          string
-	Warnings        []string
+	// Hooks are a chart's Helm hooks, in the order they run (see render.HooksFor).
+	Hooks    []render.Hook
+	Digest   string
+	Warnings []string
 	// Artifacts are the OCI artifacts used, with their verification.
 	Artifacts []cairnv1.ArtifactStatus
 	// Generated names the Secrets the instance generates in the cluster
@@ -99,9 +102,10 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 		out.Err = err
 		return out
 	}
-	for _, u := range res.Objects {
+	for _, u := range append(slices.Clone(res.Objects), hookObjects(res.Hooks)...) {
 		setOwnerLabels(u, mi)
 	}
+	out.Hooks = res.Hooks
 	// No cluster, so no cluster key: a key of this process keeps the digest opaque.
 	out.Objects, out.Digest, out.Warnings = res.Objects, keyedDigest(res, offlineKey()).Digest, res.Warnings
 	if len(mi.Spec.ValuesFrom) > 0 {
@@ -109,7 +113,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	}
 	out.Generated = describeIDs(generatedInventory(mi))
 	pl := newPlacement(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
-	if out.Err = pl.checkObjects(res.Objects); out.Err == nil {
+	if out.Err = pl.checkObjects(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...)); out.Err == nil {
 		out.Err = checkGeneratedSecrets(res.Objects, mi, pl)
 	}
 	return out

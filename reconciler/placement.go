@@ -56,8 +56,10 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
 		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
 	}
-	if gvk.Group == "" && gvk.Kind == "Secret" && strings.HasPrefix(u.GetName(), inventorySecretPrefix) {
-		return p.refuse(u, "Secret names starting with %q are reserved for cairn's inventories", inventorySecretPrefix)
+	for _, prefix := range []string{inventorySecretPrefix, hooksSecretPrefix} {
+		if gvk.Group == "" && gvk.Kind == "Secret" && strings.HasPrefix(u.GetName(), prefix) {
+			return p.refuse(u, "Secret names starting with %q are reserved for cairn's inventories and hook records", prefix)
+		}
 	}
 	if namespaced {
 		return p.checkNamespace(u, u.GetNamespace())

@@ -67,6 +67,8 @@ func TestPlacement(t *testing.T) {
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
 		{name: "an inventory Secret's name", pl: granted, obj: placed("v1", "Secret", "team-a", "cairn-inventory-web"), namespaced: true,
 			reason: cairnv1.ReasonObjectForbidden, err: "reserved for cairn's inventories"},
+		{name: "a hook record Secret's name", pl: granted, obj: placed("v1", "Secret", "team-a", "cairn-hooks-team-a.web"), namespaced: true,
+			reason: cairnv1.ReasonObjectForbidden, err: `names starting with "cairn-hooks-" are reserved`},
 		{name: "Namespace object named cairn's", pl: withSA, obj: ns("cairn-system"),
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
 		{name: "Namespace as cairn, kind not listed", pl: granted, obj: ns("team-b"),

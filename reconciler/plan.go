@@ -66,6 +66,8 @@ type instanceRun struct {
 	masks []string
 	// started is when the instance reconcile began (zero: it did not run).
 	started time.Time
+	// hooksRan counts the Helm hooks this sync ran, by event ("2 pre-install").
+	hooksRan []string
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

@@ -72,7 +72,8 @@ func renderedDiff(before, after Rendered) string {
 	if after.Err != nil {
 		return ""
 	}
-	a, b := renderText(before.Objects, nil), renderText(after.Objects, before.Objects)
+	a := renderText(before.Objects, nil) + renderText(hookObjects(before.Hooks), nil)
+	b := renderText(after.Objects, before.Objects) + renderText(hookObjects(after.Hooks), hookObjects(before.Hooks))
 	if a == b {
 		return ""
 	}

@@ -46,7 +46,7 @@ func actionCell(i InstancePlan) string {
 }
 
 func (i InstancePlan) changes() bool {
-	return len(i.Create)+len(i.Configure)+len(i.Prune)+len(i.Orphan) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
+	return len(i.Create)+len(i.Configure)+len(i.Prune)+len(i.Orphan)+len(i.Hooks) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
 		len(i.Warnings) > 0 || secretsChange(i.Secrets)
 }
 
@@ -73,6 +73,13 @@ func (i InstancePlan) markdownSection() string {
 		writeLines(&b, "+ ", i.Create)
 		writeLines(&b, "! ", i.Configure)
 		writeLines(&b, "- ", i.Prune)
+		b.WriteString("```\n\n")
+	}
+	if len(i.Hooks) > 0 {
+		fmt.Fprintf(&b, "**Helm hooks** (%d, run in this order; not in the inventory):\n\n```\n", len(i.Hooks))
+		for _, h := range i.Hooks {
+			b.WriteString(h.String() + "\n")
+		}
 		b.WriteString("```\n\n")
 	}
 	if len(i.Orphan) > 0 {

@@ -50,10 +50,10 @@ func TestRemovalOrderPutsDependentsFirst(t *testing.T) {
 func TestInventoryRoundTripsThroughSecretEncoding(t *testing.T) {
 	g := NewWithT(t)
 	in := inv("a_b__ConfigMap", "_c__Namespace").entries()
-	data, err := encodeEntries(in)
+	data, err := encodeGzipJSON(in)
 	g.Expect(err).NotTo(HaveOccurred())
-	out, err := decodeEntries(data)
-	g.Expect(err).NotTo(HaveOccurred())
+	var out []cairnv1.InventoryEntry
+	g.Expect(decodeGzipJSON(data, &out)).To(Succeed())
 	g.Expect(out).To(Equal(in))
 }
 

@@ -54,6 +54,9 @@ type InstancePlan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Secrets are the generated Secrets (spec.secrets): create, keep or rotate, never a value.
 	Secrets []SecretPlan `json:"secrets,omitempty"`
+	// Hooks are the Helm hooks the sync would run, in order (not among Create,
+	// Configure or Prune: hooks are not in the inventory).
+	Hooks []HookPlan `json:"hooks,omitempty"`
 }
 
 // ArtifactLine describes one artifact's verification in one line.
@@ -107,7 +110,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
 	}
 	for _, live := range s.removed {
-		plan.Instances = append(plan.Instances, s.previewRemoval(live))
+		plan.Instances = append(plan.Instances, s.previewRemoval(ctx, live))
 	}
 	for _, live := range s.held {
 		f := s.heldFailure(live)
@@ -159,6 +162,7 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action = PlanCreate
 	}
 	s.dryRun(ctx, r, &ip)
+	ip.Hooks = previewHooks(r)
 	s.previewPrune(r, &ip)
 	s.previewGenerated(ctx, r, &ip)
 	return ip
@@ -217,7 +221,7 @@ func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
 	}
 }
 
-func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
+func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
 	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: PlanDelete, Why: "removed from Git", PruneVerdict: "allowed"}
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {
@@ -225,6 +229,13 @@ func (s *syncRun) previewRemoval(live *cairnv1.ModuleInstance) InstancePlan {
 		return ip
 	}
 	ip.Prune = describeIDs(rs.stale)
+	if pruneEnabled(live) {
+		hooks, err := s.previewDeleteHooks(ctx, live)
+		if err != nil {
+			ip.Error = err.Error()
+		}
+		ip.Hooks = hooks
+	}
 	if len(rs.orphan) > 0 {
 		ip.Orphan = describeIDs(rs.orphan)
 		ip.Why = fmt.Sprintf("removed from Git, prune: false: orphan %d objects", len(ip.Orphan))

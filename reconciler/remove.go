@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -61,11 +62,24 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
 	ps := rs.pruneSet
+	hooks, err := s.e.inventories().loadHooks(ctx, live)
+	if err != nil {
+		return transient(cairnv1.ReasonPruneFailed, err)
+	}
+	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPreDelete); f != nil {
+		return f // nothing is deleted
+	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
 	cs, err := deleteStale(ctx, m, ps, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
+	if err == nil {
+		err = deleteLeftHooks(ctx, hookRunner{c: m.Client(), owner: hookOwnerOf(live)}, hooks.Left)
+	}
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)
+	}
+	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPostDelete); f != nil {
+		return f
 	}
 	if err := s.deleteCR(ctx, live); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
@@ -157,6 +171,9 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 		}
 	}
 	if err := s.e.inventories().remove(ctx, live); err != nil {
+		return err
+	}
+	if err := s.e.inventories().removeHooks(ctx, live); err != nil {
 		return err
 	}
 	if err := s.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {

@@ -118,7 +118,7 @@ func (c *renderCache) load(key string) *render.Result {
 // store writes the render atomically; a failure only costs a future render. A render
 // that holds a Secret stays in memory only: its data never lands on disk in the clear.
 func (c *renderCache) store(key string, res *render.Result) {
-	if c.dir == "" || holdsSecret(res.Objects) {
+	if c.dir == "" || holdsSecret(res.Objects) || holdsSecret(hookObjects(res.Hooks)) {
 		return
 	}
 	var buf bytes.Buffer
@@ -157,6 +157,11 @@ func copyResult(res *render.Result) *render.Result {
 		out.Objects[i] = u.DeepCopy()
 	}
 	out.Warnings = append([]string(nil), res.Warnings...)
+	out.Hooks = nil
+	for _, h := range res.Hooks {
+		h.Object = h.Object.DeepCopy()
+		out.Hooks = append(out.Hooks, h)
+	}
 	return &out
 }
 

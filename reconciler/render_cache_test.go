@@ -67,6 +67,28 @@ func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
 	g.Expect(entries).To(BeEmpty())
 }
 
+// TestRenderCacheHooks: a chart's hooks come back from memory and disk as copies, and
+// a Secret among the hooks keeps the render off disk too.
+func TestRenderCacheHooks(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	job := hookObject("batch/v1", "Job", "migrate", nil)
+	c := newRenderCache(dir)
+	c.put("aa01", &render.Result{Digest: "sha256:h", Hooks: []render.Hook{{Object: job, Events: []string{render.HookPreInstall}, Weight: 2}}})
+	got := c.get("aa01")
+	got.Hooks[0].Object.SetName("changed")
+	g.Expect(c.get("aa01").Hooks[0].Object.GetName()).To(Equal("migrate"), "callers get copies")
+	again := newRenderCache(dir).get("aa01")
+	g.Expect(again.Hooks).To(HaveLen(1))
+	g.Expect(again.Hooks[0].Weight).To(Equal(2))
+	g.Expect(again.Hooks[0].Object.GetKind()).To(Equal("Job"))
+
+	secret := hookObject("v1", "Secret", "setup", nil)
+	c.put("bb02", &render.Result{Digest: "sha256:s", Hooks: []render.Hook{{Object: secret, Events: []string{render.HookPreInstall}}}})
+	g.Expect(c.get("bb02")).NotTo(BeNil(), "kept in memory")
+	g.Expect(newRenderCache(dir).get("bb02")).To(BeNil(), "a hook Secret is never written to disk")
+}
+
 // TestRenderCacheKeyCoversEveryRequestField: every field of render.Request (and of its
 // registry) changes the key, but the tree, the cache directory and the registry's
 // credentials, verifier and timeout do not; a field added later is covered by default.

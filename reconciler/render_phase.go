@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,7 +86,9 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		return
 	}
 	pl := s.placementFor(r.mi)
-	if err := prepare(res.Objects, r.mi, s.e.cluster.mapper, pl); err != nil {
+	// Hooks are placed and checked like the objects: no hook goes where an object
+	// of the instance may not.
+	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.e.cluster.mapper, pl); err != nil {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}

@@ -19,6 +19,9 @@ func (r *instanceRun) summary() string {
 	if gen := secretSummary(r.secrets); gen != "" {
 		msg += "; " + gen
 	}
+	if len(r.hooksRan) > 0 {
+		msg += "; hooks run: " + strings.Join(r.hooksRan, ", ")
+	}
 	return msg + keptNote(r.prune)
 }
 

@@ -120,9 +120,14 @@ type ChartRequest struct {
 // documents of comments are skipped; any other document must be a YAML
 // mapping that is a Kubernetes object (InvalidObject, naming the template
 // file and the document: a YAML sequence or plain text is refused, as by
-// Helm). Hooks are not run: every document with a
-// helm.sh/hook annotation (install, upgrade, delete, rollback and test hooks
-// alike) is dropped. The files in crds/ directories of the chart and its
+// Helm). A document with a helm.sh/hook annotation is a hook, not an object:
+// the hooks are found as releaseutil.SortManifests finds them (events of
+// helm.sh/hook, comma-separated; an unknown event skips the hook, as in Helm;
+// helm.sh/hook-weight, 0 when not an integer; helm.sh/hook-delete-policy),
+// ordered as Helm runs them (kind, then weight and name) and returned in
+// Result.Hooks, placed like the objects and counted against the same caps;
+// hooks of no event cairn runs (test, test-success, rollbacks) are left out.
+// Result.Digest covers them. The files in crds/ directories of the chart and its
 // subcharts are objects too, read as they are, as helm install reads them
 // (CRDs sort first). The objects are then namespaced, checked for
 // duplicates, ordered and digested like those of a CUE module (see the
@@ -232,16 +237,25 @@ func renderChartSteps(req ChartRequest, limits Limits, caps archiveLimits) (*Res
 	if err != nil {
 		return nil, err
 	}
-	// Objects: CRDs and rendered documents, without hooks, in render order.
-	raw, err := chartObjects(chrt, rendered, limits)
+	// Objects: CRDs and rendered documents, without hooks, in render order;
+	// then the hooks, in Helm's order, within the same caps.
+	col, err := chartObjects(chrt, rendered, limits)
 	if err != nil {
 		return nil, err
 	}
-	res, err := assemble(raw, req.Namespace, req.Digest, chartWarnings(chrt))
-	if res != nil {
-		res.Lookups = reads.Load()
+	hooks, err := chartHooks(rendered, col)
+	if err != nil {
+		return nil, err
 	}
-	return res, err
+	res, err := assemble(col.objects, req.Namespace, req.Digest, chartWarnings(chrt))
+	if err != nil {
+		return nil, err
+	}
+	res.Lookups = reads.Load()
+	if err := addHooks(res, hooks, req.Namespace); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // checkInstallable refuses what `helm install` refuses: library charts,

@@ -47,9 +47,10 @@ const (
 // one that helm template prints but helm install refuses (a mapping without
 // a kind).
 //
-// cairn differs from Helm on purpose in one way, so the comparison leaves
-// them out: hooks (helm.sh/hook) are dropped, where helm template prints them
-// after the manifests and helm install runs them.
+// Hooks (helm.sh/hook), which helm template prints after the manifests, are
+// compared with Result.Hooks: the same objects, those of a test, test-success
+// or rollback event alone left out (cairn never runs them) and those of an
+// unknown event skipped by both.
 func TestChartsParseAsHelmInstalls(t *testing.T) {
 	entries, err := os.ReadDir(helmCharts)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -66,7 +67,7 @@ func TestChartsParseAsHelmInstalls(t *testing.T) {
 			}
 			manifest, err := os.ReadFile(filepath.Join(helmGolden, name+".yaml"))
 			g.Expect(err).NotTo(HaveOccurred(), "no golden file: run hack/helm-golden.sh")
-			want, err := helmInstallObjects(manifest, "team-a")
+			want, wantHooks, err := helmInstallObjects(manifest, "team-a")
 			if err != nil { // helm template prints it, helm install refuses it
 				g.Expect(Reason(renderErr)).To(Equal(ReasonInvalidObject), "helm install refuses it: %v; cairn: %v", err, renderErr)
 				return
@@ -77,6 +78,11 @@ func TestChartsParseAsHelmInstalls(t *testing.T) {
 			for _, id := range slices.Sorted(maps.Keys(want)) {
 				g.Expect(got[id]).To(Equal(want[id]), "object %s", id)
 			}
+			var hooks []*unstructured.Unstructured
+			for _, h := range res.Hooks {
+				hooks = append(hooks, h.Object)
+			}
+			g.Expect(objectsByID(hooks)).To(Equal(wantHooks))
 		})
 	}
 }
@@ -129,22 +135,27 @@ func helmErrorFile(t *testing.T, msg string) string {
 
 // helmInstallObjects parses a manifest the way `helm install` does
 // (kube.Client.Build, with the builder options of kube.Client.newBuilder)
-// against helmTestMapper, and returns its objects that are not hooks by ID.
-func helmInstallObjects(manifest []byte, namespace string) (map[string]map[string]any, error) {
+// against helmTestMapper, and returns by ID its objects that are not hooks,
+// and its hooks of an install, upgrade or delete event.
+func helmInstallObjects(manifest []byte, namespace string) (objects, hooks map[string]map[string]any, err error) {
 	infos, err := resource.NewBuilder(helmTestGetter{}).Unstructured().ContinueOnError().
 		NamespaceParam(namespace).DefaultNamespace().Flatten().
 		Stream(bytes.NewReader(manifest), "").Do().Infos()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var objs []*unstructured.Unstructured
+	var objs, hks []*unstructured.Unstructured
 	for _, info := range infos {
 		u := info.Object.(*unstructured.Unstructured)
-		if _, hook := u.GetAnnotations()["helm.sh/hook"]; !hook {
+		events, hook := u.GetAnnotations()["helm.sh/hook"]
+		switch {
+		case !hook:
 			objs = append(objs, u)
+		case regexp.MustCompile(`(^|,)\s*(pre|post)-(install|upgrade|delete)\s*(,|$)`).MatchString(strings.ToLower(events)):
+			hks = append(hks, u)
 		}
 	}
-	return objectsByID(objs), nil
+	return objectsByID(objs), objectsByID(hks), nil
 }
 
 func objectsByID(objs []*unstructured.Unstructured) map[string]map[string]any {
@@ -175,8 +186,9 @@ func (helmTestGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, e
 func (helmTestGetter) ToRESTMapper() (meta.RESTMapper, error) {
 	m := meta.NewDefaultRESTMapper(nil)
 	kinds := map[string][]string{
-		"v1":                           {"ConfigMap", "Secret", "Service", "Pod"},
+		"v1":                           {"ConfigMap", "Secret", "Service", "Pod", "ServiceAccount"},
 		"apps/v1":                      {"Deployment"},
+		"batch/v1":                     {"Job"},
 		"rbac.authorization.k8s.io/v1": {"ClusterRole"},
 		"apiextensions.k8s.io/v1":      {"CustomResourceDefinition"},
 		"example.com/v1":               {"Gadget", "Widget"},

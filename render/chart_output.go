@@ -23,8 +23,9 @@ const notesFile = "NOTES.txt"
 
 // chartObjects turns the chart's CRD files and its rendered templates (in
 // name order) into objects as `helm install` parses them, within the limits.
-// Hooks are dropped.
-func chartObjects(c *chart.Chart, rendered map[string]string, limits Limits) ([]rawObject, error) {
+// Hooks are left out (see chartHooks); the collector is returned, so that the
+// hooks count against the same caps.
+func chartObjects(c *chart.Chart, rendered map[string]string, limits Limits) (*collector, error) {
 	col := &collector{limits: limits}
 	for _, crd := range c.CRDObjects() {
 		if err := col.add(crd.Filename, string(crd.File.Data), false); err != nil {
@@ -44,13 +45,15 @@ func chartObjects(c *chart.Chart, rendered map[string]string, limits Limits) ([]
 			return nil, err
 		}
 	}
-	return col.objects, nil
+	return col, nil
 }
 
-// collector gathers the objects of a chart render and enforces the caps.
+// collector gathers the objects of a chart render and enforces the caps, which
+// the objects and the hooks share.
 type collector struct {
 	limits  Limits
 	objects []rawObject
+	count   int
 	bytes   int64
 }
 
@@ -58,7 +61,8 @@ type collector struct {
 // objects. A file of crds/ is parsed as it is (Helm installs CRDs from the
 // file's data). A rendered template is split into documents by
 // releaseutil.SplitManifests, which trims each one; each document must pass
-// Helm's head check (releaseutil.SimpleHead), hooks are dropped, and the
+// Helm's head check (releaseutil.SimpleHead), hooks are left out (chartHooks
+// parses them), and the
 // others are parsed the way renderResources writes them into the release
 // manifest: "---\n# Source: FILE\n" + document + "\n". So a block scalar
 // that ends a document keeps one final newline, whatever its chomping, as
@@ -112,17 +116,25 @@ func helmManifest(file, doc string) []byte {
 	return []byte("---\n# Source: " + file + "\n" + doc + "\n")
 }
 
-// addStream parses a stream of YAML documents as kube.Build does in
-// `helm install` (the resource builder of k8s.io/cli-runtime, with lists
-// flattened), without a cluster, and adds each object. Empty documents are
-// skipped; an object with items (kind: List, ConfigMapList, ...) stands for
-// its items.
+// addStream parses a stream of YAML documents (see parse) and adds each object.
 func (c *collector) addStream(key string, data []byte) error {
+	objs, err := c.parse(key, data)
+	c.objects = append(c.objects, objs...)
+	return err
+}
+
+// parse parses a stream of YAML documents as kube.Build does in
+// `helm install` (the resource builder of k8s.io/cli-runtime, with lists
+// flattened), without a cluster, and returns its objects, counted against the
+// caps. Empty documents are skipped; an object with items (kind: List,
+// ConfigMapList, ...) stands for its items.
+func (c *collector) parse(key string, data []byte) ([]rawObject, error) {
 	infos, err := resource.NewLocalBuilder().Unstructured().ContinueOnError().
 		Stream(bytes.NewReader(data), key).Flatten().Do().Infos()
 	if err != nil {
-		return newError(ReasonInvalidObject, "%s is not a Kubernetes object: %s", key, withoutData(err))
+		return nil, newError(ReasonInvalidObject, "%s is not a Kubernetes object: %s", key, withoutData(err))
 	}
+	var out []rawObject
 	for j, info := range infos {
 		k := key
 		if len(infos) > 1 {
@@ -130,29 +142,40 @@ func (c *collector) addStream(key string, data []byte) error {
 		}
 		obj, err := json.Marshal(info.Object)
 		if err != nil {
-			return newError(ReasonInvalidObject, "failed to encode %s: %v", k, err)
+			return out, newError(ReasonInvalidObject, "failed to encode %s: %v", k, err)
 		}
-		if err := c.append(rawObject{key: k, data: obj}); err != nil {
-			return err
+		o := rawObject{key: k, data: obj}
+		if err := c.within(o); err != nil {
+			return out, err
 		}
+		out = append(out, o)
 	}
-	return nil
+	return out, nil
 }
 
+// append adds o, counted against the caps.
 func (c *collector) append(o rawObject) error {
-	if len(c.objects) >= c.limits.MaxObjects {
-		return newError(ReasonLimitExceeded, "chart renders more than MaxObjects (%d) objects", c.limits.MaxObjects)
-	}
-	if c.bytes += int64(len(o.data)); c.bytes > c.limits.MaxBytes {
-		return newError(ReasonLimitExceeded, "rendered objects exceed MaxBytes (%d bytes) at %s", c.limits.MaxBytes, o.key)
+	if err := c.within(o); err != nil {
+		return err
 	}
 	c.objects = append(c.objects, o)
 	return nil
 }
 
+// within counts o against the caps.
+func (c *collector) within(o rawObject) error {
+	if c.count++; c.count > c.limits.MaxObjects {
+		return newError(ReasonLimitExceeded, "chart renders more than MaxObjects (%d) objects", c.limits.MaxObjects)
+	}
+	if c.bytes += int64(len(o.data)); c.bytes > c.limits.MaxBytes {
+		return newError(ReasonLimitExceeded, "rendered objects exceed MaxBytes (%d bytes) at %s", c.limits.MaxBytes, o.key)
+	}
+	return nil
+}
+
 // isHook tells whether a document's head carries the helm.sh/hook
 // annotation, with any value: Helm runs such objects as hooks or skips them
-// (unknown hook types), and never installs them as part of the release.
+// (unknown hook types), and never installs them with the release's objects.
 func isHook(head releaseutil.SimpleHead) bool {
 	if head.Metadata == nil {
 		return false

@@ -17,7 +17,8 @@ import (
 // TestRenderChart renders the podinfo chart: its templates with the release
 // and the values, its subchart, the CRDs of both first, namespaces given to
 // namespaced objects (the scope of custom kinds from the CRDs); NOTES.txt,
-// partials and hooks left out; nothing from a cluster.
+// partials and the test hook left out, the install hook among the hooks;
+// nothing from a cluster.
 func TestRenderChart(t *testing.T) {
 	g := NewWithT(t)
 	archive := chartArchive(t, "podinfo", chartFiles(t, "podinfo"))
@@ -38,6 +39,10 @@ func TestRenderChart(t *testing.T) {
 	g.Expect(res.ModuleDigest).To(Equal(testChartDigest))
 	g.Expect(res.Digest).To(HavePrefix("sha256:"))
 	g.Expect(res.Warnings).To(BeEmpty())
+	g.Expect(res.Hooks).To(HaveLen(1))
+	g.Expect(res.Hooks[0].String()).To(Equal("Job/team-a/web-podinfo-migrate"))
+	g.Expect(res.Hooks[0].Events).To(Equal([]string{HookPreInstall, HookPreUpgrade}))
+	g.Expect(res.Hooks[0].Source).To(Equal("podinfo/templates/hook-job.yaml"))
 	g.Expect(nested(res, "ConfigMap", "web-podinfo", "data")).To(Equal(map[string]any{
 		"message": "hello from podinfo", "release": "web", "revision": "1", "install": "true",
 		"kubeVersion": DefaultKubeVersion, "lookup": "0", "host": "",
@@ -221,17 +226,18 @@ func TestRenderChartInstallable(t *testing.T) {
 	}
 }
 
-// TestRenderChartLimits: MaxObjects and MaxBytes bound the output.
+// TestRenderChartLimits: MaxObjects and MaxBytes bound the output, hooks
+// included (podinfo renders 9 objects and 1 hook).
 func TestRenderChartLimits(t *testing.T) {
 	g := NewWithT(t)
 	archive := chartArchive(t, "podinfo", chartFiles(t, "podinfo"))
 
 	req := chartRequest(archive, "")
-	req.Limits.MaxObjects = 8
+	req.Limits.MaxObjects = 9
 	_, err := RenderChart(context.Background(), req)
 	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded))
-	g.Expect(err.Error()).To(ContainSubstring("more than MaxObjects (8)"))
-	req.Limits.MaxObjects = 9
+	g.Expect(err.Error()).To(ContainSubstring("more than MaxObjects (9)"))
+	req.Limits.MaxObjects = 10
 	_, err = RenderChart(context.Background(), req)
 	g.Expect(err).NotTo(HaveOccurred())
 

@@ -61,6 +61,7 @@ type golden struct {
 	Digest   string           `json:"digest"`
 	Warnings []string         `json:"warnings,omitempty"`
 	Objects  []map[string]any `json:"objects"`
+	Hooks    []Hook           `json:"hooks,omitempty"`
 }
 
 // expectGolden compares a result with testdata/golden/<name>.json, or
@@ -68,7 +69,7 @@ type golden struct {
 func expectGolden(t *testing.T, name string, res *Result) {
 	t.Helper()
 	g := NewWithT(t)
-	out := golden{Digest: res.Digest, Warnings: res.Warnings}
+	out := golden{Digest: res.Digest, Warnings: res.Warnings, Hooks: res.Hooks}
 	for _, o := range res.Objects {
 		out.Objects = append(out.Objects, o.Object)
 	}

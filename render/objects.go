@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -130,24 +129,29 @@ func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
 func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
 	scopes := CRDScopes(objs)
 	for _, u := range objs {
-		gk := u.GroupVersionKind().GroupKind()
-		namespaced, known := scopes[gk]
-		if !known {
-			namespaced = !clusterScoped[gk.Group+"/"+gk.Kind]
-		}
-		switch {
-		case !namespaced && u.GetNamespace() != "":
-			u.SetNamespace("")
-		case namespaced && u.GetNamespace() == "" && namespace != "":
-			u.SetNamespace(namespace)
-		}
+		placeNamespace(u, namespace, scopes)
+	}
+}
+
+// placeNamespace gives u the namespace its scope calls for (see defaultNamespace).
+func placeNamespace(u *unstructured.Unstructured, namespace string, scopes map[schema.GroupKind]bool) {
+	gk := u.GroupVersionKind().GroupKind()
+	namespaced, known := scopes[gk]
+	if !known {
+		namespaced = !clusterScoped[gk.Group+"/"+gk.Kind]
+	}
+	switch {
+	case !namespaced && u.GetNamespace() != "":
+		u.SetNamespace("")
+	case namespaced && u.GetNamespace() == "" && namespace != "":
+		u.SetNamespace(namespace)
 	}
 }
 
 func checkDuplicates(objs []*unstructured.Unstructured, raw []rawObject) error {
 	seen := map[string]string{}
 	for i, u := range objs {
-		id := fmt.Sprintf("%s/%s %s/%s", u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
+		id := objectKey(u)
 		if first, ok := seen[id]; ok {
 			return atPosition(newError(ReasonInvalidObject, "object %s duplicates %s (%s)", raw[i].key, first, id), raw[i].pos)
 		}

@@ -181,7 +181,12 @@ type Result struct {
 	// Objects are ordered by stage (CRDs, Namespaces, RBAC, the rest), then
 	// kind, namespace, name and apiVersion.
 	Objects []*unstructured.Unstructured
-	// Digest is "sha256:<hex>" over the canonical JSON of Objects.
+	// Hooks are a chart's Helm hooks, in the order Helm runs them (see
+	// HooksFor); they are not among Objects. CUE modules and kustomize
+	// directories have none.
+	Hooks []Hook `json:",omitempty"`
+	// Digest is "sha256:<hex>" over the canonical JSON of Objects, and of the
+	// Hooks when there are any.
 	Digest string
 	// ModuleDigest is "sha256:<hex>": over the module's files for a local
 	// module, the module zip's digest for a registry module.

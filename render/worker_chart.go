@@ -14,10 +14,12 @@ type chartResult struct {
 	ModuleDigest string            `json:"moduleDigest"`
 	Warnings     []string          `json:"warnings,omitempty"`
 	Lookups      int64             `json:"lookups,omitempty"`
+	Hooks        []Hook            `json:"hooks,omitempty"`
 }
 
 func toChartResult(res *Result) (*chartResult, error) {
-	out := &chartResult{Digest: res.Digest, ModuleDigest: res.ModuleDigest, Warnings: res.Warnings, Lookups: res.Lookups}
+	out := &chartResult{Digest: res.Digest, ModuleDigest: res.ModuleDigest, Warnings: res.Warnings, Lookups: res.Lookups,
+		Hooks: res.Hooks}
 	for _, u := range res.Objects {
 		data, err := u.MarshalJSON()
 		if err != nil {
@@ -29,7 +31,7 @@ func toChartResult(res *Result) (*chartResult, error) {
 }
 
 func (c *chartResult) result() (*Result, error) {
-	res := &Result{Digest: c.Digest, ModuleDigest: c.ModuleDigest, Warnings: c.Warnings, Lookups: c.Lookups}
+	res := &Result{Digest: c.Digest, ModuleDigest: c.ModuleDigest, Warnings: c.Warnings, Lookups: c.Lookups, Hooks: c.Hooks}
 	for _, data := range c.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {

@@ -48,6 +48,11 @@ const (
 	// ReasonLimitExceeded: a render passed a limit of the Platform or its tenant
 	// (renderMemory, maxModuleBytes) or of the engine (objects, bytes).
 	ReasonLimitExceeded = "LimitExceeded"
+	// ReasonHookFailed: a Helm hook of a chart instance failed (its Job or Pod
+	// failed, it could not be applied or did not finish within the instance's
+	// timeout): the message names the hook and says why; nothing after it was
+	// applied, nothing was pruned or, for a pre-delete hook, deleted.
+	ReasonHookFailed = "HookFailed"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

@@ -108,6 +108,9 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		printList(w, "~ configure", i.Configure)
 		printList(w, "- prune", i.Prune)
 		printList(w, "  orphan", i.Orphan)
+		for _, h := range i.Hooks {
+			fmt.Fprintf(w, "  hook %s\n", h)
+		}
 		if i.Unchanged > 0 {
 			fmt.Fprintf(w, "  = %d unchanged\n", i.Unchanged)
 		}

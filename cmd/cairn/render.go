@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -100,6 +101,9 @@ func printRendered(stdout, stderr io.Writer, out []reconciler.Rendered, format s
 			}
 			fmt.Fprintf(stdout, "---\n# %s/%s\n%s", r.Namespace, r.Name, b)
 		}
+		if err := printHooks(stdout, r, format, &all); err != nil {
+			return err
+		}
 	}
 	if format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -119,4 +123,21 @@ func nonNilList(items []any) []any {
 		return []any{}
 	}
 	return items
+}
+
+// printHooks prints a chart's Helm hooks after its objects, as helm template does,
+// each headed by the events it runs on; in JSON they follow the objects.
+func printHooks(w io.Writer, r reconciler.Rendered, format string, all *[]any) error {
+	for _, h := range r.Hooks {
+		if format == "json" {
+			*all = append(*all, h.Object.Object)
+			continue
+		}
+		b, err := yaml.Marshal(h.Object.Object)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "---\n# %s/%s hook %s (weight %d)\n%s", r.Namespace, r.Name, strings.Join(h.Events, ","), h.Weight, b)
+	}
+	return nil
 }

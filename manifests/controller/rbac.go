@@ -32,7 +32,7 @@ func clusterRules() []rbacv1.PolicyRule {
 
 // namespaceRules are what cairn does in its own namespace only: the sync Lease, the
 // Secrets and ConfigMaps Registries name (read and watched), and its own Secrets (the
-// digest key, large inventories).
+// digest key, large inventories, the hook records of chart instances).
 func namespaceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},

@@ -13,7 +13,8 @@ import (
 )
 
 // TestExamplesRepository syncs examples/ (local and registry modules, a catalog, a
-// dependsOn chain) with its modules published to the real registry.
+// dependsOn chain, charts, one with Helm hooks) with its modules published to the real
+// registry.
 func TestExamplesRepository(t *testing.T) {
 	e := newEnv(t)
 	host := e.cluster.RegistryHost
@@ -32,7 +33,7 @@ func TestExamplesRepository(t *testing.T) {
 		e.g.Expect(err).NotTo(HaveOccurred(), m.dir)
 		e.g.Expect(rc.Sign(e.ctx, render.ModuleRepository(mr, m.path), digestOf(d), keys.key)).To(Succeed())
 	}
-	for _, name := range []string{"hello", "keeper", "monitored"} {
+	for _, name := range []string{"hello", "keeper", "monitored", "migrated"} {
 		pushChart(t, e.ctx, rc, "charts/"+name, chartArchive(t, name, "0.1.0", ""), keys.key)
 	}
 	e.putCairnSecret("cosign-pub", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": keys.public})
@@ -46,7 +47,8 @@ func TestExamplesRepository(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
-		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "keeper"}, {"team-b", "metrics"}, {"team-b", "echo"}} {
+		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "keeper"}, {"team-b", "metrics"}, {"team-b", "echo"},
+		{"team-b", "shop"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -69,6 +71,12 @@ func TestExamplesRepository(t *testing.T) {
 	}
 	kept := password()
 	e.g.Expect(kept).NotTo(BeEmpty())
+	// The hooked chart: its pre-install Secret exists and is not in the inventory, its
+	// migration Job ran and was deleted once it succeeded (hook-succeeded).
+	e.g.Expect(result(res, "team-b", "shop").Message).To(ContainSubstring("hooks run: 2 pre-install"))
+	e.g.Expect(e.get("v1", "Secret", "team-b", "shop-db")).NotTo(BeNil())
+	e.g.Expect(e.get("batch/v1", "Job", "team-b", "shop-migrate")).To(BeNil())
+	e.g.Expect(e.get("apps/v1", "Deployment", "team-b", "shop")).NotTo(BeNil())
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))

@@ -1,0 +1,133 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
+)
+
+// hooksSecretPrefix starts the name of the Secret, in cairn's namespace, that holds
+// a chart instance's hookRecord; a render may not use it.
+const hooksSecretPrefix = "cairn-hooks-"
+
+const hooksSecretKey = "hooks.json.gz"
+
+// hookRecord is what removing a chart instance needs of its hooks, written at each
+// successful sync of an instance whose chart has hooks (a Secret of cairn's
+// namespace, since hooks may be Secrets): a removed instance has no render.
+type hookRecord struct {
+	// Delete are the pre-delete and post-delete hooks of the last good render.
+	Delete []render.Hook `json:"delete,omitempty"`
+	// Left are the objects of install and upgrade hooks that ran, of this render and
+	// earlier ones: removing the instance deletes those still there and still the
+	// instance's, as it deletes its objects.
+	Left []cairnv1.InventoryEntry `json:"left,omitempty"`
+	// Ran says that the pre hooks of an event ran for a render that has not synced
+	// yet (its apply failed or is still waiting for health): a later attempt at the
+	// same render does not run them again, and runs the post hooks of that event.
+	// A successful sync clears it.
+	Ran *hookRun `json:"ran,omitempty"`
+}
+
+// hookRun is an event whose pre hooks ran for the render of Digest.
+type hookRun struct {
+	Event  string `json:"event"`
+	Digest string `json:"digest"`
+}
+
+// hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,
+// or cairn-hooks-<hash> when that is too long for a name.
+func hooksSecretName(mi *cairnv1.ModuleInstance) string {
+	return instanceSecretName(hooksSecretPrefix, mi)
+}
+
+// loadHooks reads mi's hook record; an empty one when it has none.
+func (st inventoryStore) loadHooks(ctx context.Context, mi *cairnv1.ModuleInstance) (hookRecord, error) {
+	var s corev1.Secret
+	var rec hookRecord
+	err := st.c.Get(ctx, client.ObjectKey{Namespace: st.namespace, Name: hooksSecretName(mi)}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return rec, nil
+	case err != nil:
+		return rec, fmt.Errorf("failed to read the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
+	}
+	if err := decodeGzipJSON(s.Data[hooksSecretKey], &rec); err != nil {
+		return rec, fmt.Errorf("failed to decode the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
+	}
+	return rec, nil
+}
+
+// storeHooks writes mi's hook record, or deletes it when it is empty.
+func (st inventoryStore) storeHooks(ctx context.Context, mi *cairnv1.ModuleInstance, rec hookRecord) error {
+	if len(rec.Delete) == 0 && len(rec.Left) == 0 {
+		return st.removeHooks(ctx, mi)
+	}
+	name := hooksSecretName(mi)
+	if err := st.apply(ctx, name, hooksSecretKey, rec); err != nil {
+		return fmt.Errorf("failed to write hook record %s/%s: %w", st.namespace, name, err)
+	}
+	return nil
+}
+
+// removeHooks deletes mi's hook record.
+func (st inventoryStore) removeHooks(ctx context.Context, mi *cairnv1.ModuleInstance) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksSecretName(mi), Namespace: st.namespace}}
+	if err := st.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete hook record %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+// nextHookRecord is the record after a successful sync of r: the delete hooks of its
+// render, and the install and upgrade hooks of its render added to those left before.
+func nextHookRecord(prev hookRecord, hooks []render.Hook) hookRecord {
+	left := inventoryFromEntries(prev.Left)
+	var rec hookRecord
+	for _, h := range hooks {
+		if h.RunsOn(render.HookPreDelete) || h.RunsOn(render.HookPostDelete) {
+			rec.Delete = append(rec.Delete, h)
+		}
+		if len(h.Events) > 0 && !onlyDelete(h) {
+			id := objectID(h.Object)
+			left[id] = cairnv1.InventoryEntry{ID: id, Version: h.Object.GetAPIVersion()}
+		}
+	}
+	if len(left) > 0 {
+		rec.Left = left.entries()
+	}
+	return rec
+}
+
+func onlyDelete(h render.Hook) bool {
+	for _, e := range h.Events {
+		if e != render.HookPreDelete && e != render.HookPostDelete {
+			return false
+		}
+	}
+	return true
+}
+
+// recordHooks writes the hook record of a chart instance after a successful sync.
+func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+	if r.chart == nil || r.rendered == nil {
+		return nil
+	}
+	prev, err := s.e.inventories().loadHooks(ctx, mi)
+	if err != nil {
+		return err
+	}
+	return s.e.inventories().storeHooks(ctx, mi, nextHookRecord(prev, r.rendered.Hooks))
+}
+
+// hookOwnerOf is the owner of mi's hooks, as setOwnerLabels labels them.
+func hookOwnerOf(mi *cairnv1.ModuleInstance) hookOwner {
+	return hookOwner{key: cairnv1.InstanceKey(mi.Namespace, mi.Name), uid: string(mi.UID)}
+}
