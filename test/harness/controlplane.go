@@ -28,7 +28,9 @@ const serviceCIDR = "10.96.0.0/16"
 // are refused at once and fall back to LIST and WATCH. KUBE_FEATURE_WatchListClient=false
 // in kwok's environment does not help: kwok already opts its reflectors out of
 // watch-list; the stream is the server's defaulting. Options.APIServerArgs come
-// after this flag and can turn the gate back on.
+// after this flag: repeated --feature-gates flags add up and a later value of a
+// gate wins, so they can turn it back on, but without the "kube:" prefix
+// (kube-apiserver refuses gates with and without it mixed).
 const apiServerFeatureGates = "WatchList=false"
 
 // startOnFreePort starts a server on a fresh port and waits for it, trying
