@@ -13,6 +13,26 @@ import (
 // serviceCIDR is large enough for fleet benchmarks with thousands of Services.
 const serviceCIDR = "10.96.0.0/16"
 
+// apiServerFeatureGates turns off the server side of watch-list streams
+// (WatchList, beta and on by default since 1.34). With it on, kube-apiserver
+// turns every watch from resourceVersion "" or "0" into a watch-list stream
+// (sendInitialEvents=true), and refuses those unless etcd can answer
+// RequestWatchProgress, which it decides from the etcd version (3.4.31+ or
+// 3.5.13+; Debian's etcd-server is 3.4.23). kwok v0.8.0 starts every watch from
+// "0", so each of its pod and node watches ended at once with "a watch stream
+// was requested by the client but the required storage feature
+// RequestWatchProgress is disabled", and kwok saw changes only when it relisted,
+// after a back-off that grows to about a minute: a Job's pod completed 6 s to
+// 75 s after the Job was created. Off, those watches are plain watches, and
+// clients that ask for a watch-list (client-go's WatchListClient, on by default)
+// are refused at once and fall back to LIST and WATCH. KUBE_FEATURE_WatchListClient=false
+// in kwok's environment does not help: kwok already opts its reflectors out of
+// watch-list; the stream is the server's defaulting. Options.APIServerArgs come
+// after this flag: repeated --feature-gates flags add up and a later value of a
+// gate wins, so they can turn it back on, but without the "kube:" prefix
+// (kube-apiserver refuses gates with and without it mixed).
+const apiServerFeatureGates = "WatchList=false"
+
 // startOnFreePort starts a server on a fresh port and waits for it, trying
 // another port when the one picked was taken in between.
 func startOnFreePort(ctx context.Context, name string, run func(port int) (*process, func(context.Context) error, error)) (*process, int, error) {
@@ -99,6 +119,9 @@ func (s *starter) startAPIServer(ctx context.Context, etcdURL string) error {
 			"--authorization-mode=Node,RBAC", "--allow-privileged=true",
 			"--max-requests-inflight=3000", "--max-mutating-requests-inflight=1000",
 			"--endpoint-reconciler-type=none", "--profiling=false",
+			// See apiServerFeatureGates: without it, kwok's watches
+			// end at once on Debian's etcd 3.4.23 and it sees pods late.
+			"--feature-gates=" + apiServerFeatureGates,
 		}, s.opts.APIServerArgs...)
 		p, err := s.launch.start("kube-apiserver", filepath.Join(s.bins, "kube-apiserver"), args...)
 		url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
