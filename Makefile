@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 
 GO ?= go
 # Timeout of `go test` per package; the first run builds and starts clusters.
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 # Seconds per fuzz target in `make test` and in `make fuzz`.
 FUZZ_TIME ?= 10
 FUZZ_TIME_LONG ?= 300

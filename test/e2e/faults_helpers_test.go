@@ -266,23 +266,44 @@ func (e *env) deleteNamespacesAtEnd(names ...string) {
 // buildCairn builds bin/cairn into a temporary directory and returns its path.
 func buildCairn(t *testing.T) string {
 	t.Helper()
+	builtCairn.once.Do(func() { builtCairn.path, builtCairn.err = goBuildCairn(t) })
+	if builtCairn.err != nil {
+		t.Fatal(builtCairn.err)
+	}
+	return builtCairn.path
+}
+
+// builtCairn is the cairn binary of this test binary, built once (a build takes
+// most of a minute on a loaded 2-core machine) and removed when the tests end.
+var builtCairn struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func goBuildCairn(t *testing.T) (string, error) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	bin := filepath.Join(t.TempDir(), "cairn")
+	dir, err := os.MkdirTemp("", "cairn-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	harness.AtExit(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "cairn")
 	begin := time.Now()
 	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/cairn")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("failed to build cairn: %v\n%s", err, out)
+		return "", fmt.Errorf("failed to build cairn: %v\n%s", err, out)
 	}
 	t.Logf("built cairn in %s", time.Since(begin).Round(time.Millisecond))
-	return bin
+	return bin, nil
 }
 
 // cairnSync is one `cairn sync --once` of a repository against a cluster.

@@ -48,7 +48,29 @@ func Main(m *testing.M, opts Options) {
 	shared.mu.Unlock()
 	code := m.Run()
 	finishShared(code)
+	runAtExit()
 	os.Exit(code)
+}
+
+var atExit struct {
+	mu    sync.Mutex
+	funcs []func()
+}
+
+// AtExit registers f to run when Main ends, after the tests and the shared
+// cluster (for what a test binary shares between its tests, as a built binary).
+func AtExit(f func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	atExit.funcs = append(atExit.funcs, f)
+}
+
+func runAtExit() {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	for _, f := range atExit.funcs {
+		f()
+	}
 }
 
 // ForTest returns the shared cluster of the test binary, failing t when it
