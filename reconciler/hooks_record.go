@@ -65,9 +65,14 @@ func (st inventoryStore) loadHooks(ctx context.Context, mi *cairnv1.ModuleInstan
 	return rec, nil
 }
 
+// empty tells whether the record holds nothing to run or remove.
+func (rec hookRecord) empty() bool {
+	return len(rec.Delete) == 0 && len(rec.Left) == 0 && rec.Ran == nil
+}
+
 // storeHooks writes mi's hook record, or deletes it when it is empty.
 func (st inventoryStore) storeHooks(ctx context.Context, mi *cairnv1.ModuleInstance, rec hookRecord) error {
-	if len(rec.Delete) == 0 && len(rec.Left) == 0 {
+	if rec.empty() {
 		return st.removeHooks(ctx, mi)
 	}
 	name := hooksSecretName(mi)
@@ -124,7 +129,11 @@ func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.M
 	if err != nil {
 		return err
 	}
-	return s.e.inventories().storeHooks(ctx, mi, nextHookRecord(prev, r.rendered.Hooks))
+	next := nextHookRecord(prev, r.rendered.Hooks)
+	if next.empty() && prev.empty() {
+		return nil // a chart without hooks: no record to write or delete
+	}
+	return s.e.inventories().storeHooks(ctx, mi, next)
 }
 
 // hookOwnerOf is the owner of mi's hooks, as setOwnerLabels labels them.

@@ -173,8 +173,10 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}
-	if err := s.e.inventories().removeHooks(ctx, live); err != nil {
-		return err
+	if live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
+		if err := s.e.inventories().removeHooks(ctx, live); err != nil {
+			return err
+		}
 	}
 	if err := s.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
