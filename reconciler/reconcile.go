@@ -85,6 +85,7 @@ func (s *syncRun) prepare(ctx context.Context) {
 		s.markInvalid(ctx)
 	}
 	s.renderAll(ctx)
+	s.inferContracts()
 	if !interrupted(ctx) {
 		s.checkPrunes(ctx)
 		s.claimShared()

@@ -183,6 +183,8 @@ type syncRun struct {
 	// without a CR (see adoptedInventory).
 	managed map[schema.GroupKind]managedObjects
 	results []InstanceResult
+	// contracts are the provider contracts of the revision, inferred once its renders are done.
+	contracts contracts
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// providerModule renders the CRD of Widget in the group of values.group, and a
+// ConfigMap standing for its controller.
+const providerModule = `package provider
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: {
+	crd: {
+		apiVersion: "apiextensions.k8s.io/v1"
+		kind:       "CustomResourceDefinition"
+		metadata: name: "widgets.\(values.group)"
+		spec: {
+			group: values.group
+			scope: "Namespaced"
+			names: {kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList"}
+			versions: [{name: "v1", served: true, storage: true, schema: openAPIV3Schema: {
+				type: "object"
+				"x-kubernetes-preserve-unknown-fields": true
+			}}]
+		}
+	}
+	controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+}
+`
+
+// requirerModule renders a Widget of values.group.
+const requirerModule = `package requirer
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: widget: {apiVersion: "\(values.group)/v1", kind: "Widget", metadata: name: instance.name, spec: size: 3}
+`
+
+// contractRepo is a repository with a provider of Widget.<group> and, when
+// requirer is set, an instance that renders a Widget (the extra lines go under
+// its spec).
+func contractRepo(ns, group string, requirer bool, extra string) map[string]string {
+	files := appRepo("")
+	files["modules/provider/provider.cue"] = providerModule
+	files["modules/requirer/requirer.cue"] = requirerModule
+	files["instances/widgets.yaml"] = contractInstance(ns, "widgets", "provider", group, "")
+	if requirer {
+		files["instances/user.yaml"] = contractInstance(ns, "user", "requirer", group, extra)
+	}
+	return files
+}
+
+func contractInstance(ns, name, module, group, extra string) string {
+	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"spec:\n  module:\n    local:\n      path: ./modules/%s\n  timeout: 1m\n  values:\n    group: %s\n%s", name, ns, module, group, extra)
+}
+
+// TestContractsAreRecordedOnTheInstances: an instance that renders a CRD records
+// the kind it provides, and an instance that renders objects of that kind records
+// the provider it requires, with nothing authored but the renders.
+func TestContractsAreRecordedOnTheInstances(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	kind := "Widget." + group
+	repo := newGitRepo(t, contractRepo(e.ns, group, false, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "widgets").Status.Provides).To(Equal([]string{kind}))
+	e.g.Expect(e.instance(e.ns, "widgets").Status.Requires).To(BeEmpty())
+
+	// The requirer arrives in a later commit: the provider is not rendered again,
+	// and its recorded kinds are what the requirer is matched with.
+	files := contractRepo(e.ns, group, true, "")
+	repo.commit("a widget", map[string]string{"instances/user.yaml": files["instances/user.yaml"]})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Action).To(BeEquivalentTo("Unchanged"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(Equal([]cairnv1.ContractRequirement{
+		{Instance: e.ns + "/widgets", Kinds: []string{kind}}}))
+	e.g.Expect(e.instance(e.ns, "user").Status.Provides).To(BeEmpty())
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+}
