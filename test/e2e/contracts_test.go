@@ -86,3 +86,39 @@ func TestContractsAreRecordedOnTheInstances(t *testing.T) {
 	e.g.Expect(e.instance(e.ns, "user").Status.Provides).To(BeEmpty())
 	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
 }
+
+// TestARequirerWaitsForItsProviderWithoutDependsOn: a provider (its CRD and a
+// stand-in controller) and an instance that renders a resource of its kind, new in
+// one commit, the requirer first in file order and naming no dependsOn, are both
+// Ready after one sync: the requirer is applied once the provider is.
+func TestARequirerWaitsForItsProviderWithoutDependsOn(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, group, true, "")
+	files["instances/a-user.yaml"] = files["instances/user.yaml"]
+	delete(files, "instances/user.yaml")
+	res := e.sync(newGitRepo(t, files))
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(HaveLen(1))
+}
+
+// TestAKindNobodyProvidesIsNotServed: an instance that renders a kind the cluster
+// does not serve and no instance provides fails with KindNotServed, naming the
+// kind, before anything of it is applied; the other instance syncs.
+func TestAKindNobodyProvidesIsNotServed(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, "nobody."+group, true, "")
+	files["instances/user.yaml"] = contractInstance(e.ns, "user", "requirer", "nobody."+group, "")
+	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "")
+	res := e.sync(newGitRepo(t, files))
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	user := result(res, e.ns, "user")
+	e.g.Expect(user.Ready).To(BeFalse())
+	e.g.Expect(user.Reason).To(Equal(cairnv1.ReasonKindNotServed), "%+v", user)
+	e.g.Expect(user.Message).To(ContainSubstring("Widget"))
+	e.g.Expect(user.Message).To(ContainSubstring("nobody." + group))
+	e.g.Expect(user.Applied).To(BeZero())
+}
