@@ -152,3 +152,54 @@ func stronglyConnected(edges map[string][]string) [][]string {
 	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	return out
 }
+
+// maxNamedRequirers is how many remaining requirers a refused removal names.
+const maxNamedRequirers = 10
+
+// dependentsRemain refuses the removal of a provider while instances that stay
+// in Git use kinds it provides: those rendered this time by their objects, the
+// others by their status.requires.
+func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
+	key := live.Namespace + "/" + live.Name
+	kinds := map[schema.GroupKind]bool{}
+	for _, gk := range parseKindNames(live.Status.Provides) {
+		if _, taken := s.contracts.providerOf[gk]; !taken { // another instance provides it now
+			kinds[gk] = true
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	var requirers []string
+	for _, r := range s.runs {
+		if usesKinds(r, key, kinds) {
+			requirers = append(requirers, r.key())
+		}
+	}
+	if len(requirers) == 0 {
+		return nil
+	}
+	named := requirers[:min(len(requirers), maxNamedRequirers)]
+	more := ""
+	if n := len(requirers) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return stalled(cairnv1.ReasonDependentsRemain, fmt.Errorf(
+		"%s left Git but %d instance(s) still use the kinds it provides (%s): %s%s; remove them first, or in the same commit",
+		key, len(requirers), strings.Join(live.Status.Provides, ", "), strings.Join(named, ", "), more))
+}
+
+// usesKinds tells whether r, which stays in Git, uses one of kinds of provider.
+func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool) bool {
+	if r.rendered != nil {
+		return slices.ContainsFunc(r.objects, func(u *unstructured.Unstructured) bool {
+			return kinds[u.GroupVersionKind().GroupKind()]
+		})
+	}
+	if r.live == nil {
+		return false
+	}
+	return slices.ContainsFunc(r.live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
+		return req.Instance == provider
+	})
+}

@@ -122,3 +122,39 @@ func TestAKindNobodyProvidesIsNotServed(t *testing.T) {
 	e.g.Expect(user.Message).To(ContainSubstring("nobody." + group))
 	e.g.Expect(user.Applied).To(BeZero())
 }
+
+// TestAProviderIsNotRemovedWhileRequirersRemain: a commit that removes a provider
+// while an instance still uses its kind is refused for the provider
+// (DependentsRemain, naming the requirer), nothing of it is deleted and the
+// requirer stays Ready; a commit that removes both removes the requirer first and
+// then the provider.
+func TestAProviderIsNotRemovedWhileRequirersRemain(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	repo := newGitRepo(t, contractRepo(e.ns, group, true, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+
+	repo.commit("drop the provider\n\ncairn-allow-prune: 100", map[string]string{"instances/widgets.yaml": ""})
+	res = e.sync(repo)
+	widgets := result(res, e.ns, "widgets")
+	e.g.Expect(widgets.Action).To(BeEquivalentTo("Failed"), "%+v", res)
+	e.g.Expect(widgets.Reason).To(Equal(cairnv1.ReasonDependentsRemain))
+	e.g.Expect(widgets.Message).To(ContainSubstring(e.ns + "/user"))
+	e.g.Expect(widgets.Message).To(ContainSubstring("1 instance(s)"))
+	e.g.Expect(e.instance(e.ns, "widgets")).NotTo(BeNil(), "the provider's CR stays")
+	e.g.Expect(e.configMap(e.ns, "widgets-controller")).NotTo(BeNil(), "nothing of the provider is deleted")
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+	e.g.Expect(isTrue(e.instance(e.ns, "user"), "Ready")).To(BeTrue())
+
+	repo.commit("drop both\n\ncairn-allow-prune: 100", map[string]string{"instances/user.yaml": ""})
+	res = e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	var order []string
+	for _, r := range res.Instances {
+		order = append(order, r.Name)
+	}
+	e.g.Expect(order).To(Equal([]string{"user", "widgets"}), "the requirer is removed first")
+	e.g.Expect(e.instance(e.ns, "widgets")).To(BeNil())
+	e.g.Expect(e.configMap(e.ns, "widgets-controller")).To(BeNil())
+}
