@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
 )
 
@@ -32,11 +33,24 @@ type contracts struct {
 // "namespace/name"). An instance's own kinds are no requirement; a kind two
 // instances provide is a conflict and gives no edge.
 func inferContracts(objects map[string][]*unstructured.Unstructured) contracts {
+	return inferContractsWith(objects, nil)
+}
+
+// inferContractsWith is inferContracts where the instances of provided, which
+// were not rendered this time, provide the kinds their status records.
+func inferContractsWith(objects map[string][]*unstructured.Unstructured, provided map[string][]schema.GroupKind) contracts {
 	c := contracts{
 		provides:   map[string][]schema.GroupKind{},
 		requires:   map[string]map[string][]schema.GroupKind{},
 		providerOf: map[schema.GroupKind]string{},
 		conflicts:  map[schema.GroupKind][]string{},
+	}
+	for _, key := range slices.Sorted(maps.Keys(provided)) {
+		if _, rendered := objects[key]; !rendered {
+			for _, gk := range provided[key] {
+				c.provide(key, gk)
+			}
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(objects)) {
 		for gk := range render.CRDScopes(objects[key]) {
@@ -111,6 +125,40 @@ func (c contracts) conflictErrors() []error {
 	for _, gk := range slices.SortedFunc(maps.Keys(c.conflicts), compareGroupKinds) {
 		out = append(out, fmt.Errorf("the CustomResourceDefinition of %s is provided by more than one instance: %s",
 			kindName(gk), strings.Join(c.conflicts[gk], ", ")))
+	}
+	return out
+}
+
+// providedNames are the kinds key provides, as status.provides records them.
+func (c contracts) providedNames(key string) []string {
+	var out []string
+	for _, gk := range c.provides[key] {
+		out = append(out, kindName(gk))
+	}
+	return out
+}
+
+// requirements are the providers key requires, as status.requires records them.
+func (c contracts) requirements(key string) []cairnv1.ContractRequirement {
+	var out []cairnv1.ContractRequirement
+	for _, p := range c.providers(key) {
+		req := cairnv1.ContractRequirement{Instance: p}
+		for _, gk := range c.requires[key][p] {
+			req.Kinds = append(req.Kinds, kindName(gk))
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
+// parseKindNames reads the kinds of a status.provides; an entry that does not
+// parse is skipped.
+func parseKindNames(names []string) []schema.GroupKind {
+	var out []schema.GroupKind
+	for _, n := range names {
+		if gk := schema.ParseGroupKind(n); gk.Kind != "" {
+			out = append(out, gk)
+		}
 	}
 	return out
 }

@@ -85,3 +85,45 @@ func TestContractsRequirersAndProviders(t *testing.T) {
 	g.Expect(c.providers("a/a")).To(Equal([]string{"infra/p"}))
 	g.Expect(c.providers("infra/p")).To(BeEmpty())
 }
+
+func TestStronglyConnected(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(stronglyConnected(map[string][]string{"a": {"b"}, "b": {"c"}, "c": nil})).To(BeEmpty())
+	g.Expect(stronglyConnected(map[string][]string{
+		"x/web": {"x/db"}, "x/db": {"x/web"}, // a dependsOn and a contract edge
+		"y/a": {"y/b"}, "y/b": {"y/c"}, "y/c": {"y/a"}, "y/d": {"y/a"},
+	})).To(Equal([][]string{{"x/db", "x/web"}, {"y/a", "y/b", "y/c"}}))
+}
+
+func TestProviderVerdict(t *testing.T) {
+	ready := &InstanceOutcome{SatisfiesDependents: true}
+	progressing := &InstanceOutcome{Result: InstanceResult{Action: ActionProgressing}}
+	failed := &InstanceOutcome{Result: InstanceResult{Action: ActionFailed}}
+	tests := []struct {
+		name    string
+		dep     dependencyState
+		pending bool
+		message string
+	}{
+		{name: "ready provider", dep: dependencyState{key: "infra/p", declared: true, outcome: ready, kinds: []string{"W.x"}}},
+		{name: "no outcome yet", dep: dependencyState{key: "infra/p", declared: true, kinds: []string{"W.x"}}, pending: true},
+		{name: "progressing", dep: dependencyState{key: "infra/p", declared: true, outcome: progressing, kinds: []string{"W.x"}},
+			message: "provider infra/p of W.x is progressing: applied, not yet healthy"},
+		{name: "failed", dep: dependencyState{key: "infra/p", declared: true, outcome: failed, kinds: []string{"W.x", "V.x"}},
+			message: "provider infra/p of W.x, V.x is not ready"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f, pending := dependencyVerdict([]dependencyState{tt.dep})
+			g.Expect(pending).To(Equal(tt.pending))
+			if tt.message == "" {
+				g.Expect(f).To(BeNil())
+				return
+			}
+			g.Expect(f).NotTo(BeNil())
+			g.Expect(f.Reason).To(Equal("ProviderNotReady"))
+			g.Expect(f.Err).To(MatchError(tt.message))
+		})
+	}
+}

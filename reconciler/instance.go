@@ -267,6 +267,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			mi.Status.RenderDigest = r.rendered.Digest
 			mi.Status.CapabilitiesDigest = s.capabilitiesDigest(ctx, r)
 			mi.Status.ServiceAccount = s.serviceAccount(r.mi)
+			s.recordContracts(r, mi)
 			if r.published != nil {
 				mi.Status.Published = r.published
 			}

@@ -28,6 +28,8 @@ type instanceRun struct {
 	why          string
 
 	rendered *render.Result
+	// unplaced is the render of this sync until its objects are placed (placeAll).
+	unplaced *render.Result
 	objects  []*unstructured.Unstructured
 	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
 	warnings []string

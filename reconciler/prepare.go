@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,8 +17,12 @@ import (
 // instance's, cluster-scoped ones none), and checks that each may go where it is
 // placed (see placement).
 func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, mapper meta.RESTMapper,
-	pl placement) error {
-	crdScopes := render.CRDScopes(objects)
+	pl placement, provided map[schema.GroupKind]bool) error {
+	crdScopes := maps.Clone(provided)
+	if crdScopes == nil {
+		crdScopes = map[schema.GroupKind]bool{}
+	}
+	maps.Copy(crdScopes, render.CRDScopes(objects))
 	for _, u := range objects {
 		namespaced, err := setScope(u, mi.Namespace, mapper, crdScopes)
 		if err != nil {
@@ -50,9 +55,13 @@ func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMa
 	namespaced, ok := crds[gvk.GroupKind()]
 	if !ok {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			return false, stalled(cairnv1.ReasonKindNotServed,
+				fmt.Errorf("%s: the cluster does not serve %s and no instance provides it (a CustomResourceDefinition in its render)",
+					describe(u), gvk.String()))
+		}
 		if err != nil {
-			return false, stalled(cairnv1.ReasonApplyFailed,
-				fmt.Errorf("%s: unknown kind %s: %w", describe(u), gvk.String(), err))
+			return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
 		}
 		namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	}

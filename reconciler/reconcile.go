@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
 )
 
 // A sync is two reconciles that the CLI and the controller share: the revision step
@@ -85,6 +86,7 @@ func (s *syncRun) prepare(ctx context.Context) {
 		s.markInvalid(ctx)
 	}
 	s.renderAll(ctx)
+	s.inferContracts()
 	if !interrupted(ctx) {
 		s.checkPrunes(ctx)
 		s.claimShared()
@@ -199,27 +201,34 @@ type dependencyState struct {
 	// outcome is its outcome at this revision; nil when it has none yet. An
 	// instance the revision does not affect has its outcome at once.
 	outcome *InstanceOutcome
+	// kinds, for a provider the instance requires (a contract, not a dependsOn),
+	// are the kinds it uses that the provider has not served yet.
+	kinds []string
 }
 
 func (st *RevisionState) dependencies(r *instanceRun) []dependencyState {
 	var out []dependencyState
-	for _, dep := range r.mi.Spec.DependsOn {
-		ns := dep.Namespace
-		if ns == "" {
-			ns = r.mi.Namespace
-		}
-		ds := dependencyState{key: ns + "/" + dep.Name}
-		if d := st.s.byKey[ds.key]; d != nil {
-			ds.declared = true
-			ds.outcome = st.outcome(ds.key)
-			if ds.outcome == nil && !d.affected && !d.suspended() {
-				out := outcomeOf(d)
-				ds.outcome = &out
-			}
-		}
-		out = append(out, ds)
+	for _, key := range declarations.DependencyIDs(r.mi) {
+		out = append(out, st.dependency(key, nil))
+	}
+	for _, p := range st.s.pendingProviders(r) {
+		out = append(out, st.dependency(p.Instance, p.Kinds))
 	}
 	return out
+}
+
+// dependency is the state of the instance key at this revision.
+func (st *RevisionState) dependency(key string, kinds []string) dependencyState {
+	ds := dependencyState{key: key, kinds: kinds}
+	if d := st.s.byKey[key]; d != nil {
+		ds.declared = true
+		ds.outcome = st.outcome(key)
+		if ds.outcome == nil && !d.affected && !d.suspended() {
+			out := outcomeOf(d)
+			ds.outcome = &out
+		}
+	}
+	return ds
 }
 
 // dependencyVerdict decides whether an instance with these dependencies may be
@@ -228,6 +237,13 @@ func (st *RevisionState) dependencies(r *instanceRun) []dependencyState {
 func dependencyVerdict(deps []dependencyState) (*Failure, bool) {
 	var f *Failure
 	for _, d := range deps {
+		if d.kinds != nil {
+			f = firstFailure(f, providerVerdict(d))
+			if d.declared && d.outcome == nil {
+				return nil, true
+			}
+			continue
+		}
 		switch {
 		case !d.declared:
 			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not a valid instance", d.key)))

@@ -50,6 +50,9 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if s.pruneErr != nil {
 		return classify(cairnv1.ReasonPruneGuard, s.pruneErr)
 	}
+	if f := s.dependentsRemain(live); f != nil {
+		return f // nothing of it is deleted
+	}
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {
 		return transient(cairnv1.ReasonPruneFailed, rs.err)
@@ -193,7 +196,8 @@ func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.Module
 	s.e.emitTransition(before, live)
 }
 
-// removalOrder puts dependents before the instances they depend on.
+// removalOrder puts dependents (by dependsOn, or requiring a kind another
+// provides) before the instances they depend on.
 func removalOrder(removed []*cairnv1.ModuleInstance) []*cairnv1.ModuleInstance {
 	left := map[string]*cairnv1.ModuleInstance{}
 	for _, mi := range removed {
@@ -217,6 +221,9 @@ func leaves(left map[string]*cairnv1.ModuleInstance) []string {
 	for _, mi := range left {
 		for _, d := range declarations.DependencyIDs(mi) {
 			needed[d] = true
+		}
+		for _, req := range mi.Status.Requires { // a provider goes after its requirers
+			needed[req.Instance] = true
 		}
 	}
 	var out []string

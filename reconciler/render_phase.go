@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
@@ -28,6 +31,33 @@ func (s *syncRun) renderAll(ctx context.Context) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			s.renderInstance(ctx, r)
+		}()
+	}
+	wg.Wait()
+	s.placeAll(ctx)
+}
+
+// placeAll places the objects of every instance rendered this time, once all are
+// rendered: a kind the cluster does not serve yet takes its scope from the CRD of
+// the instance that provides it, whatever the order of the two.
+func (s *syncRun) placeAll(ctx context.Context) {
+	scopes := map[schema.GroupKind]bool{}
+	for _, r := range s.runs {
+		if r.unplaced != nil {
+			maps.Copy(scopes, render.CRDScopes(r.unplaced.Objects))
+		}
+	}
+	sem := make(chan struct{}, s.e.opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, r := range s.runs {
+		if r.unplaced == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.placeInstance(ctx, r, scopes)
 		}()
 	}
 	wg.Wait()
@@ -85,10 +115,19 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = renderFailure(r.key(), err)
 		return
 	}
+	r.unplaced = res
+}
+
+// placeInstance places and checks r's rendered objects and hooks (see prepare),
+// with the scopes of the kinds the revision's CRDs define, then publishes them.
+func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
+	res := r.unplaced
+	r.unplaced = nil
+	defer func() { r.failure = maskFailure(r.failure, r.masks) }()
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
-	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.e.cluster.mapper, pl); err != nil {
+	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.e.cluster.mapper, pl, scopes); err != nil {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}

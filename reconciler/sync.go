@@ -183,6 +183,10 @@ type syncRun struct {
 	// without a CR (see adoptedInventory).
 	managed map[schema.GroupKind]managedObjects
 	results []InstanceResult
+	// contracts are the provider contracts of the revision, inferred once its renders are done.
+	contracts contracts
+	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
+	cyclic map[string]bool
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,

@@ -53,6 +53,22 @@ const (
 	// timeout): the message names the hook and says why; nothing after it was
 	// applied, nothing was pruned or, for a pre-delete hook, deleted.
 	ReasonHookFailed = "HookFailed"
+	// ReasonProviderNotReady: the instance renders objects of a kind another
+	// instance provides (its CRD), and that provider has not served it yet.
+	ReasonProviderNotReady = "ProviderNotReady"
+	// ReasonDependentsRemain: a provider left Git while instances that use its
+	// kinds remain; nothing of it is deleted.
+	ReasonDependentsRemain = "DependentsRemain"
+	// ReasonContractWithdrawn: a provider's render dropped a CRD that another
+	// instance still uses; the CRD is kept.
+	ReasonContractWithdrawn = "ContractWithdrawn"
+	// ReasonContractConflict: two instances render the CRD of one kind.
+	ReasonContractConflict = "ContractConflict"
+	// ReasonKindNotServed: the instance renders a kind that no instance provides
+	// and the cluster does not serve.
+	ReasonKindNotServed = "KindNotServed"
+	// ReasonDependencyCycle: dependsOn and contract edges together form a cycle.
+	ReasonDependencyCycle = "DependencyCycle"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

@@ -291,6 +291,24 @@ type ModuleInstanceStatus struct {
 	// applied (Platform spec.render.publish).
 	// +optional
 	Published *PublishedArtifact `json:"published,omitempty"`
+	// Provides are the kinds (Kind.group) whose CustomResourceDefinitions the
+	// instance's render holds and that it has served: recorded once the instance
+	// synced with them established, so its requirers no longer wait for it
+	// (activation latches).
+	// +optional
+	Provides []string `json:"provides,omitempty"`
+	// Requires are the instances that provide kinds this instance's render uses,
+	// inferred from the renders (no dependsOn needed).
+	// +optional
+	Requires []ContractRequirement `json:"requires,omitempty"`
+}
+
+// ContractRequirement is one provider an instance requires and the kinds it uses.
+type ContractRequirement struct {
+	// Instance is the provider, namespace/name.
+	Instance string `json:"instance"`
+	// Kinds are the kinds (Kind.group) of the provider that the render uses.
+	Kinds []string `json:"kinds"`
 }
 
 // Verification results of ArtifactStatus.

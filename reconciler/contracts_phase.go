@@ -1,0 +1,205 @@
+package reconciler
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// inferContracts reads the provider contracts of the revision once its renders
+// are done: from the render of each instance rendered this time, and from the
+// status of the others (what they provide, as last recorded).
+func (s *syncRun) inferContracts() {
+	objects := map[string][]*unstructured.Unstructured{}
+	provided := map[string][]schema.GroupKind{}
+	for _, r := range s.runs {
+		switch {
+		case r.rendered != nil:
+			objects[r.key()] = r.objects
+		case r.live != nil:
+			provided[r.key()] = parseKindNames(r.live.Status.Provides)
+		}
+	}
+	s.contracts = inferContractsWith(objects, provided)
+	s.failCycles()
+}
+
+// recordContracts sets what a successfully synced instance provides and requires.
+func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
+	mi.Status.Provides = s.contracts.providedNames(r.key())
+	mi.Status.Requires = s.contracts.requirements(r.key())
+}
+
+// pendingProviders are the providers r requires for kinds they have not served
+// yet (not in their status.provides): r waits for them within the sync. A
+// provider that served a kind once is never waited on for it again (activation
+// latches), and an instance in a cycle waits on no provider (it fails instead).
+func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
+	if s.cyclic[r.key()] {
+		return nil
+	}
+	var out []cairnv1.ContractRequirement
+	for _, req := range s.contracts.requirements(r.key()) {
+		served := map[string]bool{}
+		if p := s.byKey[req.Instance]; p != nil && p.live != nil {
+			for _, k := range p.live.Status.Provides {
+				served[k] = true
+			}
+		}
+		var kinds []string
+		for _, k := range req.Kinds {
+			if !served[k] {
+				kinds = append(kinds, k)
+			}
+		}
+		if len(kinds) > 0 {
+			out = append(out, cairnv1.ContractRequirement{Instance: req.Instance, Kinds: kinds})
+		}
+	}
+	return out
+}
+
+// providerVerdict is why an instance must wait for a provider it requires (nil:
+// it may go ahead): the provider has no outcome yet, or is not ready.
+func providerVerdict(d dependencyState) *Failure {
+	kinds := strings.Join(d.kinds, ", ")
+	switch {
+	case !d.declared:
+		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not a valid instance", d.key, kinds))
+	case d.outcome == nil:
+		return nil
+	case d.outcome.Result.Action == ActionProgressing:
+		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is progressing: applied, not yet healthy", d.key, kinds))
+	case !d.outcome.SatisfiesDependents:
+		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not ready", d.key, kinds))
+	}
+	return nil
+}
+
+// failCycles fails the instances that dependsOn and contract edges together put
+// in a cycle (dependsOn alone cannot make one: declarations refuses them), naming
+// the cycle, so that nothing waits on them for ever.
+func (s *syncRun) failCycles() {
+	s.cyclic = map[string]bool{}
+	edges := map[string][]string{}
+	for _, r := range s.runs {
+		edges[r.key()] = declarations.DependencyIDs(r.mi)
+		for _, p := range s.pendingProviders(r) {
+			edges[r.key()] = append(edges[r.key()], p.Instance)
+		}
+	}
+	for _, cycle := range stronglyConnected(edges) {
+		err := fmt.Errorf("a cycle of dependsOn and provided kinds: %s", strings.Join(append(cycle, cycle[0]), " -> "))
+		for _, key := range cycle {
+			s.cyclic[key] = true
+			if r := s.byKey[key]; r != nil && r.affected {
+				r.setFailure(stalled(cairnv1.ReasonDependencyCycle, err))
+			}
+		}
+	}
+}
+
+// stronglyConnected returns the components of more than one node of the graph
+// (Tarjan's algorithm), each sorted, sorted by their first node.
+func stronglyConnected(edges map[string][]string) [][]string {
+	index, low := map[string]int{}, map[string]int{}
+	onStack := map[string]bool{}
+	var stack []string
+	var out [][]string
+	var visit func(string)
+	visit = func(v string) {
+		index[v], low[v] = len(index), len(index)
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, w := range edges[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] != index[v] {
+			return
+		}
+		var comp []string
+		for {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[w] = false
+			comp = append(comp, w)
+			if w == v {
+				break
+			}
+		}
+		if len(comp) > 1 {
+			slices.Sort(comp)
+			out = append(out, comp)
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(edges)) {
+		if _, seen := index[v]; !seen {
+			visit(v)
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// maxNamedRequirers is how many remaining requirers a refused removal names.
+const maxNamedRequirers = 10
+
+// dependentsRemain refuses the removal of a provider while instances that stay
+// in Git use kinds it provides: those rendered this time by their objects, the
+// others by their status.requires.
+func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
+	key := live.Namespace + "/" + live.Name
+	kinds := map[schema.GroupKind]bool{}
+	for _, gk := range parseKindNames(live.Status.Provides) {
+		if _, taken := s.contracts.providerOf[gk]; !taken { // another instance provides it now
+			kinds[gk] = true
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	var requirers []string
+	for _, r := range s.runs {
+		if usesKinds(r, key, kinds) {
+			requirers = append(requirers, r.key())
+		}
+	}
+	if len(requirers) == 0 {
+		return nil
+	}
+	named := requirers[:min(len(requirers), maxNamedRequirers)]
+	more := ""
+	if n := len(requirers) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return stalled(cairnv1.ReasonDependentsRemain, fmt.Errorf(
+		"%s left Git but %d instance(s) still use the kinds it provides (%s): %s%s; remove them first, or in the same commit",
+		key, len(requirers), strings.Join(live.Status.Provides, ", "), strings.Join(named, ", "), more))
+}
+
+// usesKinds tells whether r, which stays in Git, uses one of kinds of provider.
+func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool) bool {
+	if r.rendered != nil {
+		return slices.ContainsFunc(r.objects, func(u *unstructured.Unstructured) bool {
+			return kinds[u.GroupVersionKind().GroupKind()]
+		})
+	}
+	if r.live == nil {
+		return false
+	}
+	return slices.ContainsFunc(r.live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
+		return req.Instance == provider
+	})
+}

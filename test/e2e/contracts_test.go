@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// providerModule renders the CRD of Widget in the group of values.group, and a
+// ConfigMap standing for its controller.
+const providerModule = `package provider
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: {
+	crd: {
+		apiVersion: "apiextensions.k8s.io/v1"
+		kind:       "CustomResourceDefinition"
+		metadata: name: "widgets.\(values.group)"
+		spec: {
+			group: values.group
+			scope: "Namespaced"
+			names: {kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList"}
+			versions: [{name: "v1", served: true, storage: true, schema: openAPIV3Schema: {
+				type: "object"
+				"x-kubernetes-preserve-unknown-fields": true
+			}}]
+		}
+	}
+	controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+}
+`
+
+// requirerModule renders a Widget of values.group.
+const requirerModule = `package requirer
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: widget: {apiVersion: "\(values.group)/v1", kind: "Widget", metadata: name: instance.name, spec: size: 3}
+`
+
+// contractRepo is a repository with a provider of Widget.<group> and, when
+// requirer is set, an instance that renders a Widget (the extra lines go under
+// its spec).
+func contractRepo(ns, group string, requirer bool, extra string) map[string]string {
+	files := appRepo("")
+	files["modules/provider/provider.cue"] = providerModule
+	files["modules/requirer/requirer.cue"] = requirerModule
+	files["instances/widgets.yaml"] = contractInstance(ns, "widgets", "provider", group, "")
+	if requirer {
+		files["instances/user.yaml"] = contractInstance(ns, "user", "requirer", group, extra)
+	}
+	return files
+}
+
+func contractInstance(ns, name, module, group, extra string) string {
+	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"spec:\n  module:\n    local:\n      path: ./modules/%s\n  timeout: 1m\n  values:\n    group: %s\n%s", name, ns, module, group, extra)
+}
+
+// TestContractsAreRecordedOnTheInstances: an instance that renders a CRD records
+// the kind it provides, and an instance that renders objects of that kind records
+// the provider it requires, with nothing authored but the renders.
+func TestContractsAreRecordedOnTheInstances(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	kind := "Widget." + group
+	repo := newGitRepo(t, contractRepo(e.ns, group, false, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "widgets").Status.Provides).To(Equal([]string{kind}))
+	e.g.Expect(e.instance(e.ns, "widgets").Status.Requires).To(BeEmpty())
+
+	// The requirer arrives in a later commit: the provider is not rendered again,
+	// and its recorded kinds are what the requirer is matched with.
+	files := contractRepo(e.ns, group, true, "")
+	repo.commit("a widget", map[string]string{"instances/user.yaml": files["instances/user.yaml"]})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Action).To(BeEquivalentTo("Unchanged"), "%+v", res)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(Equal([]cairnv1.ContractRequirement{
+		{Instance: e.ns + "/widgets", Kinds: []string{kind}}}))
+	e.g.Expect(e.instance(e.ns, "user").Status.Provides).To(BeEmpty())
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+}
+
+// TestARequirerWaitsForItsProviderWithoutDependsOn: a provider (its CRD and a
+// stand-in controller) and an instance that renders a resource of its kind, new in
+// one commit, the requirer first in file order and naming no dependsOn, are both
+// Ready after one sync: the requirer is applied once the provider is.
+func TestARequirerWaitsForItsProviderWithoutDependsOn(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, group, true, "")
+	files["instances/a-user.yaml"] = files["instances/user.yaml"]
+	delete(files, "instances/user.yaml")
+	res := e.sync(newGitRepo(t, files))
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(HaveLen(1))
+}
+
+// TestAKindNobodyProvidesIsNotServed: an instance that renders a kind the cluster
+// does not serve and no instance provides fails with KindNotServed, naming the
+// kind, before anything of it is applied; the other instance syncs.
+func TestAKindNobodyProvidesIsNotServed(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, "nobody."+group, true, "")
+	files["instances/user.yaml"] = contractInstance(e.ns, "user", "requirer", "nobody."+group, "")
+	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "")
+	res := e.sync(newGitRepo(t, files))
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	user := result(res, e.ns, "user")
+	e.g.Expect(user.Ready).To(BeFalse())
+	e.g.Expect(user.Reason).To(Equal(cairnv1.ReasonKindNotServed), "%+v", user)
+	e.g.Expect(user.Message).To(ContainSubstring("Widget"))
+	e.g.Expect(user.Message).To(ContainSubstring("nobody." + group))
+	e.g.Expect(user.Applied).To(BeZero())
+}
+
+// TestAProviderIsNotRemovedWhileRequirersRemain: a commit that removes a provider
+// while an instance still uses its kind is refused for the provider
+// (DependentsRemain, naming the requirer), nothing of it is deleted and the
+// requirer stays Ready; a commit that removes both removes the requirer first and
+// then the provider.
+func TestAProviderIsNotRemovedWhileRequirersRemain(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	repo := newGitRepo(t, contractRepo(e.ns, group, true, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+
+	repo.commit("drop the provider\n\ncairn-allow-prune: 100", map[string]string{"instances/widgets.yaml": ""})
+	res = e.sync(repo)
+	widgets := result(res, e.ns, "widgets")
+	e.g.Expect(widgets.Action).To(BeEquivalentTo("Failed"), "%+v", res)
+	e.g.Expect(widgets.Reason).To(Equal(cairnv1.ReasonDependentsRemain))
+	e.g.Expect(widgets.Message).To(ContainSubstring(e.ns + "/user"))
+	e.g.Expect(widgets.Message).To(ContainSubstring("1 instance(s)"))
+	e.g.Expect(e.instance(e.ns, "widgets")).NotTo(BeNil(), "the provider's CR stays")
+	e.g.Expect(e.configMap(e.ns, "widgets-controller")).NotTo(BeNil(), "nothing of the provider is deleted")
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+	e.g.Expect(isTrue(e.instance(e.ns, "user"), "Ready")).To(BeTrue())
+
+	repo.commit("drop both\n\ncairn-allow-prune: 100", map[string]string{"instances/user.yaml": ""})
+	res = e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	var order []string
+	for _, r := range res.Instances {
+		order = append(order, r.Name)
+	}
+	e.g.Expect(order).To(Equal([]string{"user", "widgets"}), "the requirer is removed first")
+	e.g.Expect(e.instance(e.ns, "widgets")).To(BeNil())
+	e.g.Expect(e.configMap(e.ns, "widgets-controller")).To(BeNil())
+}
