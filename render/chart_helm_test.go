@@ -106,20 +106,25 @@ func TestHelmGoldenFilesAreCurrent(t *testing.T) {
 	}
 }
 
-// helmBinary is the helm v3.22.0 CLI: $CAIRN_HELM, else the one
-// hack/bench-tools.sh has built. Without either the test fails.
+// helmBinary is the helm v3.22.0 CLI (see baselineCLI).
 func helmBinary(t *testing.T) string {
+	return baselineCLI(t, "helm", "v3.22.0", "CAIRN_HELM")
+}
+
+// baselineCLI is the CLI a render is compared with: $env (make test sets it),
+// else the one hack/bench-tools.sh has built. Without either the test fails.
+func baselineCLI(t *testing.T, name, version, env string) string {
 	t.Helper()
-	if p := os.Getenv("CAIRN_HELM"); p != "" {
+	if p := os.Getenv(env); p != "" {
 		return p
 	}
 	if dir, err := exec.Command(filepath.Join("..", "hack", "bench-tools.sh"), "--cached").Output(); err == nil {
-		p := filepath.Join(strings.TrimSpace(string(dir)), "helm")
+		p := filepath.Join(strings.TrimSpace(string(dir)), name)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	t.Fatal("helm v3.22.0 is missing: set CAIRN_HELM to its binary, or build it with hack/bench-tools.sh (make test does)")
+	t.Fatalf("%s %s is missing: set %s to its binary, or build it with hack/bench-tools.sh (make test does)", name, version, env)
 	return ""
 }
 

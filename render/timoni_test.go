@@ -15,24 +15,9 @@ import (
 // timoniRepo holds the Timoni-style test modules (written for these tests).
 var timoniRepo = os.DirFS("testdata/timoni")
 
-// cueBinary is the cue v0.17.1 CLI: $CAIRN_CUE (make test sets it), else the
-// one hack/bench-tools.sh built. Outside make test, without either, the test
-// is skipped.
+// cueBinary is the cue v0.17.1 CLI (see baselineCLI).
 func cueBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CAIRN_CUE"); p != "" {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	p := filepath.Join(cache, "cairn", "tools", "bin", "cue")
-	if _, err := os.Stat(p); err != nil {
-		t.Skip("cue v0.17.1 is missing: set CAIRN_CUE to its binary, or build it with hack/bench-tools.sh (make test does)")
-	}
-	return p
+	return baselineCLI(t, "cue", "v0.17.1", "CAIRN_CUE")
 }
 
 // cueExport runs `cue export` of the module in dir with Timoni's tags and
