@@ -167,18 +167,25 @@ func copyResult(res *render.Result) *render.Result {
 
 // renderCached renders req through the cache.
 func (e *Engine) renderCached(ctx context.Context, cache *renderCache, req render.Request, moduleID string) (*render.Result, bool, error) {
-	if cache == nil {
-		res, err := e.renderer.Render(ctx, req)
-		return res, false, err
+	return throughCache(cache, cacheKey(req, moduleID), func() (*render.Result, error) { return e.renderer.Render(ctx, req) }, nil)
+}
+
+// throughCache returns the result cache holds for key, or runs renderFn (which
+// pulls what it needs: nothing is pulled for a hit) and keeps its result unless
+// reuse says it may not be reused. A nil cache renders every time.
+func throughCache(cache *renderCache, key string, renderFn func() (*render.Result, error),
+	reuse func(*render.Result) bool) (*render.Result, bool, error) {
+	if cache != nil {
+		if res := cache.get(key); res != nil {
+			return res, true, nil
+		}
 	}
-	key := cacheKey(req, moduleID)
-	if res := cache.get(key); res != nil {
-		return res, true, nil
-	}
-	res, err := e.renderer.Render(ctx, req)
+	res, err := renderFn()
 	if err != nil {
 		return nil, false, err
 	}
-	cache.put(key, res)
-	return copyResult(res), false, nil
+	if cache != nil && (reuse == nil || reuse(res)) {
+		cache.put(key, res) // a copy: the caller's result is its own
+	}
+	return res, false, nil
 }

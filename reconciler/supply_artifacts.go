@@ -162,34 +162,21 @@ type chartRenderer interface {
 // chart digest and the whole request, the capabilities included) when one is given.
 func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request,
 	lookup render.Lookup) (*render.Result, bool, error) {
-	key := cacheKey(req, "chart:"+chart.display())
-	if cache != nil {
-		if res := cache.get(key); res != nil {
-			return res, true, nil
+	return throughCache(cache, cacheKey(req, "chart:"+chart.display()), func() (*render.Result, error) {
+		archive, err := chart.st.client.PullChart(ctx, chart.ref.repo, digest.Digest(chart.digest))
+		if err != nil {
+			return nil, artifactFailure(err)
 		}
-	}
-	archive, err := chart.st.client.PullChart(ctx, chart.ref.repo, digest.Digest(chart.digest))
-	if err != nil {
-		return nil, false, artifactFailure(err)
-	}
-	chartReq := render.ChartRequest{
-		Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
-		Digest: chart.digest, Values: req.Values, Limits: req.Limits, Capabilities: req.Capabilities,
-		Lookup: lookup,
-	}
-	var res *render.Result
-	if cr, ok := renderer.(chartRenderer); ok {
-		res, err = cr.RenderChart(ctx, chartReq) // in the renderer's worker processes
-	} else {
-		res, err = render.RenderChart(ctx, chartReq)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	if cache != nil && res.Lookups == 0 { // a render that read the cluster is never reused
-		cache.put(key, res)
-	}
-	return res, false, nil
+		chartReq := render.ChartRequest{
+			Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
+			Digest: chart.digest, Values: req.Values, Limits: req.Limits, Capabilities: req.Capabilities,
+			Lookup: lookup,
+		}
+		if cr, ok := renderer.(chartRenderer); ok {
+			return cr.RenderChart(ctx, chartReq) // in the renderer's worker processes
+		}
+		return render.RenderChart(ctx, chartReq)
+	}, func(res *render.Result) bool { return res.Lookups == 0 }) // a render that read the cluster is never reused
 }
 
 // markVerified sets the Verified condition from the artifacts of the attempt:

@@ -45,25 +45,14 @@ func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *renderC
 	t := *req.Timoni
 	t.Ref, t.Digest = in.display(), in.digest
 	req.Timoni = &t
-	key := cacheKey(req, "timoni:"+in.display())
-	if cache != nil {
-		if res := cache.get(key); res != nil {
-			return res, true, nil
+	return throughCache(cache, cacheKey(req, "timoni:"+in.display()), func() (*render.Result, error) {
+		files, err := in.st.client.PullTimoniModule(ctx, in.ref.repo, digest.Digest(in.digest))
+		if err != nil {
+			return nil, artifactFailure(err)
 		}
-	}
-	files, err := in.st.client.PullTimoniModule(ctx, in.ref.repo, digest.Digest(in.digest))
-	if err != nil {
-		return nil, false, artifactFailure(err)
-	}
-	t.Files = files
-	res, err := renderer.Render(ctx, req)
-	if err != nil {
-		return nil, false, err
-	}
-	if cache != nil {
-		cache.put(key, res)
-	}
-	return res, false, nil
+		t.Files = files
+		return renderer.Render(ctx, req)
+	}, nil)
 }
 
 // usesCapabilities reports whether mi's render sees the cluster's capabilities: all
