@@ -124,7 +124,7 @@ func (c contracts) conflictErrors() []error {
 	var out []error
 	for _, gk := range slices.SortedFunc(maps.Keys(c.conflicts), compareGroupKinds) {
 		out = append(out, fmt.Errorf("the CustomResourceDefinition of %s is provided by more than one instance: %s",
-			kindName(gk), strings.Join(c.conflicts[gk], ", ")))
+			gk.String(), strings.Join(c.conflicts[gk], ", ")))
 	}
 	return out
 }
@@ -133,7 +133,7 @@ func (c contracts) conflictErrors() []error {
 func (c contracts) providedNames(key string) []string {
 	var out []string
 	for _, gk := range c.provides[key] {
-		out = append(out, kindName(gk))
+		out = append(out, gk.String())
 	}
 	return out
 }
@@ -144,7 +144,7 @@ func (c contracts) requirements(key string) []cairnv1.ContractRequirement {
 	for _, p := range c.providers(key) {
 		req := cairnv1.ContractRequirement{Instance: p}
 		for _, gk := range c.requires[key][p] {
-			req.Kinds = append(req.Kinds, kindName(gk))
+			req.Kinds = append(req.Kinds, gk.String())
 		}
 		out = append(out, req)
 	}
@@ -161,12 +161,6 @@ func parseKindNames(names []string) []schema.GroupKind {
 		}
 	}
 	return out
-}
-
-// kindName is a group/kind as kubectl prints it: Certificate.cert-manager.io
-// (a kind of the core group alone).
-func kindName(gk schema.GroupKind) string {
-	return gk.String()
 }
 
 func compareGroupKinds(a, b schema.GroupKind) int {

@@ -57,7 +57,7 @@ func (c contracts) edges() []graph.Edge {
 	for key, by := range c.requires {
 		for provider, kinds := range by {
 			for _, gk := range kinds {
-				out = append(out, graph.Edge{From: key, To: provider, Kind: graph.Contract, Label: kindName(gk)})
+				out = append(out, graph.Edge{From: key, To: provider, Kind: graph.Contract, Label: gk.String()})
 			}
 		}
 	}

@@ -9,6 +9,22 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
+// widgetCRD is, in a module's objects, the CustomResourceDefinition of Widget in
+// the group of values.group, whose schema keeps any field.
+const widgetCRD = `	crd: {
+		apiVersion: "apiextensions.k8s.io/v1"
+		kind:       "CustomResourceDefinition"
+		metadata: name: "widgets.\(values.group)"
+		spec: {
+			group: values.group
+			names: {kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList"}
+			scope: "Namespaced"
+			versions: [{name: "v1", served: true, storage: true,
+				schema: openAPIV3Schema: {type: "object", "x-kubernetes-preserve-unknown-fields": true}}]
+		}
+	}
+`
+
 // providerModule renders the CRD of Widget in the group of values.group, and a
 // ConfigMap standing for its controller.
 const providerModule = `package provider
@@ -16,21 +32,7 @@ const providerModule = `package provider
 instance: {name: string, namespace: string}
 values: group: string
 objects: {
-	crd: {
-		apiVersion: "apiextensions.k8s.io/v1"
-		kind:       "CustomResourceDefinition"
-		metadata: name: "widgets.\(values.group)"
-		spec: {
-			group: values.group
-			scope: "Namespaced"
-			names: {kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList"}
-			versions: [{name: "v1", served: true, storage: true, schema: openAPIV3Schema: {
-				type: "object"
-				"x-kubernetes-preserve-unknown-fields": true
-			}}]
-		}
-	}
-	controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+` + widgetCRD + `	controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
 }
 `
 
@@ -110,9 +112,8 @@ func TestARequirerWaitsForItsProviderWithoutDependsOn(t *testing.T) {
 func TestAKindNobodyProvidesIsNotServed(t *testing.T) {
 	e := newEnv(t)
 	group := e.ns + ".example.com"
-	files := contractRepo(e.ns, "nobody."+group, true, "")
+	files := contractRepo(e.ns, group, false, "")
 	files["instances/user.yaml"] = contractInstance(e.ns, "user", "requirer", "nobody."+group, "")
-	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "")
 	res := e.sync(newGitRepo(t, files))
 	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
 	user := result(res, e.ns, "user")

@@ -23,19 +23,7 @@ const orderModule = `package order
 instance: {name: string, namespace: string}
 values: group: string
 objects: {
-	crd: {
-		apiVersion: "apiextensions.k8s.io/v1"
-		kind:       "CustomResourceDefinition"
-		metadata: name: "widgets.\(values.group)"
-		spec: {
-			group: values.group
-			names: {kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList"}
-			scope: "Namespaced"
-			versions: [{name: "v1", served: true, storage: true,
-				schema: openAPIV3Schema: {type: "object", "x-kubernetes-preserve-unknown-fields": true}}]
-		}
-	}
-	widget: {apiVersion: "\(values.group)/v1", kind: "Widget", metadata: name: instance.name}
+` + widgetCRD + `	widget: {apiVersion: "\(values.group)/v1", kind: "Widget", metadata: name: instance.name}
 	namespace: {apiVersion: "v1", kind: "Namespace", metadata: name: "\(instance.namespace)-extra"}
 	deployment: {
 		apiVersion: "apps/v1"
