@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/render/declarations"
 )
 
 // GraphOffline renders every instance of rev with no cluster access and returns
@@ -62,4 +63,29 @@ func (c contracts) edges() []graph.Edge {
 		}
 	}
 	return out
+}
+
+// planGraph is the graph of a plan: the declared instances with their dependsOn
+// and contract edges, those the revision affects marked, and those whose plan is
+// an error (failed) or that wait for a provider (waiting).
+func (s *syncRun) planGraph(plans []InstancePlan) graph.Graph {
+	failed := map[string]bool{}
+	for _, ip := range plans {
+		failed[ip.Namespace+"/"+ip.Name] = ip.Action == PlanError
+	}
+	g := graph.Graph{Edges: s.contracts.edges()}
+	for _, r := range s.runs {
+		n := graph.Node{Key: r.key(), Affected: r.affected}
+		switch {
+		case failed[r.key()]:
+			n.State = graph.StateFailed
+		case len(s.pendingProviders(r)) > 0:
+			n.State = graph.StateWaiting
+		}
+		g.Nodes = append(g.Nodes, n)
+		for _, d := range declarations.DependencyIDs(r.mi) {
+			g.Edges = append(g.Edges, graph.Edge{From: r.key(), To: d, Kind: graph.DependsOn})
+		}
+	}
+	return g.Normalized()
 }

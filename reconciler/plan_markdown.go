@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/graph"
 )
 
 // Markdown renders the plan for a pull request: a summary table (instances ×
@@ -26,6 +27,10 @@ func (p *Plan) Markdown() string {
 	for _, i := range p.Instances {
 		fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d |\n", i.Namespace, i.Name, actionCell(i),
 			len(i.Create), len(i.Configure), len(i.Prune), i.Unchanged)
+	}
+	if pic := graph.Markdown(p.Graph, graph.DefaultMarkdownNodes); pic != "" {
+		b.WriteString("\n### Order\n\n")
+		b.WriteString(pic)
 	}
 	for _, i := range p.Instances {
 		if i.changes() {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/graph"
 )
 
 // Plan is what a sync of a revision would do to the live cluster.
@@ -21,6 +22,9 @@ type Plan struct {
 	Instances []InstancePlan `json:"instances"`
 	// Error is set when the revision's declarations cannot be used.
 	Error string `json:"error,omitempty"`
+	// Graph is the instance graph: dependsOn and contract edges, the instances
+	// the revision affects and those that fail or wait marked.
+	Graph graph.Graph `json:"graph"`
 }
 
 // InstancePlan is what a sync would do to one instance.
@@ -57,6 +61,10 @@ type InstancePlan struct {
 	// Hooks are the Helm hooks the sync would run, in order (not among Create,
 	// Configure or Prune: hooks are not in the inventory).
 	Hooks []HookPlan `json:"hooks,omitempty"`
+	// Provides and Requires are the instance's provider contracts, as the sync
+	// would record them in its status.
+	Provides []string                      `json:"provides,omitempty"`
+	Requires []cairnv1.ContractRequirement `json:"requires,omitempty"`
 }
 
 // ArtifactLine describes one artifact's verification in one line.
@@ -125,12 +133,14 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 		a, b := plan.Instances[i], plan.Instances[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	plan.Graph = s.planGraph(plan.Instances)
 	return plan, nil
 }
 
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := s.previewRendered(ctx, r)
 	ip.Error = maskText(ip.Error, r.masks)
+	ip.Provides, ip.Requires = s.contracts.providedNames(r.key()), s.contracts.requirements(r.key())
 	return ip
 }
 

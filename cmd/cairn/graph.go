@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -30,8 +31,8 @@ are marked failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format := graph.Format(output)
-			if _, err := (graph.Graph{}).Draw(format); err != nil {
-				return fmt.Errorf("--output: %w", err)
+			if !slices.Contains(graph.Formats, format) {
+				return fmt.Errorf("--output: unknown graph format %q (one of text, mermaid, dot)", output)
 			}
 			rev, opts, err := repo.offlineInputs(cmd.Context(), caps)
 			if err != nil {

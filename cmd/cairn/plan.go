@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/go-logr/logr"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -110,6 +111,10 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 		printList(w, "  orphan", i.Orphan)
 		for _, h := range i.Hooks {
 			fmt.Fprintf(w, "  hook %s\n", h)
+		}
+		printList(w, "provides", i.Provides)
+		for _, req := range i.Requires {
+			fmt.Fprintf(w, "  requires %s (%s)\n", req.Instance, strings.Join(req.Kinds, ", "))
 		}
 		if i.Unchanged > 0 {
 			fmt.Fprintf(w, "  = %d unchanged\n", i.Unchanged)

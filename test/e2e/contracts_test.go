@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -99,7 +100,25 @@ func TestARequirerWaitsForItsProviderWithoutDependsOn(t *testing.T) {
 	files := contractRepo(e.ns, group, true, "")
 	files["instances/a-user.yaml"] = files["instances/user.yaml"]
 	delete(files, "instances/user.yaml")
-	res := e.sync(newGitRepo(t, files))
+	repo := newGitRepo(t, files)
+
+	// The plan shows the contract, and draws the requirer after its provider,
+	// waiting for it.
+	plan := e.plan(repo)
+	for _, ip := range plan.Instances {
+		switch ip.Name {
+		case "widgets":
+			e.g.Expect(ip.Provides).To(Equal([]string{"Widget." + group}))
+		case "user":
+			e.g.Expect(ip.Requires).To(Equal([]cairnv1.ContractRequirement{{Instance: e.ns + "/widgets", Kinds: []string{"Widget." + group}}}))
+		}
+	}
+	md := plan.Markdown()
+	e.g.Expect(md).To(ContainSubstring("```mermaid\nflowchart LR\n"))
+	e.g.Expect(md).To(MatchRegexp(`n\d+ -\.->\|"Widget\.%s"\| n\d+`, regexp.QuoteMeta(group)))
+	e.g.Expect(md).To(ContainSubstring("waiting"))
+
+	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
