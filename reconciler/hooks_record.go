@@ -125,7 +125,7 @@ func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.M
 	if r.chart == nil || r.rendered == nil {
 		return nil
 	}
-	prev, err := s.e.inventories().loadHooks(ctx, mi)
+	prev, err := s.hookRecordOf(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,30 @@ func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.M
 	if next.empty() && prev.empty() {
 		return nil // a chart without hooks: no record to write or delete
 	}
-	return s.e.inventories().storeHooks(ctx, mi, next)
+	return s.storeHookRecord(ctx, r, mi, next)
+}
+
+// hookRecordOf is r's hook record, read once per sync.
+func (s *syncRun) hookRecordOf(ctx context.Context, r *instanceRun) (hookRecord, error) {
+	if r.hookRecord != nil {
+		return *r.hookRecord, nil
+	}
+	rec, err := s.e.inventories().loadHooks(ctx, r.live)
+	if err != nil {
+		return rec, err
+	}
+	r.hookRecord = &rec
+	return rec, nil
+}
+
+// storeHookRecord writes r's hook record (for mi, its CR) and remembers it.
+func (s *syncRun) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hookRecord) error {
+	if err := s.e.inventories().storeHooks(ctx, mi, rec); err != nil {
+		r.hookRecord = nil // read it again: the write may or may not have happened
+		return err
+	}
+	r.hookRecord = &rec
+	return nil
 }
 
 // hookOwnerOf is the owner of mi's hooks, as setOwnerLabels labels them.

@@ -37,7 +37,7 @@ func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post str
 	if pre == "" {
 		return "", "", nil
 	}
-	rec, err := s.e.inventories().loadHooks(ctx, r.live)
+	rec, err := s.hookRecordOf(ctx, r)
 	if err != nil {
 		return "", "", transient(cairnv1.ReasonHookFailed, err)
 	}
@@ -63,11 +63,11 @@ func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceR
 	if f := s.runHooks(ctx, c, r, event); f != nil || event == "" {
 		return f
 	}
-	rec, err := s.e.inventories().loadHooks(ctx, r.live)
+	rec, err := s.hookRecordOf(ctx, r)
 	if err == nil {
 		rec = nextHookRecord(rec, r.hooks()) // a removal before the first success finds them too
 		rec.Ran = &hookRun{Event: event, Digest: r.rendered.Digest}
-		err = s.e.inventories().storeHooks(ctx, r.live, rec)
+		err = s.storeHookRecord(ctx, r, r.live, rec)
 	}
 	if err != nil {
 		return transient(cairnv1.ReasonHookFailed, err)

@@ -70,6 +70,9 @@ type instanceRun struct {
 	started time.Time
 	// hooksRan counts the Helm hooks this sync ran, by event ("2 pre-install").
 	hooksRan []string
+	// hookRecord is the instance's hook record as this sync last read or wrote
+	// it (nil: not read yet), so that one sync reads it once.
+	hookRecord *hookRecord
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
