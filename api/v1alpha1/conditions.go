@@ -59,11 +59,6 @@ const (
 	// ReasonDependentsRemain: a provider left Git while instances that use its
 	// kinds remain; nothing of it is deleted.
 	ReasonDependentsRemain = "DependentsRemain"
-	// ReasonContractWithdrawn: a provider's render dropped a CRD that another
-	// instance still uses; the CRD is kept.
-	ReasonContractWithdrawn = "ContractWithdrawn"
-	// ReasonContractConflict: two instances render the CRD of one kind.
-	ReasonContractConflict = "ContractConflict"
 	// ReasonKindNotServed: the instance renders a kind that no instance provides
 	// and the cluster does not serve.
 	ReasonKindNotServed = "KindNotServed"
