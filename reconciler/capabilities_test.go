@@ -148,7 +148,7 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			live.Generation = 1
 			live.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
 			live.Status.CapabilitiesDigest = tc.recorded
-			markSucceeded(live, "old", "ok", s.now.Add(-time.Hour))
+			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 			if tc.failed {
 				markFailed(live, "new", transient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
 			}

@@ -36,8 +36,9 @@ func inferContracts(objects map[string][]*unstructured.Unstructured) contracts {
 	return inferContractsWith(objects, nil)
 }
 
-// inferContractsWith is inferContracts where the instances of provided, which
-// were not rendered this time, provide the kinds their status records.
+// inferContractsWith is inferContracts where the instances of provided provide
+// those kinds too: the instances not rendered this time, the kinds their status
+// records; a provider whose render dropped a CRD still in use, that kind.
 func inferContractsWith(objects map[string][]*unstructured.Unstructured, provided map[string][]schema.GroupKind) contracts {
 	c := contracts{
 		provides:   map[string][]schema.GroupKind{},
@@ -46,10 +47,8 @@ func inferContractsWith(objects map[string][]*unstructured.Unstructured, provide
 		conflicts:  map[schema.GroupKind][]string{},
 	}
 	for _, key := range slices.Sorted(maps.Keys(provided)) {
-		if _, rendered := objects[key]; !rendered {
-			for _, gk := range provided[key] {
-				c.provide(key, gk)
-			}
+		for _, gk := range provided[key] {
+			c.provide(key, gk)
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(objects)) {
@@ -106,16 +105,17 @@ func (c contracts) providers(key string) []string {
 	return slices.Sorted(maps.Keys(c.requires[key]))
 }
 
-// requirers returns the instances that require provider, sorted.
-func (c contracts) requirers(provider string) []string {
-	var out []string
-	for key, by := range c.requires {
-		if _, ok := by[provider]; ok {
-			out = append(out, key)
+// recall adds the requirements key recorded in its status when it was last
+// synced (it was not rendered this time) that still hold: the provider still
+// provides the kind.
+func (c *contracts) recall(key string, reqs []cairnv1.ContractRequirement) {
+	for _, req := range reqs {
+		for _, gk := range parseKindNames(req.Kinds) {
+			if c.providerOf[gk] == req.Instance && len(c.conflicts[gk]) == 0 {
+				c.require(key, gk)
+			}
 		}
 	}
-	slices.Sort(out)
-	return out
 }
 
 // conflictErrors names, for each kind more than one instance provides, the kind

@@ -15,19 +15,47 @@ import (
 
 // inferContracts reads the provider contracts of the revision once its renders
 // are done: from the render of each instance rendered this time, and from the
-// status of the others (what they provide, as last recorded).
+// status of the others (what they provide, as last recorded). An instance that
+// renders the CRD of a kind another instance provides fails (failConflicts) and
+// provides nothing; a provider whose render dropped the CRD of a kind others
+// still use goes on providing it (withdrawnInUse).
 func (s *syncRun) inferContracts() {
 	objects := map[string][]*unstructured.Unstructured{}
 	provided := map[string][]schema.GroupKind{}
+	recorded := map[string]*instanceRun{} // not rendered: their status says
 	for _, r := range s.runs {
 		switch {
 		case r.rendered != nil:
 			objects[r.key()] = r.objects
 		case r.live != nil:
-			provided[r.key()] = parseKindNames(r.live.Status.Provides)
+			recorded[r.key()] = r
 		}
 	}
-	s.contracts = inferContractsWith(objects, provided)
+	infer := func() {
+		for key, r := range recorded {
+			provided[key] = parseKindNames(r.live.Status.Provides)
+		}
+		s.contracts = inferContractsWith(objects, provided)
+		for key, r := range recorded {
+			s.contracts.recall(key, r.live.Status.Requires)
+		}
+	}
+	infer()
+	if failed := s.failConflicts(); len(failed) > 0 {
+		for _, r := range failed {
+			delete(objects, r.key())
+			if r.live != nil {
+				recorded[r.key()] = r
+			}
+		}
+		infer()
+	}
+	if kept := s.withdrawnInUse(); len(kept) > 0 {
+		for key, kinds := range kept {
+			provided[key] = kinds
+		}
+		infer()
+	}
 	s.failCycles()
 }
 
@@ -179,14 +207,9 @@ func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
 	if len(requirers) == 0 {
 		return nil
 	}
-	named := requirers[:min(len(requirers), maxNamedRequirers)]
-	more := ""
-	if n := len(requirers) - len(named); n > 0 {
-		more = fmt.Sprintf(" and %d more", n)
-	}
 	return stalled(cairnv1.ReasonDependentsRemain, fmt.Errorf(
-		"%s left Git but %d instance(s) still use the kinds it provides (%s): %s%s; remove them first, or in the same commit",
-		key, len(requirers), strings.Join(live.Status.Provides, ", "), strings.Join(named, ", "), more))
+		"%s left Git but %d instance(s) still use the kinds it provides (%s): %s; remove them first, or in the same commit",
+		key, len(requirers), strings.Join(live.Status.Provides, ", "), namedSome(requirers)))
 }
 
 // usesKinds tells whether r, which stays in Git, uses one of kinds of provider.
@@ -200,6 +223,8 @@ func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool)
 		return false
 	}
 	return slices.ContainsFunc(r.live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
-		return req.Instance == provider
+		return req.Instance == provider && slices.ContainsFunc(req.Kinds, func(k string) bool {
+			return kinds[schema.ParseGroupKind(k)]
+		})
 	})
 }

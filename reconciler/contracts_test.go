@@ -6,6 +6,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 func crdObject(group, kind string) *unstructured.Unstructured {
@@ -81,9 +83,18 @@ func TestContractsRequirersAndProviders(t *testing.T) {
 		"z/b":     {kindObject("example.com/v1", "Widget", "w")},
 		"a/a":     {kindObject("example.com/v2", "Widget", "w")},
 	})
-	g.Expect(c.requirers("infra/p")).To(Equal([]string{"a/a", "z/b"}))
 	g.Expect(c.providers("a/a")).To(Equal([]string{"infra/p"}))
+	g.Expect(c.providers("z/b")).To(Equal([]string{"infra/p"}))
 	g.Expect(c.providers("infra/p")).To(BeEmpty())
+
+	// An instance not rendered this time keeps the requirements its status
+	// records while the provider still provides the kind.
+	c.recall("y/c", []cairnv1.ContractRequirement{
+		{Instance: "infra/p", Kinds: []string{"Widget.example.com"}},
+		{Instance: "infra/gone", Kinds: []string{"Gadget.example.com"}},
+		{Instance: "a/a", Kinds: []string{"Widget.example.com"}}, // not its provider now
+	})
+	g.Expect(c.requirements("y/c")).To(Equal([]cairnv1.ContractRequirement{{Instance: "infra/p", Kinds: []string{"Widget.example.com"}}}))
 }
 
 func TestStronglyConnected(t *testing.T) {

@@ -88,7 +88,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	for _, u := range hookObjects(r.hooks()) {
 		setOwnerLabels(u, r.live)
 	}
-	r.newInv = r.desiredInventory(s.digestKey)
+	r.newInv = r.desiredInventory(s.digestKey).union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return transient(cairnv1.ReasonApplyFailed, err)
@@ -271,7 +271,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 			if r.published != nil {
 				mi.Status.Published = r.published
 			}
-			markSucceeded(mi, s.rev.SHA, r.readyMessage(), s.now)
+			markSucceeded(mi, s.rev.SHA, r.readyReason(), r.readyMessage(), s.now)
 		}
 	}
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {

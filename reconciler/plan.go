@@ -73,6 +73,10 @@ type instanceRun struct {
 	// hookRecord is the instance's hook record as this sync last read or wrote
 	// it (nil: not read yet), so that one sync reads it once.
 	hookRecord *hookRecord
+	// withdrawn are the kinds r's render no longer provides while others use
+	// them; withheld are their CRDs, kept in r's inventory (ContractWithdrawn).
+	withdrawn []withdrawal
+	withheld  inventory
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

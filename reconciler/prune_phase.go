@@ -71,6 +71,11 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 		return nil
 	}
 	stale := old.minus(own).minus(desired)
+	if r.withheld, err = s.keepWithdrawn(ctx, r, stale); err != nil {
+		r.failure = transient(cairnv1.ReasonPruneFailed, err)
+		return nil
+	}
+	stale = stale.minus(r.withheld)
 	if !pruneEnabled(r.mi) {
 		return nil
 	}

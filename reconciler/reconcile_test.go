@@ -150,7 +150,7 @@ func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
 	mi.Generation = 1
 	mi.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
 	mi.Status.SourceDigest = "digest-now"
-	markSucceeded(mi, "old", "ok", s.now.Add(-time.Hour))
+	markSucceeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 	return mi
 }
 
@@ -307,7 +307,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
-		markSucceeded(live, "old", "ok", now)
+		markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
 		r := &instanceRun{mi: mi, live: live, affected: true}
 		edit(r)
 		return r
@@ -321,7 +321,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		satisfies bool
 		requeue   bool
 	}{
-		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", "ok", now) }), ActionUpdated, "", true, true, false},
+		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), ActionUpdated, "", true, true, false},
 		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), ActionCreated, "", true, true, false},
 		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), ActionUnchanged, "", true, true, false},
 		{"failed", mk(func(r *instanceRun) {

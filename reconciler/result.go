@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 // summary is the Ready message of a successful sync.
@@ -29,6 +31,15 @@ func (r *instanceRun) summary() string {
 // warnings, so that `kubectl get mi` and `cairn status` show them.
 func (r *instanceRun) readyMessage() string {
 	return r.summary() + warningNote(r.warnings)
+}
+
+// readyReason is the reason of the Ready condition of a successful sync:
+// ContractWithdrawn when it kept a CRD its render dropped, else Succeeded.
+func (r *instanceRun) readyReason() string {
+	if len(r.withheld) > 0 {
+		return cairnv1.ReasonContractWithdrawn
+	}
+	return cairnv1.ReasonSucceeded
 }
 
 // warningNote is the end of a message that carries warnings ("" without any).
@@ -90,9 +101,9 @@ func (r *instanceRun) result() InstanceResult {
 		res.Action, res.Reason, res.Message, res.Retry = ActionFailed, r.failure.Reason, r.failure.Error(), r.failure.Kind
 		res.NextRetryAt = retryTime(r.live)
 	case r.live != nil && len(r.live.Status.History) == 1:
-		res.Action, res.Reason, res.Message = ActionCreated, "Succeeded", r.summary()
+		res.Action, res.Reason, res.Message = ActionCreated, r.readyReason(), r.summary()
 	default:
-		res.Action, res.Reason, res.Message = ActionUpdated, "Succeeded", r.summary()
+		res.Action, res.Reason, res.Message = ActionUpdated, r.readyReason(), r.summary()
 	}
 	return res
 }

@@ -17,8 +17,8 @@ const (
 	healthRecheckMax = 30 * time.Second
 )
 
-// markSucceeded records a successful sync of revision on mi.
-func markSucceeded(mi *cairnv1.ModuleInstance, revision, message string, now time.Time) {
+// markSucceeded records a successful sync of revision on mi, Ready for reason.
+func markSucceeded(mi *cairnv1.ModuleInstance, revision, reason, message string, now time.Time) {
 	mi.Status.ObservedGeneration = mi.Generation
 	mi.Status.LastAttemptedRevision = revision
 	mi.Status.LastAppliedRevision = revision
@@ -26,8 +26,8 @@ func markSucceeded(mi *cairnv1.ModuleInstance, revision, message string, now tim
 	mi.Status.NextRetryAt = nil
 	conditions.Delete(mi, "Reconciling")
 	conditions.Delete(mi, "Stalled")
-	conditions.MarkTrue(mi, "Ready", cairnv1.ReasonSucceeded, "%s", message)
-	addHistory(mi, revision, "Succeeded", cairnv1.ReasonSucceeded, now)
+	conditions.MarkTrue(mi, "Ready", reason, "%s", message)
+	addHistory(mi, revision, "Succeeded", reason, now)
 }
 
 // markFailed records a failed attempt of revision on mi; the last applied revision,

@@ -26,7 +26,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	r := &instanceRun{mi: mi, live: mi, affected: true, rendered: &render.Result{Warnings: []string{skewWarning}}}
 	r.warnings = r.rendered.Warnings
 
-	markSucceeded(mi, "abc", r.readyMessage(), time.Now())
+	markSucceeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
 	g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetMessage(mi, "Ready")).To(HaveSuffix("; warnings: " + skewWarning))
 	g.Expect(r.result().Warnings).To(ConsistOf(skewWarning))

@@ -64,6 +64,13 @@ const (
 	ReasonKindNotServed = "KindNotServed"
 	// ReasonDependencyCycle: dependsOn and contract edges together form a cycle.
 	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonContractWithdrawn (Ready True): the provider's render dropped the
+	// CRD of a kind other instances still use; the CRD is kept, in its
+	// inventory, and the message names the kind and the users.
+	ReasonContractWithdrawn = "ContractWithdrawn"
+	// ReasonContractConflict: the instance renders the CRD of a kind another
+	// instance provides; a kind has one provider.
+	ReasonContractConflict = "ContractConflict"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/graph"
 )
 
 // widgetCRD is, in a module's objects, the CustomResourceDefinition of Widget in
@@ -177,4 +181,111 @@ func TestAProviderIsNotRemovedWhileRequirersRemain(t *testing.T) {
 	e.g.Expect(order).To(Equal([]string{"user", "widgets"}), "the requirer is removed first")
 	e.g.Expect(e.instance(e.ns, "widgets")).To(BeNil())
 	e.g.Expect(e.configMap(e.ns, "widgets-controller")).To(BeNil())
+}
+
+// crdOf is the CustomResourceDefinition of Widget in group, nil when absent.
+func (e *env) crdOf(group string) *unstructured.Unstructured {
+	return e.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets."+group)
+}
+
+// TestAWithdrawnCRDStillInUseIsKept: a provider whose render drops the CRD of a
+// kind another instance still uses keeps that CRD (even with pruneProtected: true,
+// which would let it be pruned), says so (Ready, reason ContractWithdrawn, naming
+// the CRD, the kind and the user) and goes on providing the kind; once nothing
+// uses it, the provider's next sync prunes it, as the CRD stayed in its inventory.
+func TestAWithdrawnCRDStillInUseIsKept(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	kind := "Widget." + group
+	files := contractRepo(e.ns, group, true, "")
+	files["platform.yaml"] = platformYAML("  limits: {allowPruneProtected: true}\n")
+	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "  pruneProtected: true\n")
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+
+	withoutCRD := `package provider
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+`
+	repo.commit("the provider drops its CRD\n\ncairn-allow-prune: 100", map[string]string{"modules/provider/provider.cue": withoutCRD})
+	plan := e.plan(repo)
+	var warned []string
+	for _, ip := range plan.Instances {
+		if ip.Name == "widgets" {
+			warned = ip.Warnings
+		}
+	}
+	e.g.Expect(warned).To(ContainElement(ContainSubstring(cairnv1.ReasonContractWithdrawn)), "%+v", plan)
+	e.g.Expect(plan.Graph.Edges).To(ContainElement(graph.Edge{From: e.ns + "/user", To: e.ns + "/widgets", Kind: graph.Contract, Label: kind}),
+		"the requirer, not rendered, is drawn with the provider its status records")
+
+	res = e.sync(repo)
+	widgets := result(res, e.ns, "widgets")
+	e.g.Expect(widgets.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(widgets.Reason).To(Equal(cairnv1.ReasonContractWithdrawn), "%+v", widgets)
+	e.g.Expect(widgets.Pruned).To(BeZero())
+	e.g.Expect(widgets.Warnings).To(ContainElement(And(ContainSubstring("widgets."+group), ContainSubstring(kind), ContainSubstring(e.ns+"/user"))))
+	e.g.Expect(e.crdOf(group)).NotTo(BeNil(), "a CRD still in use is not pruned")
+	live := e.instance(e.ns, "widgets")
+	e.g.Expect(live.Status.Provides).To(Equal([]string{kind}))
+	e.g.Expect(conditions.GetReason(live, "Ready")).To(Equal(cairnv1.ReasonContractWithdrawn))
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+
+	// The user goes; the provider's next sync finds the CRD unused and, as it is
+	// still in its inventory, prunes it.
+	repo.commit("drop the user\n\ncairn-allow-prune: 100", map[string]string{"instances/user.yaml": ""})
+	res = e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(e.crdOf(group)).NotTo(BeNil(), "an unaffected provider is not synced")
+	repo.commit("touch the provider\n\ncairn-allow-prune: 100", map[string]string{"instances/widgets.yaml": contractInstance(e.ns, "widgets", "provider", group, "  pruneProtected: true\n  wait: false\n")})
+	res = e.sync(repo)
+	widgets = result(res, e.ns, "widgets")
+	e.g.Expect(widgets.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(widgets.Reason).To(Equal(cairnv1.ReasonSucceeded), "%+v", widgets)
+	e.g.Expect(widgets.Pruned).To(Equal(1), "%+v", widgets)
+	e.g.Eventually(func() bool {
+		return e.gone("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets."+group)
+	}, 30*time.Second).Should(BeTrue())
+	e.g.Expect(e.instance(e.ns, "widgets").Status.Provides).To(BeEmpty())
+}
+
+// TestTwoProvidersOfOneKindAreRefused: an instance that renders the CRD of a kind
+// another instance provides fails with ContractConflict naming both, and the
+// first provider and its CRD are untouched; two new instances rendering one CRD
+// both fail, and the CRD is not created.
+func TestTwoProvidersOfOneKindAreRefused(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	repo := newGitRepo(t, contractRepo(e.ns, group, false, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	before := e.crdOf(group).GetResourceVersion()
+
+	repo.commit("a second provider", map[string]string{"instances/more.yaml": contractInstance(e.ns, "more", "provider", group, "")})
+	res = e.sync(repo)
+	more := result(res, e.ns, "more")
+	e.g.Expect(more.Ready).To(BeFalse(), "%+v", res)
+	e.g.Expect(more.Reason).To(Equal(cairnv1.ReasonContractConflict), "%+v", more)
+	e.g.Expect(more.Message).To(And(ContainSubstring("Widget."+group), ContainSubstring(e.ns+"/widgets"), ContainSubstring(e.ns+"/more")))
+	e.g.Expect(more.Applied).To(BeZero())
+	e.g.Expect(e.configMap(e.ns, "more-controller")).To(BeNil(), "nothing of the second provider is applied")
+	e.g.Expect(isTrue(e.instance(e.ns, "widgets"), "Ready")).To(BeTrue())
+	e.g.Expect(e.crdOf(group).GetResourceVersion()).To(Equal(before), "the first provider's CRD is untouched")
+
+	other := "new." + group
+	repo.commit("two new providers of one kind", map[string]string{
+		"instances/more.yaml": "",
+		"instances/one.yaml":  contractInstance(e.ns, "one", "provider", other, ""),
+		"instances/two.yaml":  contractInstance(e.ns, "two", "provider", other, ""),
+	})
+	res = e.sync(repo)
+	for _, name := range []string{"one", "two"} {
+		r := result(res, e.ns, name)
+		e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonContractConflict), "%+v", r)
+		e.g.Expect(r.Message).To(And(ContainSubstring(e.ns+"/one"), ContainSubstring(e.ns+"/two")))
+	}
+	e.g.Expect(e.crdOf(other)).To(BeNil())
 }
