@@ -3,8 +3,10 @@ package reconciler
 import (
 	"context"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -88,4 +90,33 @@ func (s *syncRun) planGraph(plans []InstancePlan) graph.Graph {
 		}
 	}
 	return g.Normalized()
+}
+
+// MarkFromStatus marks on g the instances whose status in the cluster says they
+// wait for a dependency or a provider (Ready False, DependencyNotReady or
+// ProviderNotReady) or failed (Ready False for any other reason). An instance
+// already marked failed (it does not render) stays so; an instance the cluster
+// does not hold is left as it is.
+func MarkFromStatus(g graph.Graph, live []cairnv1.ModuleInstance) graph.Graph {
+	states := map[string]graph.State{}
+	for i := range live {
+		mi := &live[i]
+		if !conditions.IsFalse(mi, "Ready") {
+			continue
+		}
+		state := graph.StateFailed
+		switch conditions.GetReason(mi, "Ready") {
+		case cairnv1.ReasonDependencyNotReady, cairnv1.ReasonProviderNotReady:
+			state = graph.StateWaiting
+		}
+		states[mi.Namespace+"/"+mi.Name] = state
+	}
+	out := graph.Graph{Edges: g.Edges}
+	for _, n := range g.Nodes {
+		if s, ok := states[n.Key]; ok && n.State != graph.StateFailed {
+			n.State = s
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,4 +80,27 @@ func TestGraphRefusesAnUnknownFormat(t *testing.T) {
 	g := NewWithT(t)
 	r := execCairn(t, "graph", "--repo", t.TempDir(), "-o", "svg")
 	g.Expect(r.err).To(MatchError(`--output: unknown graph format "svg" (one of text, mermaid, dot)`))
+}
+
+// TestGraphStatusMarksWaitingAndFailedInstancesFromTheCluster: with --status,
+// cairn graph reads the instances' status from the cluster: an instance that
+// renders but waits for a failed dependency is marked waiting, which no render
+// shows, next to the dependency that fails; without --status it is not.
+func TestGraphStatusMarksWaitingAndFailedInstancesFromTheCluster(t *testing.T) {
+	g := NewWithT(t)
+	cc := newCLICluster(t)
+	dir := writeRepoDir(t, cliRepo(map[string]string{
+		"web":    cliInstance(cc.ns, "web", "app", "{}") + "  dependsOn: [{name: broken}]\n",
+		"broken": cliInstance(cc.ns, "broken", "broken", "{}"),
+	}))
+	r := cc.run(t, "sync", "--once", "-q", "--repo", dir)
+	g.Expect(r.code).To(Equal(2), r.stdout+r.stderr)
+
+	r = cc.run(t, "graph", "--repo", dir, "--status")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).To(Equal(fmt.Sprintf("%[1]s/broken [Failed]\n%[1]s/web [Waiting]\n  after %[1]s/broken (dependsOn)\n", cc.ns)))
+
+	r = cc.run(t, "graph", "--repo", dir)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).To(ContainSubstring(cc.ns + "/web\n"), "offline, nothing says web waits")
 }

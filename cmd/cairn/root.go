@@ -56,7 +56,7 @@ func newRootCommand() *cobra.Command {
 	kube.register(root)
 	root.AddCommand(
 		newRenderCommand(),
-		newGraphCommand(),
+		newGraphCommand(kube),
 		newPlanCommand(kube),
 		newSyncCommand(kube),
 		newControllerCommand(kube),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
 )
 
 func newStatusCommand(kube *kubeFlags) *cobra.Command {
@@ -24,19 +24,15 @@ func newStatusCommand(kube *kubeFlags) *cobra.Command {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("--output must be table or json, not %q", output)
 			}
-			cfg, err := kube.restConfig()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}
-			c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+			items, err := listInstances(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
-			var list cairnv1.ModuleInstanceList
-			if err := c.List(cmd.Context(), &list); err != nil {
-				return fmt.Errorf("failed to list ModuleInstances: %w", err)
-			}
-			rows := statusRows(list.Items)
+			rows := statusRows(items)
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -51,6 +47,15 @@ func newStatusCommand(kube *kubeFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
+}
+
+// listInstances lists the ModuleInstances of every namespace.
+func listInstances(ctx context.Context, c client.Client) ([]cairnv1.ModuleInstance, error) {
+	var list cairnv1.ModuleInstanceList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("failed to list ModuleInstances: %w", err)
+	}
+	return list.Items, nil
 }
 
 type statusRow struct {
