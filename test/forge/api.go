@@ -15,7 +15,8 @@ import (
 )
 
 // api sends a JSON request to Gitea's API as the admin (token, or basic auth
-// before the token exists) and decodes the answer into out.
+// before the token exists) and decodes the answer into out (a *[]byte gets it
+// as it is).
 func (g *Gitea) api(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -43,6 +44,10 @@ func (g *Gitea) api(ctx context.Context, method, path string, in, out any) error
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("failed to %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -211,4 +216,13 @@ func (g *Gitea) CreateUser(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return tok.Token, nil
+}
+
+// RenderMarkdown renders text as Gitea renders a comment of repo, and returns
+// the HTML.
+func (g *Gitea) RenderMarkdown(ctx context.Context, repo forge.RepoRef, text string) (string, error) {
+	var html []byte
+	err := g.api(ctx, http.MethodPost, "/markdown", map[string]any{
+		"Text": text, "Mode": "comment", "Context": g.URL + "/" + repo.String()}, &html)
+	return string(html), err
 }
