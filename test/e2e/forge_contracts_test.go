@@ -39,7 +39,7 @@ func TestAPullRequestPlanDrawsTheOrderInMermaid(t *testing.T) {
 	f.g.Expect(ids).To(HaveKey(e.ns+"/widgets"), mermaid[1])
 	f.g.Expect(mermaid[1]).To(ContainSubstring(ids[e.ns+"/widgets"]+` -.->|"Widget.`+group+`"| `+ids[e.ns+"/user"]),
 		"the provider comes before the requirer, the edge labelled with the kind")
-	f.g.Expect(mermaid[1]).To(ContainSubstring("class "+ids[e.ns+"/user"]+" affected"))
+	f.g.Expect(mermaid[1]).To(ContainSubstring("class " + ids[e.ns+"/user"] + " affected"))
 	f.g.Expect(f.configMap(e.ns, "user")).To(BeNil())
 	f.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).To(BeNil(), "a plan changes nothing in the cluster")
 
