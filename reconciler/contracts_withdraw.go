@@ -58,38 +58,51 @@ func (s *syncRun) withdrawnInUse() map[string][]schema.GroupKind {
 
 // keepWithdrawn sets aside, from the objects r's render dropped, the CRDs of the
 // kinds r withdrew while others use them: they stay in r's inventory and are
-// neither pruned nor orphaned, and r says so (ContractWithdrawn). A CRD that is
-// gone already is not kept.
+// neither pruned nor orphaned, and r says so (ContractWithdrawn). A CRD's name
+// is its plural and group, so only the CRDs of a withdrawn kind's group are read
+// (as r's identity, which applied them) for their kind; a CRD that is gone is
+// not kept, one that cannot be read is (nothing in use is ever deleted).
 func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale inventory) (inventory, error) {
 	kept := inventory{}
 	if len(r.withdrawn) == 0 {
 		return kept, nil
 	}
-	byKind := map[schema.GroupKind]withdrawal{}
-	for _, w := range r.withdrawn {
-		byKind[w.kind] = w
+	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	if err != nil {
+		return nil, err
 	}
 	for _, id := range slices.Sorted(maps.Keys(stale)) {
 		meta, err := object.ParseObjMetadata(id)
 		if err != nil || meta.GroupKind != crdKind {
 			continue
 		}
+		_, group, _ := strings.Cut(meta.Name, ".")
+		var candidates []withdrawal
+		for _, w := range r.withdrawn {
+			if w.kind.Group == group {
+				candidates = append(candidates, w)
+			}
+		}
+		if len(candidates) == 0 {
+			continue
+		}
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(crdKind.WithVersion("v1"))
-		if err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: meta.Name}, crd); apierrors.IsNotFound(err) {
+		switch err := m.Client().Get(ctx, client.ObjectKey{Name: meta.Name}, crd); {
+		case apierrors.IsNotFound(err):
 			continue
-		} else if err != nil {
-			return nil, fmt.Errorf("failed to read CustomResourceDefinition %s to see whether instances still use it: %w", meta.Name, err)
+		case err == nil:
+			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+			candidates = slices.DeleteFunc(candidates, func(w withdrawal) bool { return w.kind.Kind != kind })
 		}
-		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-		w, used := byKind[schema.GroupKind{Group: group, Kind: kind}]
-		if !used {
+		if len(candidates) == 0 {
 			continue
 		}
 		kept[id] = stale[id]
-		r.warnings = append(r.warnings, fmt.Sprintf("%s: kept CustomResourceDefinition %s, which the render dropped: %s is still used by %s",
-			cairnv1.ReasonContractWithdrawn, meta.Name, w.kind.String(), namedSome(w.users)))
+		for _, w := range candidates {
+			r.warnings = append(r.warnings, fmt.Sprintf("%s: kept CustomResourceDefinition %s, which the render dropped: %s is still used by %s",
+				cairnv1.ReasonContractWithdrawn, meta.Name, w.kind.String(), namedSome(w.users)))
+		}
 	}
 	return kept, nil
 }

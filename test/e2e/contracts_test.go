@@ -289,3 +289,30 @@ func TestTwoProvidersOfOneKindAreRefused(t *testing.T) {
 	}
 	e.g.Expect(e.crdOf(other)).To(BeNil())
 }
+
+// TestARequirerWaitsForItsProviderUnderTheController: the same repository as
+// TestARequirerWaitsForItsProviderWithoutDependsOn, under the controller (which
+// reconciles each instance on its own): both become Ready, the requirer once its
+// provider is.
+func TestARequirerWaitsForItsProviderUnderTheController(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, group, true, "")
+	files["instances/a-user.yaml"] = files["instances/user.yaml"]
+	delete(files, "instances/user.yaml")
+	repo := newGitRepo(t, files)
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowController(t, repo)...)
+	ready := func(name string) func() bool {
+		return func() bool { mi := e.instance(e.ns, name); return mi != nil && isTrue(mi, "Ready") }
+	}
+	e.g.Eventually(ready("user"), 2*time.Minute, 200*time.Millisecond).Should(BeTrue(), ctrl.String)
+	e.g.Expect(ready("widgets")()).To(BeTrue())
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil())
+	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(Equal([]cairnv1.ContractRequirement{
+		{Instance: e.ns + "/widgets", Kinds: []string{"Widget." + group}}}))
+	for _, h := range e.instance(e.ns, "user").Status.History {
+		e.g.Expect(h.Reason).To(BeElementOf(cairnv1.ReasonSucceeded, cairnv1.ReasonProviderNotReady),
+			"the requirer waited for its provider, and was never applied before it: %+v", h)
+	}
+}

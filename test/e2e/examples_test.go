@@ -48,7 +48,7 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	for _, key := range [][2]string{{"team-a", "base"}, {"team-a", "redis"}, {"team-a", "web"}, {"team-b", "web"}, {"team-b", "greeter"},
 		{"team-c", "base"}, {"team-c", "web"}, {"team-b", "podinfo"}, {"team-b", "keeper"}, {"team-b", "metrics"}, {"team-b", "echo"},
-		{"team-b", "shop"}} {
+		{"team-b", "shop"}, {"team-a", "backup-operator"}, {"team-a", "nightly-backup"}} {
 		r := result(res, key[0], key[1])
 		e.g.Expect(r.Ready).To(BeTrue(), "%v: %+v", key, r)
 	}
@@ -77,11 +77,26 @@ func TestExamplesRepository(t *testing.T) {
 	e.g.Expect(e.get("v1", "Secret", "team-b", "shop-db")).NotTo(BeNil())
 	e.g.Expect(e.get("batch/v1", "Job", "team-b", "shop-migrate")).To(BeNil())
 	e.g.Expect(e.get("apps/v1", "Deployment", "team-b", "shop")).NotTo(BeNil())
+	// The provider contract: the backup comes first in its file with no dependsOn,
+	// and is applied after the operator that provides its kind.
+	e.g.Expect(e.instance("team-a", "backup-operator").Status.Provides).To(Equal([]string{"BackupSchedule.backups.example.com"}))
+	e.g.Expect(e.instance("team-a", "nightly-backup").Status.Requires).To(Equal([]cairnv1.ContractRequirement{
+		{Instance: "team-a/backup-operator", Kinds: []string{"BackupSchedule.backups.example.com"}}}))
+	e.g.Expect(e.get("backups.example.com/v1", "BackupSchedule", "team-a", "nightly-backup")).NotTo(BeNil())
 	ns := e.get("v1", "Namespace", "", "team-a")
 	e.g.Expect(ns.GetLabels()).To(HaveKeyWithValue("team", "a"))
 	e.g.Expect(e.instance("team-a", "redis").Status.SourceDigest).To(HavePrefix("sha256:"))
 	e.g.Expect(e.instance("team-c", "web").Status.ServiceAccount).To(Equal("deployer"), "the tenant's instance applies as its ServiceAccount")
 	e.g.Expect(e.instance("team-a", "web").Status.ServiceAccount).To(BeEmpty())
+
+	// The backup operator's CRD added an API version the charts see
+	// (.Capabilities.APIVersions): the next sync renders the charts again, and only
+	// them, as `helm upgrade` would see the new API.
+	res = e.sync(repo)
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(result(res, "team-b", "greeter").Action).To(BeEquivalentTo("Updated"), "%+v", res)
+	e.g.Expect(result(res, "team-a", "redis").Action).To(BeEquivalentTo("Unchanged"))
+	e.g.Expect(result(res, "team-a", "backup-operator").Action).To(BeEquivalentTo("Unchanged"))
 
 	// A value change in the registry-module instance re-renders only it (and web, which depends on it).
 	files["instances/team-a.yaml"] = strings.Replace(files["instances/team-a.yaml"], "maxMemory: 64mb", "maxMemory: 128mb", 1)
