@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,4 +316,49 @@ func TestARequirerWaitsForItsProviderUnderTheController(t *testing.T) {
 		e.g.Expect(h.Reason).To(BeElementOf(cairnv1.ReasonSucceeded, cairnv1.ReasonProviderNotReady),
 			"the requirer waited for its provider, and was never applied before it: %+v", h)
 	}
+}
+
+// TestAnActivatedProviderDoesNotBlockItsRequirers: once a provider has served
+// its kind, a later failure of the provider (its render breaks) does not hold
+// back a change of its requirer: activation latches.
+func TestAnActivatedProviderDoesNotBlockItsRequirers(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	repo := newGitRepo(t, contractRepo(e.ns, group, true, ""))
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+
+	broken := contractInstance(e.ns, "widgets", "provider", "42", "")
+	repo.commit("break the provider, change the widget", map[string]string{
+		"instances/widgets.yaml":        broken,
+		"modules/requirer/requirer.cue": strings.Replace(requirerModule, "size: 3", "size: 4", 1),
+	})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "widgets").Reason).To(Equal(cairnv1.ReasonRenderFailed), "%+v", res)
+	user := result(res, e.ns, "user")
+	e.g.Expect(user.Ready).To(BeTrue(), "%+v", user)
+	e.g.Expect(user.Action).To(BeEquivalentTo("Updated"))
+	widget := e.get(group+"/v1", "Widget", e.ns, "user")
+	e.g.Expect(widget.Object["spec"]).To(HaveKeyWithValue("size", BeNumerically("==", 4)))
+	e.g.Expect(e.crdOf(group)).NotTo(BeNil(), "the failed provider's CRD is left as it was")
+}
+
+// TestACycleThroughDependsOnAndAContractFailsBoth: a provider that dependsOn its
+// own requirer makes a cycle of a dependsOn edge and a contract edge: both fail
+// with DependencyCycle naming the cycle, and nothing of either is applied.
+func TestACycleThroughDependsOnAndAContractFailsBoth(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, group, true, "")
+	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "  dependsOn: [{name: user}]\n")
+	res := e.sync(newGitRepo(t, files))
+	cycle := e.ns + "/user -> " + e.ns + "/widgets -> " + e.ns + "/user"
+	for _, name := range []string{"user", "widgets"} {
+		r := result(res, e.ns, name)
+		e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonDependencyCycle), "%+v", res)
+		e.g.Expect(r.Message).To(ContainSubstring(cycle))
+		e.g.Expect(r.Applied).To(BeZero())
+	}
+	e.g.Expect(e.crdOf(group)).To(BeNil())
+	e.g.Expect(e.configMap(e.ns, "widgets-controller")).To(BeNil())
 }
