@@ -43,7 +43,7 @@ func (s *syncRun) renderAll(ctx context.Context) {
 func (s *syncRun) placeAll(ctx context.Context) {
 	scopes := map[schema.GroupKind]bool{}
 	for _, r := range s.runs {
-		if r.unplaced != nil {
+		if r.unplaced != nil && s.mayPlaceCRDs(r) {
 			maps.Copy(scopes, render.CRDScopes(r.unplaced.Objects))
 		}
 	}
@@ -61,6 +61,20 @@ func (s *syncRun) placeAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// mayPlaceCRDs tells whether the CRDs of r's render are r's to place: only then
+// do they give their kinds' scope to the other instances' objects (a tenant that
+// renders a CRD it may not place cannot make another tenant's objects of that
+// kind cluster-scoped; its own render fails on it).
+func (s *syncRun) mayPlaceCRDs(r *instanceRun) bool {
+	pl := s.placementFor(r.mi)
+	for _, u := range r.unplaced.Objects {
+		if render.IsCRD(u) && pl.check(u, false) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {

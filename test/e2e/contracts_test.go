@@ -362,3 +362,28 @@ func TestACycleThroughDependsOnAndAContractFailsBoth(t *testing.T) {
 	e.g.Expect(e.crdOf(group)).To(BeNil())
 	e.g.Expect(e.configMap(e.ns, "widgets-controller")).To(BeNil())
 }
+
+// TestATenantsCRDCannotRescopeAnotherInstancesKind: a tenant (who may render no
+// cluster-scoped object) renders the CRD of a kind the platform team's provider
+// provides, declared cluster-scoped. The tenant's instance fails on its CRD; the
+// provider and its requirer, new in the same commit, are Ready, and the
+// requirer's Widget is placed in its namespace as the provider's CRD says.
+func TestATenantsCRDCannotRescopeAnotherInstancesKind(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	e.grantNamespace(e.ns+"-a", "*")
+	files := contractRepo(e.ns, group, true, "")
+	files["platform.yaml"] = platformYAML(tenantsPlatform(e.ns))
+	files["modules/rescope/rescope.cue"] = strings.Replace(providerModule, `scope: "Namespaced"`, `scope: "Cluster"`, 1)
+	e.g.Expect(files["modules/rescope/rescope.cue"]).To(ContainSubstring(`scope: "Cluster"`))
+	files["tenants/a/rescope.yaml"] = contractInstance(e.ns+"-a", "rescope", "rescope", group, "  serviceAccountName: deployer\n")
+	res := e.sync(newGitRepo(t, files))
+
+	evil := result(res, e.ns+"-a", "rescope")
+	e.g.Expect(evil.Ready).To(BeFalse(), "%+v", res)
+	e.g.Expect(evil.Message).To(ContainSubstring("CustomResourceDefinition"))
+	e.g.Expect(result(res, e.ns, "widgets").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil(), "the Widget is namespaced, in its instance's namespace")
+	e.g.Expect(e.crdOf(group).Object["spec"]).To(HaveKeyWithValue("scope", "Namespaced"))
+}
