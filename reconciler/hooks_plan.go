@@ -37,13 +37,23 @@ func planHooks(hooks []render.Hook, events ...string) []HookPlan {
 	return out
 }
 
-// previewHooks lists the hooks a sync of r would run.
-func previewHooks(r *instanceRun) []HookPlan {
+// previewHooks lists the hooks a sync of r would run, as hookPhases decides: a
+// retry whose pre hooks ran already for this render lists its post hooks only.
+// When the hook record cannot be read it lists both, and says so.
+func (s *syncRun) previewHooks(ctx context.Context, r *instanceRun, ip *InstancePlan) {
 	pre, post := hookEvents(r)
 	if pre == "" {
-		return nil
+		return
 	}
-	return planHooks(r.hooks(), pre, post)
+	if r.live != nil {
+		p, q, f := s.hookPhases(ctx, r)
+		if f != nil {
+			ip.Warnings = append(ip.Warnings, "the hooks listed may have run already: "+f.Error())
+		} else {
+			pre, post = p, q
+		}
+	}
+	ip.Hooks = planHooks(r.hooks(), pre, post)
 }
 
 // previewDeleteHooks lists the hooks removing live would run, from its hook record.

@@ -172,7 +172,7 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action = PlanCreate
 	}
 	s.dryRun(ctx, r, &ip)
-	ip.Hooks = previewHooks(r)
+	s.previewHooks(ctx, r, &ip)
 	s.previewPrune(r, &ip)
 	s.previewGenerated(ctx, r, &ip)
 	return ip

@@ -202,6 +202,11 @@ func TestHookPostRunsAfterAHandedOverWait(t *testing.T) {
 
 	e.bindClaim(e.ns, "web-data")
 	waitRetryDue(t, res)
+	// The plan of the retry lists what it will run: the post-install hook only.
+	plan := e.plan(repo)
+	e.g.Expect(plan.Instances[0].Hooks).To(Equal([]reconciler.HookPlan{
+		{Event: "post-install", Object: "ConfigMap/" + e.ns + "/web-done", Source: "hooked/templates/hooks.yaml"},
+	}), "%+v", plan.Instances[0])
 	res = e.sync(repo)
 	r = result(res, e.ns, "web")
 	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
