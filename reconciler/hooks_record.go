@@ -120,9 +120,11 @@ func onlyDelete(h render.Hook) bool {
 	return true
 }
 
-// recordHooks writes the hook record of a chart instance after a successful sync.
+// recordHooks writes the hook record of a chart instance after a successful sync,
+// and of an instance that was a chart until this sync: its old chart's delete hooks
+// no longer run on its removal (the objects its install hooks left still go then).
 func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if r.chart == nil || r.rendered == nil {
+	if (r.chart == nil && !r.wasChart) || r.rendered == nil {
 		return nil
 	}
 	prev, err := s.hookRecordOf(ctx, r)

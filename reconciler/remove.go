@@ -84,7 +84,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPostDelete); f != nil {
 		return f
 	}
-	if err := s.deleteCR(ctx, live); err != nil {
+	if err := s.deleteCR(ctx, live, !hooks.empty()); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason, res.Message = ActionDeleted, "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
@@ -105,7 +105,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)
 	}
-	if err := s.deleteCR(ctx, live); err != nil {
+	if err := s.deleteCR(ctx, live, false); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason = ActionDeleted, "Removed"
@@ -162,10 +162,11 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 	}
 }
 
-// deleteCR deletes the CR of a removed instance and its inventory Secret. An inline
-// inventory is cleared first, so the controller does not take the deletion for a
-// hand delete and keep the inventory (see Engine.KeepInventoryOfDeleted).
-func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
+// deleteCR deletes the CR of a removed instance and its inventory Secret, and its
+// hook record when it is a chart or hooks says it has one (it was a chart before).
+// An inline inventory is cleared first, so the controller does not take the
+// deletion for a hand delete and keep the inventory (see Engine.KeepInventoryOfDeleted).
+func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance, hooks bool) error {
 	if inv := live.Status.Inventory; inv != nil && len(inv.Entries) > 0 {
 		before := live.DeepCopy()
 		live.Status.Inventory = &cairnv1.Inventory{}
@@ -176,7 +177,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}
-	if live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
+	if hooks || live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
 		if err := s.e.inventories().removeHooks(ctx, live); err != nil {
 			return err
 		}

@@ -215,3 +215,29 @@ func TestHookPostRunsAfterAHandedOverWait(t *testing.T) {
 	e.g.Expect(e.get("batch/v1", "Job", e.ns, "web-migrate").GetUID()).To(Equal(job.GetUID()), "pre-install did not run again")
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-done")).NotTo(BeNil(), "post-install ran once healthy")
 }
+
+// TestAChartTurnedCUEForgetsItsDeleteHooks: an instance whose chart had hooks and
+// that becomes a CUE module no longer runs the chart's delete hooks when it is
+// removed; the objects the chart's install hooks left still go with it.
+func TestAChartTurnedCUEForgetsItsDeleteHooks(t *testing.T) {
+	e := newEnv(t)
+	repo, _ := e.hookedRepo(t)
+	first := e.sync(repo)
+	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
+	e.g.Expect(e.get("v1", "Secret", e.ns, "web-setup")).NotTo(BeNil(), "the pre-install hook's Secret")
+
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("x")}
+	repo.commit("web is a CUE module now\n\ncairn-allow-prune: 100", map[string]string{
+		"modules/app/app.cue": appModule, "modules/app/cue.mod/module.cue": appModuleFile, "instances/web.yaml": web.yaml()})
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+
+	plan := e.plan(withCommit(repo, "remove\n\ncairn-allow-prune: 100", map[string]string{"instances/web.yaml": ""}))
+	e.g.Expect(plan.Instances[0].Hooks).To(BeEmpty(), "%+v", plan.Instances[0])
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Action).To(BeEquivalentTo("Deleted"), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-bye")).To(BeNil(), "the old chart's pre-delete hook does not run")
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-gone")).To(BeNil(), "nor its post-delete hook")
+	e.g.Expect(e.gone("v1", "Secret", e.ns, "web-setup")).To(BeTrue(), "what its install hooks left goes with the instance")
+	e.g.Expect(e.get("v1", "Secret", reconciler.DefaultNamespace, "cairn-hooks-"+e.ns+".web")).To(BeNil())
+}
