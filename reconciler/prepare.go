@@ -3,6 +3,8 @@ package reconciler
 import (
 	"fmt"
 	"maps"
+	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,18 +54,24 @@ func setOwnerLabels(u *unstructured.Unstructured, mi *cairnv1.ModuleInstance) {
 func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMapper,
 	crds map[schema.GroupKind]bool) (bool, error) {
 	gvk := u.GroupVersionKind()
-	namespaced, ok := crds[gvk.GroupKind()]
-	if !ok {
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if meta.IsNoMatchError(err) {
+	var namespaced bool
+	// The cluster's scope of a kind it serves wins over any CRD's: no render can
+	// declare a served kind (a ClusterRoleBinding, a CustomResourceDefinition)
+	// namespaced to pass the placement of its objects.
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	case meta.IsNoMatchError(err):
+		ns, provided := crds[gvk.GroupKind()]
+		if !provided {
 			return false, stalled(cairnv1.ReasonKindNotServed,
 				fmt.Errorf("%s: the cluster does not serve %s and no instance provides it (a CustomResourceDefinition in its render)",
 					describe(u), gvk.String()))
 		}
-		if err != nil {
-			return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
-		}
-		namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		namespaced = ns
+	default:
+		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
 	}
 	switch {
 	case !namespaced:
@@ -72,6 +80,37 @@ func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMa
 		u.SetNamespace(namespace)
 	}
 	return namespaced, nil
+}
+
+// missMemo is a RESTMapper that remembers, for one sync, the kinds the mapper
+// does not serve, so that the objects of a kind not served yet (their CRD is in
+// a render) ask the cluster once, not once each.
+type missMemo struct {
+	meta.RESTMapper
+	mu     sync.Mutex
+	misses map[schema.GroupVersionKind]error
+}
+
+func newMissMemo(m meta.RESTMapper) *missMemo {
+	return &missMemo{RESTMapper: m, misses: map[schema.GroupVersionKind]error{}}
+}
+
+// RESTMapping is the mapper's, or the NoMatch error it gave for the kind before.
+func (m *missMemo) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	key := gk.WithVersion(strings.Join(versions, ","))
+	m.mu.Lock()
+	err, missed := m.misses[key]
+	m.mu.Unlock()
+	if missed {
+		return nil, err
+	}
+	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
+	if meta.IsNoMatchError(err) {
+		m.mu.Lock()
+		m.misses[key] = err
+		m.mu.Unlock()
+	}
+	return mapping, err
 }
 
 // describe names an object the way kubectl does: Kind/namespace/name.

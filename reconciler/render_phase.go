@@ -141,7 +141,7 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
-	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.e.cluster.mapper, pl, scopes); err != nil {
+	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.kinds, pl, scopes); err != nil {
 		r.failure = classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}

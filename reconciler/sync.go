@@ -187,6 +187,9 @@ type syncRun struct {
 	contracts contracts
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
 	cyclic map[string]bool
+	// kinds maps kinds to their scope for placement: the cluster's mapper, its
+	// misses remembered for the sync.
+	kinds *missMemo
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -201,6 +204,9 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		removeOK:          len(set.Unparsed) == 0, readOnly: readOnly,
 	}
 	s.platform = set.Platform.DeepCopy()
+	if e.cluster != nil {
+		s.kinds = newMissMemo(e.cluster.mapper)
+	}
 	key, err := e.digestKey(ctx, !readOnly)
 	if err != nil {
 		return nil, classify(cairnv1.ReasonApplyFailed, err)

@@ -387,3 +387,48 @@ func TestATenantsCRDCannotRescopeAnotherInstancesKind(t *testing.T) {
 	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil(), "the Widget is namespaced, in its instance's namespace")
 	e.g.Expect(e.crdOf(group).Object["spec"]).To(HaveKeyWithValue("scope", "Namespaced"))
 }
+
+// TestACRDCannotRescopeAServedKind: an instance that may render CRDs but no
+// ClusterRoleBinding renders a CRD declaring ClusterRoleBinding namespaced, and a
+// ClusterRoleBinding: the cluster's scope of a kind it serves wins, so the
+// binding is refused by the Platform's clusterResources and nothing is applied.
+func TestACRDCannotRescopeAServedKind(t *testing.T) {
+	e := newEnv(t)
+	name := e.ns + "-escalate"
+	module := `package rescope
+
+instance: {name: string, namespace: string}
+values: {}
+objects: {
+	crd: {
+		apiVersion: "apiextensions.k8s.io/v1"
+		kind:       "CustomResourceDefinition"
+		metadata: {name: "clusterrolebindings.rbac.authorization.k8s.io", annotations: "api-approved.kubernetes.io": "unapproved, test"}
+		spec: {
+			group: "rbac.authorization.k8s.io"
+			names: {kind: "ClusterRoleBinding", plural: "clusterrolebindings", singular: "clusterrolebinding", listKind: "ClusterRoleBindingList"}
+			scope: "Namespaced"
+			versions: [{name: "v1", served: true, storage: true, schema: openAPIV3Schema: {type: "object", "x-kubernetes-preserve-unknown-fields": true}}]
+		}
+	}
+	binding: {
+		apiVersion: "rbac.authorization.k8s.io/v1"
+		kind:       "ClusterRoleBinding"
+		metadata: name: "` + name + `"
+		roleRef: {apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin"}
+		subjects: [{kind: "ServiceAccount", name: "default", namespace: instance.namespace}]
+	}
+}
+`
+	files := appRepo("")
+	files["modules/rescope/rescope.cue"] = module
+	files["instances/rescope.yaml"] = fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: rescope\n  namespace: %s\n"+
+		"spec:\n  module:\n    local:\n      path: ./modules/rescope\n  timeout: 1m\n", e.ns)
+	res := e.sync(newGitRepo(t, files))
+	r := result(res, e.ns, "rescope")
+	e.g.Expect(r.Ready).To(BeFalse(), "%+v", res)
+	e.g.Expect(r.Reason).To(Equal(cairnv1.ReasonObjectForbidden), "%+v", r)
+	e.g.Expect(r.Message).To(ContainSubstring("ClusterRoleBinding"))
+	e.g.Expect(r.Applied).To(BeZero())
+	e.g.Expect(e.get("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", name)).To(BeNil(), "no binding to cluster-admin")
+}
