@@ -17,21 +17,24 @@ import (
 // are done: from the render of each instance rendered this time, and from the
 // status of the others (what they provide, as last recorded). An instance that
 // renders the CRD of a kind another instance provides fails (failConflicts) and
-// provides nothing; a provider whose render dropped the CRD of a kind others
-// still use goes on providing it (withdrawnInUse).
-func (s *syncRun) inferContracts() {
+// provides nothing. kept are kinds rendered instances go on providing although
+// their render dropped the CRD (see keepWithdrawn), nil the first time.
+func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 	objects := map[string][]*unstructured.Unstructured{}
-	provided := map[string][]schema.GroupKind{}
 	recorded := map[string]*instanceRun{} // not rendered: their status says
 	for _, r := range s.runs {
 		switch {
-		case r.rendered != nil:
+		case r.rendered != nil && !s.conflicted[r.key()]:
 			objects[r.key()] = r.objects
 		case r.live != nil:
 			recorded[r.key()] = r
 		}
 	}
 	infer := func() {
+		provided := maps.Clone(kept)
+		if provided == nil {
+			provided = map[string][]schema.GroupKind{}
+		}
 		for key, r := range recorded {
 			provided[key] = parseKindNames(r.live.Status.Provides)
 		}
@@ -43,6 +46,7 @@ func (s *syncRun) inferContracts() {
 	infer()
 	if failed := s.failConflicts(); len(failed) > 0 {
 		for _, r := range failed {
+			s.conflicted[r.key()] = true
 			delete(objects, r.key())
 			if r.live != nil {
 				recorded[r.key()] = r
@@ -50,13 +54,22 @@ func (s *syncRun) inferContracts() {
 		}
 		infer()
 	}
-	if kept := s.withdrawnInUse(); len(kept) > 0 {
-		for key, kinds := range kept {
-			provided[key] = kinds
-		}
-		infer()
-	}
 	s.failCycles()
+}
+
+// provideWithdrawn infers the contracts again once the prunes are decided, when
+// providers keep CRDs their renders dropped (keepWithdrawn): they go on
+// providing those kinds.
+func (s *syncRun) provideWithdrawn() {
+	kept := map[string][]schema.GroupKind{}
+	for _, r := range s.runs {
+		for _, w := range r.withdrawn {
+			kept[r.key()] = append(kept[r.key()], w.kind)
+		}
+	}
+	if len(kept) > 0 {
+		s.inferContracts(kept)
+	}
 }
 
 // recordContracts sets what a successfully synced instance provides and requires.
@@ -198,12 +211,7 @@ func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
 	if len(kinds) == 0 {
 		return nil
 	}
-	var requirers []string
-	for _, r := range s.runs {
-		if usesKinds(r, key, kinds) {
-			requirers = append(requirers, r.key())
-		}
-	}
+	requirers := s.usersOf(key, kinds, false) // those removed with it go first
 	if len(requirers) == 0 {
 		return nil
 	}
@@ -219,12 +227,52 @@ func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool)
 			return kinds[u.GroupVersionKind().GroupKind()]
 		})
 	}
-	if r.live == nil {
-		return false
-	}
-	return slices.ContainsFunc(r.live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
+	return r.live != nil && requiresKinds(r.live, provider, kinds)
+}
+
+// requiresKinds tells whether live's status records that it uses one of kinds of
+// provider.
+func requiresKinds(live *cairnv1.ModuleInstance, provider string, kinds map[schema.GroupKind]bool) bool {
+	return slices.ContainsFunc(live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
 		return req.Instance == provider && slices.ContainsFunc(req.Kinds, func(k string) bool {
 			return kinds[schema.ParseGroupKind(k)]
 		})
 	})
+}
+
+// standing are the CRs this revision does not sync that keep their objects: those
+// whose file could not be read, and those whose declaration is invalid. What they
+// use, their status records.
+func (s *syncRun) standing() []*cairnv1.ModuleInstance {
+	out := slices.Clone(s.held)
+	for _, inv := range s.set.Invalid {
+		if live := s.live[inv.Object]; live != nil && inv.Kind == cairnv1.ModuleInstanceKind {
+			out = append(out, live)
+		}
+	}
+	return out
+}
+
+// usersOf are the instances that stay and use one of kinds of provider, sorted:
+// those of the revision (by their render, else their status), those it does not
+// sync (standing) and, with removed, those that left Git in this commit (they
+// are removed after the others' applies, and until then use the kinds).
+func (s *syncRun) usersOf(provider string, kinds map[schema.GroupKind]bool, removed bool) []string {
+	var out []string
+	for _, r := range s.runs {
+		if r.key() != provider && usesKinds(r, provider, kinds) {
+			out = append(out, r.key())
+		}
+	}
+	others := s.standing()
+	if removed {
+		others = append(others, s.removed...)
+	}
+	for _, live := range others {
+		if key := live.Namespace + "/" + live.Name; key != provider && requiresKinds(live, provider, kinds) {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

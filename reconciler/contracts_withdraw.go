@@ -26,83 +26,49 @@ type withdrawal struct {
 	users []string // the instances that use kind, sorted
 }
 
-// withdrawnInUse finds, for each rendered provider, the kinds its status records
-// as provided, its render no longer provides, no other instance provides, and
-// other instances still use: those CRDs are kept (see keepWithdrawn) and the
-// provider goes on providing the kinds. It returns them by instance key.
-func (s *syncRun) withdrawnInUse() map[string][]schema.GroupKind {
-	out := map[string][]schema.GroupKind{}
-	for _, r := range s.runs {
-		r.withdrawn = nil
-		if r.rendered == nil || r.live == nil {
-			continue
-		}
-		for _, gk := range parseKindNames(r.live.Status.Provides) {
-			if _, provided := s.contracts.providerOf[gk]; provided || len(s.contracts.conflicts[gk]) > 0 {
-				continue // still rendered, by r or by another instance
-			}
-			var users []string
-			for _, o := range s.runs {
-				if o != r && usesKinds(o, r.key(), map[schema.GroupKind]bool{gk: true}) {
-					users = append(users, o.key())
-				}
-			}
-			if len(users) > 0 {
-				r.withdrawn = append(r.withdrawn, withdrawal{kind: gk, users: users})
-				out[r.key()] = append(out[r.key()], gk)
-			}
-		}
-	}
-	return out
-}
-
-// keepWithdrawn sets aside, from the objects r's render dropped, the CRDs of the
-// kinds r withdrew while others use them: they stay in r's inventory and are
-// neither pruned nor orphaned, and r says so (ContractWithdrawn). A CRD's name
-// is its plural and group, so only the CRDs of a withdrawn kind's group are read
-// (as r's identity, which applied them) for their kind; a CRD that is gone is
-// not kept, one that cannot be read is (nothing in use is ever deleted).
+// keepWithdrawn sets aside, from the objects r's render dropped, the CRDs of
+// kinds other instances still use (see usersOf): they stay in r's inventory and
+// are neither pruned nor orphaned, r goes on providing their kinds
+// (provideWithdrawn), and says so (ContractWithdrawn). Each dropped CRD is read,
+// as r's identity (which applied it), for its kind; one that is gone is not
+// kept, and one that cannot be read fails r for now (nothing in use is deleted).
 func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale inventory) (inventory, error) {
 	kept := inventory{}
-	if len(r.withdrawn) == 0 {
-		return kept, nil
-	}
-	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
-	if err != nil {
-		return nil, err
-	}
+	r.withdrawn = nil
+	var c client.Client
 	for _, id := range slices.Sorted(maps.Keys(stale)) {
 		meta, err := object.ParseObjMetadata(id)
 		if err != nil || meta.GroupKind != crdKind {
 			continue
 		}
-		_, group, _ := strings.Cut(meta.Name, ".")
-		var candidates []withdrawal
-		for _, w := range r.withdrawn {
-			if w.kind.Group == group {
-				candidates = append(candidates, w)
+		if c == nil {
+			m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+			if err != nil {
+				return nil, err
 			}
-		}
-		if len(candidates) == 0 {
-			continue
+			c = m.Client()
 		}
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(crdKind.WithVersion("v1"))
-		switch err := m.Client().Get(ctx, client.ObjectKey{Name: meta.Name}, crd); {
-		case apierrors.IsNotFound(err):
+		if err := c.Get(ctx, client.ObjectKey{Name: meta.Name}, crd); apierrors.IsNotFound(err) {
 			continue
-		case err == nil:
-			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-			candidates = slices.DeleteFunc(candidates, func(w withdrawal) bool { return w.kind.Kind != kind })
+		} else if err != nil {
+			return nil, fmt.Errorf("failed to read CustomResourceDefinition %s, which the render dropped, to see whether instances still use it: %w", meta.Name, err)
 		}
-		if len(candidates) == 0 {
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		gk := schema.GroupKind{Group: group, Kind: kind}
+		if _, other := s.contracts.providerOf[gk]; other || kind == "" {
+			continue
+		}
+		users := s.usersOf(r.key(), map[schema.GroupKind]bool{gk: true}, true)
+		if len(users) == 0 {
 			continue
 		}
 		kept[id] = stale[id]
-		for _, w := range candidates {
-			r.warnings = append(r.warnings, fmt.Sprintf("%s: kept CustomResourceDefinition %s, which the render dropped: %s is still used by %s",
-				cairnv1.ReasonContractWithdrawn, meta.Name, w.kind.String(), namedSome(w.users)))
-		}
+		r.withdrawn = append(r.withdrawn, withdrawal{kind: gk, users: users})
+		r.warnings = append(r.warnings, fmt.Sprintf("%s: kept CustomResourceDefinition %s, which the render dropped: %s is still used by %s",
+			cairnv1.ReasonContractWithdrawn, meta.Name, gk.String(), namedSome(users)))
 	}
 	return kept, nil
 }

@@ -121,10 +121,11 @@ func onlyDelete(h render.Hook) bool {
 }
 
 // recordHooks writes the hook record of a chart instance after a successful sync,
-// and of an instance that was a chart until this sync: its old chart's delete hooks
-// no longer run on its removal (the objects its install hooks left still go then).
+// and of an instance that has one (status.hookRecord) and is not a chart now: its
+// old chart's delete hooks no longer run on its removal (the objects its install
+// hooks left still go then).
 func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if (r.chart == nil && !r.wasChart) || r.rendered == nil {
+	if (r.chart == nil && mi.Status.HookRecord == "") || r.rendered == nil {
 		return nil
 	}
 	prev, err := s.hookRecordOf(ctx, r)
@@ -152,12 +153,18 @@ func (s *syncRun) hookRecordOf(ctx context.Context, r *instanceRun) (hookRecord,
 }
 
 // storeHookRecord writes r's hook record (for mi, its CR) and remembers it.
+// status.hookRecord names the record while there is one (mi's status is
+// recorded after this, or, for the pre hooks, at the end of the attempt).
 func (s *syncRun) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hookRecord) error {
 	if err := s.e.inventories().storeHooks(ctx, mi, rec); err != nil {
 		r.hookRecord = nil // read it again: the write may or may not have happened
 		return err
 	}
 	r.hookRecord = &rec
+	mi.Status.HookRecord = ""
+	if !rec.empty() {
+		mi.Status.HookRecord = hooksSecretName(mi)
+	}
 	return nil
 }
 

@@ -77,9 +77,6 @@ type instanceRun struct {
 	// them; withheld are their CRDs, kept in r's inventory (ContractWithdrawn).
 	withdrawn []withdrawal
 	withheld  inventory
-	// wasChart: the CR's spec, before this sync, declared a chart (whose hook
-	// record a sync as another module type must update).
-	wasChart bool
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
@@ -108,7 +105,6 @@ func (s *syncRun) plan() {
 
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
-	r.wasChart = r.live != nil && r.live.Spec.Module.Chart != nil
 	r.specDigest = s.specDigest(mi)
 	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
 	r.affected, r.why = s.isAffected(r)

@@ -57,7 +57,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	}
 	old, err := s.lastInventory(ctx, r)
 	if err != nil {
-		r.failure = transient(cairnv1.ReasonPruneFailed, err)
+		r.setFailure(transient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
 	if r.live == nil && len(old) == 0 {
@@ -72,7 +72,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	}
 	stale := old.minus(own).minus(desired)
 	if r.withheld, err = s.keepWithdrawn(ctx, r, stale); err != nil {
-		r.failure = transient(cairnv1.ReasonPruneFailed, err)
+		r.setFailure(transient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
 	stale = stale.minus(r.withheld)

@@ -86,9 +86,10 @@ func (s *syncRun) prepare(ctx context.Context) {
 		s.markInvalid(ctx)
 	}
 	s.renderAll(ctx)
-	s.inferContracts()
+	s.inferContracts(nil)
 	if !interrupted(ctx) {
 		s.checkPrunes(ctx)
+		s.provideWithdrawn()
 		s.claimShared()
 	}
 }

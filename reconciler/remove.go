@@ -177,7 +177,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance, ho
 	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}
-	if hooks || live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
+	if hooks || live.Status.HookRecord != "" || live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
 		if err := s.e.inventories().removeHooks(ctx, live); err != nil {
 			return err
 		}

@@ -187,6 +187,9 @@ type syncRun struct {
 	contracts contracts
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
 	cyclic map[string]bool
+	// conflicted are the instances that render the CRD of a kind another provides:
+	// they fail and provide nothing (see failConflicts).
+	conflicted map[string]bool
 	// kinds maps kinds to their scope for placement: the cluster's mapper, its
 	// misses remembered for the sync.
 	kinds *missMemo
@@ -198,7 +201,7 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
-		createdNamespaces: map[string]bool{},
+		createdNamespaces: map[string]bool{}, conflicted: map[string]bool{},
 		moduleDigests:     map[string]string{},
 		managed:           map[schema.GroupKind]managedObjects{},
 		removeOK:          len(set.Unparsed) == 0, readOnly: readOnly,

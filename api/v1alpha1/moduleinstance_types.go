@@ -291,6 +291,11 @@ type ModuleInstanceStatus struct {
 	// applied (Platform spec.render.publish).
 	// +optional
 	Published *PublishedArtifact `json:"published,omitempty"`
+	// HookRecord names the Secret, in cairn's namespace, that keeps what removing
+	// the instance needs of its chart's Helm hooks (its delete hooks, the objects
+	// its install hooks left); empty when it has none.
+	// +optional
+	HookRecord string `json:"hookRecord,omitempty"`
 	// Provides are the kinds (Kind.group) whose CustomResourceDefinitions the
 	// instance's render holds and that it has served: recorded once the instance
 	// synced with them established, so its requirers no longer wait for it

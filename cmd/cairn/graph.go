@@ -27,7 +27,8 @@ an instance that renders objects of that kind requires it), labelled with the ki
 Instances that fail to render, or that provide a kind another instance provides,
 are marked failed. No cluster is needed; with --status, the instances' status in
 the cluster (--kubeconfig) marks those that wait for a dependency or a provider
-and those whose last sync failed.`,
+and those whose last sync failed (at the revision the cluster last synced, which
+may not be the one drawn).`,
 		Example: `  cairn graph --repo ./platform
   cairn graph --repo ./platform -o mermaid
   cairn graph --repo ./platform --status

@@ -432,3 +432,36 @@ objects: {
 	e.g.Expect(r.Applied).To(BeZero())
 	e.g.Expect(e.get("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", name)).To(BeNil(), "no binding to cluster-admin")
 }
+
+// TestAWithdrawnCRDUsedByAnInvalidDeclarationIsKept: the provider drops its CRD
+// in the commit that makes its requirer's declaration invalid: the requirer keeps
+// its objects (its status says what it uses), so the CRD, and with it the
+// requirer's Widget, stays.
+func TestAWithdrawnCRDUsedByAnInvalidDeclarationIsKept(t *testing.T) {
+	e := newEnv(t)
+	group := e.ns + ".example.com"
+	files := contractRepo(e.ns, group, true, "")
+	files["platform.yaml"] = platformYAML("  limits: {allowPruneProtected: true}\n")
+	files["instances/widgets.yaml"] = contractInstance(e.ns, "widgets", "provider", group, "  pruneProtected: true\n")
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
+
+	withoutCRD := `package provider
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+`
+	repo.commit("drop the CRD; break the user\n\ncairn-allow-prune: 100", map[string]string{
+		"modules/provider/provider.cue": withoutCRD,
+		"instances/user.yaml":           contractInstance(e.ns, "user", "requirer", group, "  timeout: forever\n"),
+	})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "user").Ready).To(BeFalse(), "%+v", res)
+	widgets := result(res, e.ns, "widgets")
+	e.g.Expect(widgets.Reason).To(Equal(cairnv1.ReasonContractWithdrawn), "%+v", res)
+	e.g.Expect(widgets.Warnings).To(ContainElement(ContainSubstring(e.ns + "/user")))
+	e.g.Expect(e.crdOf(group)).NotTo(BeNil())
+	e.g.Expect(e.get(group+"/v1", "Widget", e.ns, "user")).NotTo(BeNil(), "the invalid instance keeps its objects")
+}

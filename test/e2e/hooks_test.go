@@ -226,11 +226,21 @@ func TestAChartTurnedCUEForgetsItsDeleteHooks(t *testing.T) {
 	e.g.Expect(result(first, e.ns, "web").Ready).To(BeTrue(), "%+v", first)
 	e.g.Expect(e.get("v1", "Secret", e.ns, "web-setup")).NotTo(BeNil(), "the pre-install hook's Secret")
 
-	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("x")}
+	// Its first sync as a CUE module waits for a dependency that fails (the CR's
+	// spec says CUE from then on); the next one succeeds.
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("x"), dependsOn: []string{"broken"}}
+	broken := inst{name: "broken", ns: e.ns, replicas: -1}
 	repo.commit("web is a CUE module now\n\ncairn-allow-prune: 100", map[string]string{
-		"modules/app/app.cue": appModule, "modules/app/cue.mod/module.cue": appModuleFile, "instances/web.yaml": web.yaml()})
+		"modules/app/app.cue": appModule, "modules/app/cue.mod/module.cue": appModuleFile,
+		"instances/web.yaml": web.yaml(), "instances/broken.yaml": broken.yaml()})
 	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeFalse(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "web").Spec.Module.Local).NotTo(BeNil(), "the CR says CUE already")
+	web.dependsOn = nil
+	repo.commit("web on its own\n\ncairn-allow-prune: 100", map[string]string{"instances/web.yaml": web.yaml(), "instances/broken.yaml": ""})
+	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "web").Status.HookRecord).To(Equal("cairn-hooks-"+e.ns+".web"), "what its install hooks left is kept")
 
 	plan := e.plan(withCommit(repo, "remove\n\ncairn-allow-prune: 100", map[string]string{"instances/web.yaml": ""}))
 	e.g.Expect(plan.Instances[0].Hooks).To(BeEmpty(), "%+v", plan.Instances[0])
