@@ -102,5 +102,5 @@ func TestGraphStatusMarksWaitingAndFailedInstancesFromTheCluster(t *testing.T) {
 
 	r = cc.run(t, "graph", "--repo", dir)
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
-	g.Expect(r.stdout).To(ContainSubstring(cc.ns + "/web\n"), "offline, nothing says web waits")
+	g.Expect(r.stdout).To(ContainSubstring(cc.ns+"/web\n"), "offline, nothing says web waits")
 }

@@ -42,6 +42,14 @@ objects: {
 }
 `
 
+// providerWithoutCRD is providerModule once its CRD is dropped.
+const providerWithoutCRD = `package provider
+
+instance: {name: string, namespace: string}
+values: group: string
+objects: controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
+`
+
 // requirerModule renders a Widget of values.group.
 const requirerModule = `package requirer
 
@@ -205,13 +213,7 @@ func TestAWithdrawnCRDStillInUseIsKept(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
 
-	withoutCRD := `package provider
-
-instance: {name: string, namespace: string}
-values: group: string
-objects: controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
-`
-	repo.commit("the provider drops its CRD\n\ncairn-allow-prune: 100", map[string]string{"modules/provider/provider.cue": withoutCRD})
+	repo.commit("the provider drops its CRD\n\ncairn-allow-prune: 100", map[string]string{"modules/provider/provider.cue": providerWithoutCRD})
 	plan := e.plan(repo)
 	var warned []string
 	for _, ip := range plan.Instances {
@@ -447,14 +449,8 @@ func TestAWithdrawnCRDUsedByAnInvalidDeclarationIsKept(t *testing.T) {
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "user").Ready).To(BeTrue(), "%+v", res)
 
-	withoutCRD := `package provider
-
-instance: {name: string, namespace: string}
-values: group: string
-objects: controller: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-controller"}
-`
 	repo.commit("drop the CRD; break the user\n\ncairn-allow-prune: 100", map[string]string{
-		"modules/provider/provider.cue": withoutCRD,
+		"modules/provider/provider.cue": providerWithoutCRD,
 		"instances/user.yaml":           contractInstance(e.ns, "user", "requirer", group, "  timeout: forever\n"),
 	})
 	res = e.sync(repo)
