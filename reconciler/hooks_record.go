@@ -42,6 +42,13 @@ type hookRun struct {
 	Digest string `json:"digest"`
 }
 
+// hasHookRecord tells whether mi may have a hook record: its status names one,
+// or it is a chart (whose record may have been written by an attempt whose status
+// was not).
+func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
+	return mi.Status.HookRecord != "" || mi.Spec.Module.Chart != nil
+}
+
 // hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,
 // or cairn-hooks-<hash> when that is too long for a name.
 func hooksSecretName(mi *cairnv1.ModuleInstance) string {
@@ -120,23 +127,20 @@ func onlyDelete(h render.Hook) bool {
 	return true
 }
 
-// recordHooks writes the hook record of a chart instance after a successful sync,
-// and of an instance that has one (status.hookRecord) and is not a chart now: its
-// old chart's delete hooks no longer run on its removal (the objects its install
-// hooks left still go then).
+// recordHooks writes the hook record after a successful sync whose render has
+// hooks, or of an instance that has one (status.hookRecord) and whose render has
+// none now (its chart dropped them, or it is not a chart any more): its old delete
+// hooks no longer run on its removal (the objects its install hooks left still go
+// then). An instance with neither reads nothing.
 func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if (r.chart == nil && mi.Status.HookRecord == "") || r.rendered == nil {
+	if r.rendered == nil || (len(r.rendered.Hooks) == 0 && mi.Status.HookRecord == "") {
 		return nil
 	}
 	prev, err := s.hookRecordOf(ctx, r)
 	if err != nil {
 		return err
 	}
-	next := nextHookRecord(prev, r.rendered.Hooks)
-	if next.empty() && prev.empty() {
-		return nil // a chart without hooks: no record to write or delete
-	}
-	return s.storeHookRecord(ctx, r, mi, next)
+	return s.storeHookRecord(ctx, r, mi, nextHookRecord(prev, r.rendered.Hooks))
 }
 
 // hookRecordOf is r's hook record, read once per sync.

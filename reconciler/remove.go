@@ -65,9 +65,11 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
 	ps := rs.pruneSet
-	hooks, err := s.e.inventories().loadHooks(ctx, live)
-	if err != nil {
-		return transient(cairnv1.ReasonPruneFailed, err)
+	var hooks hookRecord
+	if hasHookRecord(live) {
+		if hooks, err = s.e.inventories().loadHooks(ctx, live); err != nil {
+			return transient(cairnv1.ReasonPruneFailed, err)
+		}
 	}
 	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPreDelete); f != nil {
 		return f // nothing is deleted
@@ -84,7 +86,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPostDelete); f != nil {
 		return f
 	}
-	if err := s.deleteCR(ctx, live, !hooks.empty()); err != nil {
+	if err := s.deleteCR(ctx, live); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason, res.Message = ActionDeleted, "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
@@ -105,7 +107,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 	if err != nil {
 		return classify(cairnv1.ReasonPruneFailed, err)
 	}
-	if err := s.deleteCR(ctx, live, false); err != nil {
+	if err := s.deleteCR(ctx, live); err != nil {
 		return transient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason = ActionDeleted, "Removed"
@@ -162,11 +164,11 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 	}
 }
 
-// deleteCR deletes the CR of a removed instance and its inventory Secret, and its
-// hook record when it is a chart or hooks says it has one (it was a chart before).
+// deleteCR deletes the CR of a removed instance, its inventory Secret and, when it
+// may have one (hasHookRecord), its hook record.
 // An inline inventory is cleared first, so the controller does not take the
 // deletion for a hand delete and keep the inventory (see Engine.KeepInventoryOfDeleted).
-func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance, hooks bool) error {
+func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
 	if inv := live.Status.Inventory; inv != nil && len(inv.Entries) > 0 {
 		before := live.DeepCopy()
 		live.Status.Inventory = &cairnv1.Inventory{}
@@ -177,7 +179,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance, ho
 	if err := s.e.inventories().remove(ctx, live); err != nil {
 		return err
 	}
-	if hooks || live.Status.HookRecord != "" || live.Spec.Module.Chart != nil { // only charts have hooks, and so a hook record
+	if hasHookRecord(live) {
 		if err := s.e.inventories().removeHooks(ctx, live); err != nil {
 			return err
 		}
