@@ -2,10 +2,8 @@ package reconciler
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -116,17 +114,6 @@ func (c *contracts) recall(key string, reqs []cairnv1.ContractRequirement) {
 			}
 		}
 	}
-}
-
-// conflictErrors names, for each kind more than one instance provides, the kind
-// and the instances, sorted by kind.
-func (c contracts) conflictErrors() []error {
-	var out []error
-	for _, gk := range slices.SortedFunc(maps.Keys(c.conflicts), compareGroupKinds) {
-		out = append(out, fmt.Errorf("the CustomResourceDefinition of %s is provided by more than one instance: %s",
-			gk.String(), strings.Join(c.conflicts[gk], ", ")))
-	}
-	return out
 }
 
 // providedNames are the kinds key provides, as status.provides records them.

@@ -33,7 +33,7 @@ func TestInferContracts(t *testing.T) {
 		objects   map[string][]*unstructured.Unstructured
 		provides  map[string][]schema.GroupKind
 		requires  map[string]map[string][]schema.GroupKind
-		conflicts []string
+		conflicts map[schema.GroupKind][]string
 	}{{
 		name: "a requirer of two kinds of one provider, and an instance of built-in kinds only",
 		objects: map[string][]*unstructured.Unstructured{
@@ -59,7 +59,7 @@ func TestInferContracts(t *testing.T) {
 		},
 		provides:  map[string][]schema.GroupKind{"a/one": {widget}, "b/two": {widget}},
 		requires:  map[string]map[string][]schema.GroupKind{},
-		conflicts: []string{"the CustomResourceDefinition of Widget.example.com is provided by more than one instance: a/one, b/two"},
+		conflicts: map[schema.GroupKind][]string{widget: {"a/one", "b/two"}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,11 +67,10 @@ func TestInferContracts(t *testing.T) {
 			c := inferContracts(tt.objects)
 			g.Expect(c.provides).To(Equal(tt.provides))
 			g.Expect(c.requires).To(Equal(tt.requires))
-			var msgs []string
-			for _, err := range c.conflictErrors() {
-				msgs = append(msgs, err.Error())
+			if tt.conflicts == nil {
+				tt.conflicts = map[schema.GroupKind][]string{}
 			}
-			g.Expect(msgs).To(Equal(tt.conflicts))
+			g.Expect(c.conflicts).To(Equal(tt.conflicts))
 		})
 	}
 }

@@ -72,6 +72,15 @@ func contractRepo(ns, group string, requirer bool, extra string) map[string]stri
 	return files
 }
 
+// requirerFirstRepo is contractRepo with the requirer, which names no dependsOn,
+// in a file before its provider's.
+func requirerFirstRepo(ns, group string) map[string]string {
+	files := contractRepo(ns, group, true, "")
+	files["instances/a-user.yaml"] = files["instances/user.yaml"]
+	delete(files, "instances/user.yaml")
+	return files
+}
+
 func contractInstance(ns, name, module, group, extra string) string {
 	return fmt.Sprintf("apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: %s\n  namespace: %s\n"+
 		"spec:\n  module:\n    local:\n      path: ./modules/%s\n  timeout: 1m\n  values:\n    group: %s\n%s", name, ns, module, group, extra)
@@ -110,10 +119,7 @@ func TestContractsAreRecordedOnTheInstances(t *testing.T) {
 func TestARequirerWaitsForItsProviderWithoutDependsOn(t *testing.T) {
 	e := newEnv(t)
 	group := e.ns + ".example.com"
-	files := contractRepo(e.ns, group, true, "")
-	files["instances/a-user.yaml"] = files["instances/user.yaml"]
-	delete(files, "instances/user.yaml")
-	repo := newGitRepo(t, files)
+	repo := newGitRepo(t, requirerFirstRepo(e.ns, group))
 
 	// The plan shows the contract, and draws the requirer after its provider,
 	// waiting for it.
@@ -301,10 +307,7 @@ func TestARequirerWaitsForItsProviderUnderTheController(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
 	group := e.ns + ".example.com"
-	files := contractRepo(e.ns, group, true, "")
-	files["instances/a-user.yaml"] = files["instances/user.yaml"]
-	delete(files, "instances/user.yaml")
-	repo := newGitRepo(t, files)
+	repo := newGitRepo(t, requirerFirstRepo(e.ns, group))
 	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowController(t, repo)...)
 	ready := func(name string) func() bool {
 		return func() bool { mi := e.instance(e.ns, name); return mi != nil && isTrue(mi, "Ready") }
