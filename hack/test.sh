@@ -10,6 +10,9 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 TEST_LOG=${TEST_LOG:-test/results/test.json}
 mkdir -p "$(dirname "$TEST_LOG")"
 
+# Nothing built and no key is tracked: a file over 2 MB outside testdata/ fails here.
+$GO run ./hack/repocheck || exit 1
+
 # The one-time builds first, outside any test's deadline: the Kubernetes binaries,
 # Gitea and the baseline CLIs (helm v3.22.0 for render's golden files, cue v0.17.1 for
 # the Timoni renders compared with cue export), cached by

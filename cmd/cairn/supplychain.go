@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -125,6 +126,11 @@ password needs one of the variables set to "".`,
   cairn keygen --output-key-prefix ./keys/release`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("output-key-prefix") {
+				if err := refuseKeyInWorkTree(prefix); err != nil {
+					return err
+				}
+			}
 			password, err := keyPassword(cmd, true)
 			if err != nil {
 				return err
@@ -150,6 +156,38 @@ password needs one of the variables set to "".`,
 	}
 	cmd.Flags().StringVar(&prefix, "output-key-prefix", "cosign", "path prefix of the key files")
 	return cmd
+}
+
+// refuseKeyInWorkTree fails when the private key PREFIX.key would land inside a Git
+// work tree: the default prefix writes into the working directory, and a key there is
+// one `git add -A` away from the repository.
+func refuseKeyInWorkTree(prefix string) error {
+	dir, err := filepath.Abs(filepath.Dir(prefix))
+	if err != nil {
+		return fmt.Errorf("failed to resolve %s: %w", prefix, err)
+	}
+	if root, ok := gitWorkTree(dir); ok {
+		return fmt.Errorf("refusing to write the private key %s.key inside the Git work tree %s, where it could be committed: "+
+			"pass --output-key-prefix with the path to write it to (outside the repository, or explicitly inside it)", prefix, root)
+	}
+	return nil
+}
+
+// gitWorkTree returns the root of the Git work tree holding dir, if any. It only
+// looks for a .git entry (a directory, or the file of a linked work tree or a
+// submodule) in dir and its parents: nothing of the repository is read, so go-git's
+// PlainOpen, which parses it, is more than this needs.
+func gitWorkTree(dir string) (string, bool) {
+	for {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 // writeNewFile writes a file that must not exist yet.

@@ -190,6 +190,38 @@ func TestKeygenPassword(t *testing.T) {
 	g.Expect(again).To(Equal(priv))
 }
 
+// keygen's default prefix writes into the working directory: inside a Git work tree
+// it refuses (the key would be one `git add -A` from the repository), unless
+// --output-key-prefix names the path; outside one it writes cosign.key as cosign does.
+func TestKeygenRefusesAWorkTreeByDefault(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("CAIRN_PASSWORD", "key-password")
+	repo := t.TempDir()
+	g.Expect(os.Mkdir(filepath.Join(repo, ".git"), 0o755)).To(Succeed())
+	sub := filepath.Join(repo, "keys")
+	g.Expect(os.Mkdir(sub, 0o755)).To(Succeed())
+	t.Chdir(sub)
+
+	res := execCairnWithStdin(t, "", "keygen")
+	g.Expect(res.code).To(Equal(1))
+	g.Expect(res.err.Error()).To(ContainSubstring("refusing to write the private key cosign.key inside the Git work tree " + repo))
+	g.Expect(res.err.Error()).To(ContainSubstring("--output-key-prefix"))
+	g.Expect(filepath.Join(sub, "cosign.key")).NotTo(BeAnExistingFile())
+
+	// Named explicitly, the path is the user's choice.
+	res = execCairnWithStdin(t, "", "keygen", "--output-key-prefix", "release")
+	g.Expect(res.err).NotTo(HaveOccurred())
+	g.Expect(filepath.Join(sub, "release.key")).To(BeAnExistingFile())
+
+	// Outside any work tree, the default writes cosign.key.
+	plain := t.TempDir()
+	t.Chdir(plain)
+	res = execCairnWithStdin(t, "", "keygen")
+	g.Expect(res.err).NotTo(HaveOccurred())
+	g.Expect(filepath.Join(plain, "cosign.key")).To(BeAnExistingFile())
+	g.Expect(filepath.Join(plain, "cosign.pub")).To(BeAnExistingFile())
+}
+
 func TestPushChartCredentials(t *testing.T) {
 	g := NewWithT(t)
 	host := startRegistry(t, true)
