@@ -186,8 +186,8 @@ func (f *fleetRun) changeOneController(c *controllerRun) cliRun {
 
 // addControllerRows adds the controller's rows next to the CLI's.
 func (f *fleetRun) addControllerRows(tb *table, cold, change cliRun) {
-	tb.add(f.m, "controller: empty cluster → all Ready", secs(cold.wall), "", "", "",
+	tb.add(f.m, "controller: empty cluster → all Ready", secs(cold.wall),
 		byteSize(cold.rss)+" (peak so far)", cold.server, cold.server.latencies(), cpuSummary(cold))
-	tb.add(f.m, "controller: one instance changed → Ready", secs(change.wall), "", "", "",
+	tb.add(f.m, "controller: one instance changed → Ready", secs(change.wall),
 		byteSize(change.rss)+" (peak so far)", change.server, change.server.latencies(), cpuSummary(change))
 }

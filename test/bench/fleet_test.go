@@ -24,8 +24,8 @@ import (
 // ServiceAccount, a Service and an Ingress), each in its own namespace, synced
 // by `cairn sync --once` run as a subprocess from a Git repository (file://)
 // on a fresh cluster per M: time from an empty cluster to all Ready, peak
-// RSS, then a commit that changes one instance. Compared with Flux's figures
-// of the issue (measured on this machine kind, and published).
+// RSS, then a commit that changes one instance. No Flux figure is printed: a
+// comparison comes only from Flux run beside cairn in the same run (to come).
 
 // fleetModule is the 4-object app.
 const fleetModule = `package app
@@ -89,17 +89,7 @@ const fleetModuleFile = `module: "cairn.dev/bench/app@v0"
 language: version: "v0.17.0"
 `
 
-// Flux's figures from the issue: on this 2-core machine kind (source-controller
-// v1.8.5 + kustomize-controller v1.9.0, concurrency 20) and published (16-core
-// runner with kind).
-var (
-	fluxHere      = map[int]time.Duration{100: 7700 * time.Millisecond, 1000: 852 * time.Second}
-	fluxPublished = map[int]time.Duration{100: 28 * time.Second, 500: 122 * time.Second, 1000: 256 * time.Second}
-	fluxRSSPub    = map[int]int{100: 32, 500: 122, 1000: 175} // MiB
-)
-
 const (
-	fluxRSSHere  = 111 + 91 // MiB: kustomize-controller + source-controller
 	fleetTarget  = 60 * time.Second
 	fleetTargetM = 1000
 	rssTarget    = 200 << 20
@@ -110,7 +100,7 @@ func TestB2Fleet(t *testing.T) {
 	sizes := pick([]int{100, 500, 1000}, []int{10})
 	bin := buildCairn(t)
 	tb := newTable("B2 fleet: M instances of the 4-object app, `cairn sync --once` (subprocess) from an empty cluster to all Ready, then one instance changed",
-		"M", "step", "cairn wall time", "Flux here (2 cores)", "cairn speed-up vs Flux here", "Flux published (16 cores)",
+		"M", "step", "cairn wall time",
 		"cairn peak RSS", "requests by verb (apiserver_request_total, all clients)", "API server mean latency", "CPU time (cairn; control plane)")
 	for _, m := range sizes {
 		t.Run(fmt.Sprintf("M=%d", m), func(t *testing.T) {
@@ -132,7 +122,6 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("`cairn sync --repo file://… --branch main --once -q --drift-interval=0 --kubeconfig … --cache-dir <fresh>`: wall time of the process (start, clone, render, apply, health, status) and its peak RSS (VmHWM of /proc/<pid>/status, polled every 10 ms: ru_maxrss would report the test binary's peak, inherited across exec); all M ModuleInstances checked Ready by a LIST afterwards; the CLI has no concurrency flag: the engine's default (reconciler.DefaultOptions) applies")
 	tb.note("one instance changed = a commit changing that instance's image; the CLI reads the last synced SHA from the Platform CR and diffs: only that instance is affected (checked: every other instance keeps its lastAppliedRevision)")
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
-	tb.note("Flux here: M=100 7.7 s, M=1000 852 s, peak RSS %d MiB (111 kustomize-controller + 91 source-controller); published (16-core runner): 28 s / 2m02s / 4m16s, 32 / 122 / 175 MiB", fluxRSSHere)
 	tb.note("targets: %d instances Ready in under %s, peak RSS under %d MiB, one-instance change under %s", fleetTargetM, secs(fleetTarget), rssTarget>>20, secs(changeTarget))
 	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a LIST (every second) finds all M Ready at the first commit; one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running)", controllerPoll, controllerDrift)
 	tb.note("engine: %s", engineRevision(t))
@@ -365,21 +354,13 @@ func (f *fleetRun) instances() []cairnv1.ModuleInstance {
 }
 
 func (f *fleetRun) addRows(tb *table, cold, change cliRun) {
-	here, speedup := "n/a", "n/a"
-	if d, ok := fluxHere[f.m]; ok {
-		here, speedup = secs(d), fmt.Sprintf("%.0f×", d.Seconds()/cold.wall.Seconds())
-	}
-	published := "n/a"
-	if d, ok := fluxPublished[f.m]; ok {
-		published = fmt.Sprintf("%s, %d MiB", secs(d), fluxRSSPub[f.m])
-	}
 	coldVerdict := ""
 	if f.m == fleetTargetM {
 		coldVerdict = " (target <" + secs(fleetTarget) + ": " + verdict(cold.wall < fleetTarget) + ")"
 	}
-	tb.add(f.m, "empty cluster → all Ready", secs(cold.wall)+coldVerdict, here, speedup, published,
+	tb.add(f.m, "empty cluster → all Ready", secs(cold.wall)+coldVerdict,
 		byteSize(cold.rss)+" ("+verdict(cold.rss < rssTarget)+")", cold.server, cold.server.latencies(), cpuSummary(cold))
-	tb.add(f.m, "one instance changed → Ready", secs(change.wall)+" ("+verdict(change.wall < changeTarget)+")", "", "", "",
+	tb.add(f.m, "one instance changed → Ready", secs(change.wall)+" ("+verdict(change.wall < changeTarget)+")",
 		byteSize(change.rss), change.server, change.server.latencies(), cpuSummary(change))
 }
 
