@@ -107,6 +107,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	pre, post, f := s.hookPhases(ctx, r)
 	if f == nil {
+		f = s.writeSecretsForHooks(ctx, m.Client(), r, pre) // a hook may mount one
+	}
+	if f == nil {
 		f = s.runPreHooks(ctx, m.Client(), r, pre)
 	}
 	if f != nil {
