@@ -44,9 +44,21 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	}
 	before := r.live.DeepCopy()
 	if r.failure == nil {
-		r.setFailure(s.explainIdentity(r, s.applyInstance(ctx, r)))
+		r.setFailure(s.explainIdentity(r, s.applyRecovering(ctx, r)))
 	}
 	s.record(ctx, r, before)
+}
+
+// applyRecovering is applyInstance with a panic turned into r's failure (see
+// recover.go), so that the outcome is still recorded.
+func (s *syncRun) applyRecovering(ctx context.Context, r *instanceRun) (f *Failure) {
+	defer func() {
+		if v := recover(); v != nil {
+			f = s.recovered(ctx, r, PhaseApply, v)
+		}
+	}()
+	testHook(PhaseApply, r.key())
+	return s.applyInstance(ctx, r)
 }
 
 // inlineWait bounds a wait inside a sync (CRDs to be established, pruned objects to
@@ -106,6 +118,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		return f
 	}
 	pre, post, f := s.hookPhases(ctx, r)
+	if f == nil {
+		f = s.writeSecretsForHooks(ctx, m.Client(), r, pre) // a hook may mount one
+	}
 	if f == nil {
 		f = s.runPreHooks(ctx, m.Client(), r, pre)
 	}

@@ -78,7 +78,9 @@ func (s *syncRun) mayPlaceCRDs(r *instanceRun) bool {
 }
 
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
+	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
+	testHook(PhaseRender, r.key())
 	artifacts, chart, f := s.supplyChain(ctx).verifyArtifacts(ctx, s.platform, r.mi)
 	r.artifacts, r.chart = artifacts, chart
 	if f != nil {
@@ -135,6 +137,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 // placeInstance places and checks r's rendered objects and hooks (see prepare),
 // with the scopes of the kinds the revision's CRDs define, then publishes them.
 func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
+	defer s.recoverInto(ctx, r, "placement")
 	res := r.unplaced
 	r.unplaced = nil
 	defer func() { r.failure = maskFailure(r.failure, r.masks) }()

@@ -40,6 +40,9 @@ type secretTarget struct {
 	live   *corev1.Secret // nil: absent
 	action secretAction
 	why    string
+	// written: this sync wrote it already (before the pre hooks), so a later
+	// write of the declaration leaves it.
+	written bool
 }
 
 // secretDecl is one declaration of spec.secrets in one sync.

@@ -50,19 +50,30 @@ func (d *secretDecl) resolve(now time.Time) error {
 	return nil
 }
 
-// write writes the targets of d that change, the original first, and calls done
-// after each write.
+// write writes the targets of d that change and are not written yet, the original
+// first, and calls done after each write.
 func (d *secretDecl) write(ctx context.Context, c client.Client, now time.Time, done func(*secretTarget)) error {
+	return d.writeTargets(ctx, c, now, done, false)
+}
+
+// writeTargets is write; with early, a copy whose namespace does not exist yet (the
+// render creates it) is left for a later write, once the render is applied.
+func (d *secretDecl) writeTargets(ctx context.Context, c client.Client, now time.Time, done func(*secretTarget), early bool) error {
 	for _, t := range d.targets {
-		if t.action == secretKeep {
+		if t.action == secretKeep || t.written {
 			continue
 		}
 		if err := d.resolve(now); err != nil {
 			return err
 		}
-		if err := d.writeTarget(ctx, c, t); err != nil {
+		err := d.writeTarget(ctx, c, t)
+		if early && t.copy && t.live == nil && apierrors.IsNotFound(err) {
+			continue // its namespace is missing
+		}
+		if err != nil {
 			return err
 		}
+		t.written = true
 		done(t)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/render"
 )
 
 // SecretPlan is what a sync would do to one generated Secret (spec.secrets) or
@@ -40,9 +41,25 @@ func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *i
 // writeSecrets writes what readInstanceSecrets decided, once the rendered objects
 // are applied (so they were validated first, and the namespaces the render creates
 // exist); a workload started a moment earlier finds its Secret at its next retry.
+// What writeSecretsForHooks wrote already is left as it is.
 func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+	return s.writeInstanceSecrets(ctx, c, r, false)
+}
+
+// writeSecretsForHooks writes what readInstanceSecrets decided before the pre hooks
+// of event run, when there are any: a hook Job that mounts a generated Secret finds
+// it (it would wait for it until the hook's timeout, on every retry). A copy whose
+// namespace the render creates is written after the apply, by writeSecrets.
+func (s *syncRun) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
+		return nil
+	}
+	return s.writeInstanceSecrets(ctx, c, r, true)
+}
+
+func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *Failure {
 	for _, d := range r.secrets {
-		if err := d.write(ctx, c, s.now, s.reporter(ctx, r)); err != nil {
+		if err := d.writeTargets(ctx, c, s.now, s.reporter(ctx, r), early); err != nil {
 			return classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}

@@ -7,10 +7,13 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/secretgen"
@@ -195,4 +198,45 @@ func TestGeneratedInventory(t *testing.T) {
 		g.Expect(e.Version).To(Equal("v1"))
 		g.Expect(e.Hash).To(HaveLen(16))
 	}
+}
+
+// TestSecretEarlyWriteLeavesCopiesOfMissingNamespaces: written before the pre hooks,
+// a declaration writes its original and leaves a copy whose namespace does not exist
+// yet; the write after the apply writes that copy with the same values and does not
+// write the original again.
+func TestSecretEarlyWriteLeavesCopiesOfMissingNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	spec := randomSpec("shared", 12)
+	spec.ToNamespaces = []string{"team-b"}
+	namespaceMissing := true
+	creates := map[string]int{}
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetNamespace() == "team-b" && namespaceMissing {
+				return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "team-b")
+			}
+			creates[obj.GetNamespace()]++
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	decls, err := readSecrets(ctx, c, secretsInstance(spec), "uid-2", secretsNow, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	var written []string
+	done := func(t *secretTarget) { written = append(written, t.key.String()) }
+
+	g.Expect(decls[0].writeTargets(ctx, c, secretsNow, done, true)).To(Succeed())
+	g.Expect(written).To(Equal([]string{"team-a/shared"}))
+	namespaceMissing = false // the apply created it
+	g.Expect(decls[0].write(ctx, c, secretsNow, done)).To(Succeed())
+	g.Expect(written).To(Equal([]string{"team-a/shared", "team-b/shared"}))
+	g.Expect(creates).To(Equal(map[string]int{"team-a": 1, "team-b": 1}))
+	var a, b corev1.Secret
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "shared"}, &a)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-b", Name: "shared"}, &b)).To(Succeed())
+	g.Expect(b.Data).To(Equal(a.Data))
+
+	// The next sync finds both as written and keeps them.
+	decls, err = readSecrets(ctx, c, secretsInstance(spec), "uid-2", secretsNow, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(decls[0].changes()).To(BeFalse())
 }

@@ -248,6 +248,11 @@ type RendererOptions struct {
 	// without stopping evaluations at their deadline: for tests of the
 	// evaluation itself. It must be chosen explicitly.
 	InProcess bool
+	// MaxWorkerMemory caps the memory budget of a render in a worker process:
+	// a render whose Limits.Memory is higher is run with this budget, so the
+	// workers never hold more than MaxEvaluations × MaxWorkerMemory together
+	// (0: no cap).
+	MaxWorkerMemory int64
 }
 
 // DefaultRendererOptions returns MaxEvaluations = max(4, GOMAXPROCS),
@@ -358,7 +363,7 @@ func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
 	}
 	var out evaluated
 	if r.pool != nil {
-		out, err = r.renderInWorker(ctx, req, limits, key, local, pins)
+		out, err = r.renderInWorker(ctx, req, r.capWorkerMemory(limits), key, local, pins)
 	} else {
 		out, err = r.renderInProcess(ctx, req, limits, key, local, pins)
 	}

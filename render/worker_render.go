@@ -28,7 +28,7 @@ func (r *Renderer) renderInWorker(ctx context.Context, req Request, limits Limit
 	case err != nil && !keep && ctx.Err() != nil:
 		return evaluated{}, timeoutError(ctx, limits, "during CUE evaluation (its worker process was stopped)")
 	case err != nil:
-		return evaluated{}, err
+		return evaluated{}, r.explainCap(err, req.Limits.withDefaults().Memory, limits.Memory)
 	case m.Result == nil:
 		return evaluated{}, newError(ReasonRenderFailed, "render worker answered a CUE render with no result")
 	}
@@ -76,4 +76,22 @@ func (h *moduleHandler) modFile(s string) ([]byte, error) {
 		return nil, newError(ReasonRenderFailed, "failed to write the module file of %s: %w", mv, err)
 	}
 	return data, nil
+}
+
+// capWorkerMemory is limits with the memory budget capped at MaxWorkerMemory.
+func (r *Renderer) capWorkerMemory(limits Limits) Limits {
+	if c := r.opts.MaxWorkerMemory; c > 0 && limits.Memory > c {
+		limits.Memory = c
+	}
+	return limits
+}
+
+// explainCap says, of a render over a budget that MaxWorkerMemory lowered, that
+// the render asked for more.
+func (r *Renderer) explainCap(err error, asked, budget int64) error {
+	if asked <= budget || Reason(err) != ReasonLimitExceeded {
+		return err
+	}
+	return newError(ReasonLimitExceeded, "%w (renderMemory asks for %s, more than the %s this cairn gives a render worker: --render-memory)",
+		err, formatBytes(asked), formatBytes(budget))
 }

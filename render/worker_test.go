@@ -55,6 +55,22 @@ func TestWorkerMemoryBudget(t *testing.T) {
 	g.Expect(res.Objects).NotTo(BeEmpty())
 }
 
+// TestWorkerMemoryCap: MaxWorkerMemory caps a render's budget: a render that
+// asks for 4 GiB is stopped at the cap of 128 MiB, and its message names the
+// budget it ran with and the one it asked for.
+func TestWorkerMemoryCap(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRendererWithOptions(RendererOptions{MaxEvaluations: 1, MaxWorkerMemory: 128 << 20})
+	defer r.Close()
+
+	start := time.Now()
+	_, err := r.Render(context.Background(), workerRequest("modules/explode", 4<<30, time.Minute))
+	g.Expect(Reason(err)).To(Equal(ReasonLimitExceeded), "error: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("render exceeded its memory budget (renderMemory) of 128 MiB"))
+	g.Expect(err.Error()).To(ContainSubstring("renderMemory asks for 4096 MiB, more than the 128 MiB this cairn gives a render worker: --render-memory"))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second))
+}
+
 // TestWorkerKilledAtDeadline: a render that passes its deadline returns
 // RenderTimeout and its worker process is killed, not abandoned; the next
 // render starts another.

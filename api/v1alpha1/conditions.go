@@ -71,6 +71,10 @@ const (
 	// ReasonContractConflict: the instance renders the CRD of a kind another
 	// instance provides; a kind has one provider.
 	ReasonContractConflict = "ContractConflict"
+	// ReasonInternalError: cairn failed on the instance in a way no declaration
+	// should cause (a panic in its render or apply, recovered): a bug to report,
+	// with the stack from cairn's log. The other instances are not affected.
+	ReasonInternalError = "InternalError"
 )
 
 // Labels and annotations cairn sets or reads on managed objects.

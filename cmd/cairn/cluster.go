@@ -6,12 +6,19 @@ import (
 	"github.com/go-logr/logr"
 
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/render"
 )
 
 // engine connects to the cluster and returns an engine for the repository flags that
 // writes its progress to progress (nil: none) and logs to log; tune adjusts the
 // options last.
 func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
+	log logr.Logger, tune ...func(*reconciler.Options)) (*reconciler.Engine, func(), error) {
+	return engineWith(render.DefaultRendererOptions(), kube, repo, progress, reporter, log, tune...)
+}
+
+// engineWith is engine with a renderer of options ro.
+func engineWith(ro render.RendererOptions, kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
 	log logr.Logger, tune ...func(*reconciler.Options)) (*reconciler.Engine, func(), error) {
 	cfg, err := kube.restConfig()
 	if err != nil {
@@ -32,6 +39,6 @@ func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter recon
 	for _, t := range tune {
 		t(&opts)
 	}
-	renderer := newRenderer()
+	renderer := render.NewRendererWithOptions(ro)
 	return reconciler.New(cluster, renderer, opts), func() { _ = renderer.Close() }, nil
 }

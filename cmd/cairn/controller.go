@@ -39,6 +39,7 @@ type controllerFlags struct {
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+	render        renderFlags
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -54,6 +55,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries a renewal before it steps down")
 	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+	f.render.register(cmd)
 }
 
 // leaderNamespace is --leader-election-namespace, else $POD_NAMESPACE, else cairn's.
@@ -103,6 +105,12 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if cf.webhookAddr == "" {
 		cf.webhookAddr = forgeF.listen
 	}
+	limit := cgroupMemoryLimit(os.DirFS("/"))
+	sizing, err := cf.render.sizing(limit, log)
+	if err != nil {
+		return err
+	}
+	limitOwnMemory(limit, sizing, log)
 	cfg, err := kube.restConfig()
 	if err != nil {
 		return err
@@ -130,7 +138,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err != nil {
 		return fmt.Errorf("failed to register cairn's metrics: %w", err)
 	}
-	e, closeFn, err := engine(kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
+	e, closeFn, err := engineWith(rendererOptions(sizing), kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
 		func(o *reconciler.Options) {
 			o.HealthWait, o.Metrics = cf.healthWait, metrics
 			o.Events = mgr.GetEventRecorder(reconciler.EventReportingController)

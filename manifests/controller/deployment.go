@@ -80,7 +80,7 @@ func container(o Options) corev1.Container {
 		ReadinessProbe: probe("/readyz"),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(MemoryLimit, resource.BinarySI)},
 		},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
@@ -97,8 +97,9 @@ func probe(p string) *corev1.Probe {
 }
 
 // env gives the pod's name and namespace (the downward API): the Lease's holder starts
-// with the pod's name, and the Lease lives in the pod's namespace. GOMEMLIMIT follows
-// the memory limit, so the Go runtime collects before the kernel kills.
+// with the pod's name, and the Lease lives in the pod's namespace. GOMEMLIMIT is the
+// controller's own share of the memory limit (see memory.go: the render workers have
+// the rest), so the Go runtime collects before the kernel kills.
 func env() []corev1.EnvVar {
 	field := func(p string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: p}}
@@ -106,18 +107,20 @@ func env() []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "POD_NAME", ValueFrom: field("metadata.name")},
 		{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
-		{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
-			ContainerName: "controller", Resource: "limits.memory"}}},
+		{Name: "GOMEMLIMIT", Value: fmt.Sprintf("%dMiB", ControllerMemory>>20)},
 	}
 }
 
 // Args are the controller container's arguments: `cairn controller` with leader
-// election, the source flags, the credential files at their mounted paths and the
-// fixed ports and cache directory of the Deployment.
+// election, the source flags, the credential files at their mounted paths, the
+// render workers that fit in the memory limit (DefaultRenderSizing) and the fixed
+// ports and cache directory of the Deployment.
 func Args(o Options) []string {
+	rs := DefaultRenderSizing()
 	args := []string{"controller", "--leader-elect", "--namespace", o.Namespace,
 		"--repo", o.Repo, "--branch", o.Branch, "--path", o.Path, "--interval", o.Interval.String(),
 		"--cache-dir", CacheDir, "--log-format", "json",
+		"--render-workers", fmt.Sprint(rs.Workers), "--render-memory", formatBytes(rs.Budget),
 		"--metrics-bind-address", fmt.Sprintf(":%d", MetricsPort), "--health-probe-bind-address", fmt.Sprintf(":%d", ProbePort)}
 	if o.GitUsername != "" {
 		args = append(args, "--git-username", o.GitUsername)

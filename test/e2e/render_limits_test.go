@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/render"
 )
 
 // explodeModule is a CUE module whose value doubles in size at each of 30 levels:
@@ -61,6 +64,7 @@ func TestRenderMemoryBudgetStopsOnlyTheExplodingInstance(t *testing.T) {
 	e.expectFailure(res, wantFailure{name: "bomb", reason: cairnv1.ReasonLimitExceeded,
 		contains: []string{"failed to render {ns}/bomb", "memory budget (renderMemory) of 128 MiB"}})
 	e.expectLimitExceeded("bomb")
+	e.g.Expect(conditions.GetMessage(e.instance(e.ns, "bomb"), "Ready")).To(ContainSubstring("memory budget (renderMemory) of 128 MiB"))
 	e.g.Expect(e.configMap(e.ns, "bomb")).To(BeNil())
 
 	e.g.Expect(result(res, e.ns, "a").Action).NotTo(BeEquivalentTo("Failed"))
@@ -70,6 +74,44 @@ func TestRenderMemoryBudgetStopsOnlyTheExplodingInstance(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	e.g.Expect(ms.HeapAlloc).To(BeNumerically("<", 1<<30), "cairn's own heap holds the explosion")
+}
+
+// TestRenderMemoryCapOfTheController: a Platform's renderMemory above the budget
+// the controller gives each render worker (--render-memory, here 128Mi) is lowered
+// to it: the exploding instance fails with LimitExceeded at 128 MiB, the message
+// naming both figures, and the other instance is Ready.
+func TestRenderMemoryCapOfTheController(t *testing.T) {
+	e := newEnv(t)
+	e.withRenderer(render.RendererOptions{MaxEvaluations: 2, MaxWorkerMemory: 128 << 20})
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
+	files := appRepo("", a)
+	files["platform.yaml"] = platformWithLimits("renderMemory: 2Gi")
+	files["modules/explode/explode.cue"] = explodeModule()
+	files["instances/bomb.yaml"] = localInstanceYAML("bomb", e.ns, "./modules/explode", "{}")
+	repo := newGitRepo(t, files)
+
+	start := time.Now()
+	res := e.sync(repo)
+	e.g.Expect(time.Since(start)).To(BeNumerically("<", 45*time.Second))
+	e.expectFailure(res, wantFailure{name: "bomb", reason: cairnv1.ReasonLimitExceeded, contains: []string{
+		"memory budget (renderMemory) of 128 MiB", "renderMemory asks for 2048 MiB, more than the 128 MiB this cairn gives a render worker"}})
+	e.expectLimitExceeded("bomb")
+	e.g.Expect(isTrue(e.instance(e.ns, "a"), "Ready")).To(BeTrue())
+	e.expectLastGood("a", res.Revision, "x")
+}
+
+// withRenderer replaces the engine by one whose renderer has options ro.
+func (e *env) withRenderer(ro render.RendererOptions) {
+	e.t.Helper()
+	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	opts := reconciler.DefaultOptions()
+	opts.RenderCacheDir = filepath.Join(e.cache, "modules")
+	opts.DefaultTimeout = time.Minute
+	opts.Progress = e.progress
+	renderer := render.NewRendererWithOptions(ro)
+	e.t.Cleanup(func() { _ = renderer.Close() })
+	e.engine = reconciler.New(cluster, renderer, opts)
 }
 
 // TestModuleBytesCountOnlyFilesARenderReads: a 50 MB blob beside a module's CUE files

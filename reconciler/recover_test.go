@@ -1,0 +1,59 @@
+package reconciler
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// TestRecoveredPanicFailsOnlyTheInstance: a panic in an instance's phase becomes
+// its failure, InternalError and Stalled, naming the phase, the instance and the
+// panic value (bounded) but not the stack, which is logged with the instance and
+// revision keys.
+func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
+	g := NewWithT(t)
+	var logs strings.Builder
+	e := &Engine{opts: Options{Log: funcr.New(func(_, args string) { logs.WriteString(args + "\n") }, funcr.Options{})}}
+	s := &syncRun{e: e, rev: Revision{SHA: "abc123"}}
+	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
+	r.mi.Namespace, r.mi.Name = "team-a", "app"
+
+	func() {
+		defer s.recoverInto(context.Background(), r, PhaseRender)
+		panic("boom: " + strings.Repeat("x", 1000))
+	}()
+	g.Expect(r.failure).NotTo(BeNil())
+	g.Expect(r.failure.Kind).To(Equal(Stalled))
+	g.Expect(r.failure.Reason).To(Equal(cairnv1.ReasonInternalError))
+	g.Expect(r.failure.Error()).To(HavePrefix("internal error during the render of team-a/app: boom: xxx"))
+	g.Expect(len(r.failure.Error())).To(BeNumerically("<", 400), "the panic value is bounded")
+	g.Expect(r.failure.Error()).NotTo(ContainSubstring("goroutine"))
+	g.Expect(r.failure.Error()).NotTo(ContainSubstring(".go:"))
+	g.Expect(logs.String()).To(ContainSubstring(`"instance"="team-a/app"`))
+	g.Expect(logs.String()).To(ContainSubstring(`"revision"="abc123"`))
+	g.Expect(logs.String()).To(ContainSubstring("recover_test.go"), "the stack is logged")
+}
+
+// TestInstanceTestHook: the hook is called until it is reset, and a reset of an
+// older hook leaves a newer one.
+func TestInstanceTestHook(t *testing.T) {
+	g := NewWithT(t)
+	var calls []string
+	reset := SetInstanceTestHook(func(phase, key string) { calls = append(calls, phase+" "+key) })
+	testHook(PhaseApply, "team-a/app")
+	reset()
+	testHook(PhaseApply, "team-a/other")
+	g.Expect(calls).To(Equal([]string{"apply team-a/app"}))
+
+	resetOld := SetInstanceTestHook(func(string, string) {})
+	resetNew := SetInstanceTestHook(func(phase, key string) { calls = append(calls, phase+" "+key) })
+	resetOld()
+	testHook(PhaseRender, "team-a/app")
+	resetNew()
+	g.Expect(calls).To(Equal([]string{"apply team-a/app", "render team-a/app"}))
+}
