@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"unicode/utf8"
@@ -43,10 +44,21 @@ func testHook(phase, key string) {
 // maxPanicMessage bounds the panic value quoted in an instance's status.
 const maxPanicMessage = 256
 
+// panicSummary names a recovered panic without its data: the Go runtime's own
+// message (a nil dereference, an index out of range: types and numbers only), else
+// only the type of the value, since a value built by a library from the render
+// (a string, an error) could carry a rendered Secret's data into status and logs.
+func panicSummary(v any) string {
+	if re, ok := v.(runtime.Error); ok {
+		return truncate(re.Error(), maxPanicMessage)
+	}
+	return fmt.Sprintf("a panic with a value of type %T", v)
+}
+
 // recovered is r's failure for the panic v recovered while it was in phase; the
 // stack is logged, never put in the failure.
 func (s *syncRun) recovered(ctx context.Context, r *instanceRun, phase string, v any) *Failure {
-	msg := truncate(fmt.Sprint(v), maxPanicMessage)
+	msg := panicSummary(v)
 	s.e.logger(ctx).Error(fmt.Errorf("panic: %s", msg), "recovered a panic: the instance fails with InternalError",
 		"instance", r.key(), "revision", s.rev.SHA, "phase", phase, "stack", string(debug.Stack()))
 	return stalled(cairnv1.ReasonInternalError, fmt.Errorf(
