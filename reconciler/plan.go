@@ -144,7 +144,7 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
 		return true, "Timoni module directory changed"
 	case r.mi.Spec.Module.Kustomize != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
+		slices.ContainsFunc(r.sourceDirs, s.changes.touchesRepo):
 		return true, "kustomize directory or one of its bases changed"
 	case isReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
@@ -259,6 +259,15 @@ func cleanLocal(p string) string {
 	return strings.TrimSuffix(p, "/")
 }
 
+// cleanKustomize is a kustomize path relative to the repository root: "./apps/x/" is
+// "apps/x", "./" and "." are the root ".".
+func cleanKustomize(p string) string {
+	if p = cleanLocal(p); p == "" {
+		return "."
+	}
+	return p
+}
+
 func splitKey(key string) (string, string) {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok {
@@ -267,13 +276,12 @@ func splitKey(key string) (string, string) {
 	return ns, name
 }
 
-// moduleDigest is the digest of a local module's files, computed once per directory
-// and sync (many instances share a module).
 // repositorySource returns the digest of what mi's module reads from the repository
 // and the directories that holds ("" and none for a registry module or chart): a
-// local module's directory, or a kustomize directory's kustomization directories
-// (its bases and components too). A kustomize directory that would be refused has
-// no digest: its render says why.
+// local module's directory (relative to the declarations path), or a kustomize
+// directory's kustomization directories (its bases and components too, relative to
+// the repository root, as its path is). A kustomize directory that would be refused
+// has no digest: its render says why.
 func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
 	switch m := mi.Spec.Module; {
 	case m.Local != nil:
@@ -281,19 +289,21 @@ func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string
 	case m.Timoni != nil && m.Timoni.Path != "":
 		return s.moduleDigest(m.Timoni.Path), []string{cleanLocal(m.Timoni.Path)}
 	case m.Kustomize != nil:
-		roots, err := render.KustomizeRoots(s.root, m.Kustomize.Path)
+		roots, err := render.KustomizeRoots(s.rev.Tree, cleanKustomize(m.Kustomize.Path))
 		if err != nil {
 			return "", nil
 		}
 		h := sha256.New()
 		for _, dir := range roots {
-			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.moduleDigest(dir))
+			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.rev.Tree.DigestDir(dir))
 		}
 		return "sha256:" + hex.EncodeToString(h.Sum(nil)), roots
 	}
 	return "", nil
 }
 
+// moduleDigest is the digest of a local module's files, computed once per directory
+// and sync (many instances share a module).
 func (s *syncRun) moduleDigest(path string) string {
 	dir := cleanLocal(path)
 	s.mu.Lock()

@@ -85,7 +85,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
-	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts, s.supplyChain(ctx))
+	req, f := renderRequest(s.set, r.mi, s.root, s.rev.Tree, s.e.opts, s.supplyChain(ctx))
 	if f != nil {
 		r.failure = f
 		return
@@ -181,7 +181,12 @@ func renderReason(err error) string {
 }
 
 // renderRequest builds the render input of mi from the declarations.
-func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
+//
+// root is the tree of the declarations path, which local and Timoni module paths
+// are relative to; repo is the whole repository, which a kustomize path is relative
+// to (as Flux's spec.path: a Kustomization under clusters/production builds
+// apps/production).
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
 	p := set.Platform
 	req := render.Request{
 		Name: mi.Name, Namespace: mi.Namespace, Source: root,
@@ -197,7 +202,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	case m.Chart != nil:
 		return req, nil
 	case m.Kustomize != nil:
-		req.KustomizePath = cleanLocal(m.Kustomize.Path)
+		req.Source, req.KustomizePath = repo, cleanKustomize(m.Kustomize.Path)
 		return req, nil
 	case m.Timoni != nil:
 		timoniRequest(&req, m.Timoni)

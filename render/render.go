@@ -149,7 +149,9 @@ type Request struct {
 	// CUEModule is a module fetched from Registry.
 	CUEModule *CUEModuleRef
 	// KustomizePath is a kustomize directory inside Source, relative to the
-	// repository root, built by RenderKustomize (Values must be empty).
+	// repository root ("." for the root), built by RenderKustomize (Values must
+	// be empty). Source is then the whole repository, so that the build may read
+	// any directory of it, as Flux's spec.path does.
 	KustomizePath string
 	// Timoni is a Timoni module, from the repository or pulled from a
 	// registry; Values are merged over its defaults as Timoni merges them.
