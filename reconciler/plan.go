@@ -138,7 +138,7 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
 		return true, "declaration changed"
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
+		(s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)) || slices.ContainsFunc(r.sourceDirs, s.changes.touches)):
 		return true, "local module changed"
 	case r.mi.Spec.Module.Timoni != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
@@ -285,9 +285,9 @@ func splitKey(key string) (string, string) {
 func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
 	switch m := mi.Spec.Module; {
 	case m.Local != nil:
-		return s.moduleDigest(m.Local.Path), []string{cleanLocal(m.Local.Path)}
+		return s.linkedModuleDigest(m.Local.Path)
 	case m.Timoni != nil && m.Timoni.Path != "":
-		return s.moduleDigest(m.Timoni.Path), []string{cleanLocal(m.Timoni.Path)}
+		return s.linkedModuleDigest(m.Timoni.Path)
 	case m.Kustomize != nil:
 		roots, err := render.KustomizeRoots(s.rev.Tree, cleanKustomize(m.Kustomize.Path))
 		if err != nil {
@@ -300,6 +300,30 @@ func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string
 		return "sha256:" + hex.EncodeToString(h.Sum(nil)), roots
 	}
 	return "", nil
+}
+
+// linkedModuleDigest is the digest of a module directory of the repository and of
+// what its symbolic links lead to (see render.LinkedPaths), and those paths: a
+// change to a linked schema re-renders the module. A module whose links would be
+// refused has the digest of its directory: its render says why.
+func (s *syncRun) linkedModuleDigest(dir string) (string, []string) {
+	dir = cleanLocal(dir)
+	d := s.moduleDigest(dir)
+	if s.root == nil || len(s.root.Links()) == 0 {
+		return d, []string{dir}
+	}
+	targets, err := render.LinkedPaths(s.root, dir, tenantPaths(s.set))
+	if err != nil || len(targets) == 0 {
+		return d, []string{dir}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", dir, d)
+	for _, p := range targets {
+		content, _ := s.root.Bytes(p)
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00", p, s.moduleDigest(p), len(content))
+		h.Write(content)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), append([]string{dir}, targets...)
 }
 
 // moduleDigest is the digest of a local module's files, computed once per directory

@@ -189,7 +189,7 @@ func renderReason(err error) string {
 func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
 	p := set.Platform
 	req := render.Request{
-		Name: mi.Name, Namespace: mi.Namespace, Source: root,
+		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set),
 		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: renderLimits(set, mi, opts),
 	}
 	if mi.Spec.Values != nil {
@@ -246,4 +246,14 @@ func (s *syncRun) moduleID(r *instanceRun) string {
 		return id
 	}
 	return r.sourceDigest
+}
+
+// tenantPaths are the tenants' path globs of set's Platform, for the render: a
+// symbolic link in a module may only lead to files of the link's owner.
+func tenantPaths(set *declarations.Set) []render.TenantPaths {
+	var out []render.TenantPaths
+	for _, t := range set.Platform.Spec.Tenants {
+		out = append(out, render.TenantPaths{Name: t.Name, Paths: t.Paths})
+	}
+	return out
 }

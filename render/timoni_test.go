@@ -278,3 +278,30 @@ func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) 
 	n, ok := v.(int64)
 	return n, ok, nil
 }
+
+// TestTimoniVendoredPackageLinked: a Timoni module whose cue.mod/pkg is a symbolic
+// link to a directory elsewhere in the repository, as Timoni's own modules keep it,
+// renders as the module with a copy does; a link that leaves the repository fails
+// naming it.
+func TestTimoniVendoredPackageLinked(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRenderer()
+	defer r.Close()
+	want, err := renderTimoni(t, r, TimoniModule{Path: "webapp"}, "")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	repo := webappCopy(t, nil)
+	g.Expect(os.Rename(filepath.Join(repo, "webapp", "cue.mod", "pkg"), filepath.Join(repo, "schemas"))).To(Succeed())
+	g.Expect(os.Symlink("../../schemas", filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	req := Request{Name: "web", Namespace: "team-a", Source: os.DirFS(repo), Timoni: &TimoniModule{Path: "webapp"}}
+	got, err := r.Render(context.Background(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Digest).To(Equal(want.Digest))
+
+	g.Expect(os.Remove(filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	g.Expect(os.Symlink("../../../outside", filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	_, err = r.Render(context.Background(), req)
+	g.Expect(Reason(err)).To(Equal(ReasonUnsafeModule))
+	g.Expect(err.Error()).To(HavePrefix("webapp/cue.mod/pkg: symbolic link not followed: "))
+	g.Expect(err.Error()).To(ContainSubstring("leaves the repository"))
+}
