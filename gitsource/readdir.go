@@ -5,6 +5,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // ReadDir reads a local working directory (not a Git repository) into a Tree
@@ -19,6 +21,9 @@ func ReadDir(dir string, limits Limits) (*Tree, error) {
 	}
 	defer root.Close()
 	r := &dirReader{root: root, b: newTreeBuilder(limits.withDefaults())}
+	if abs, err := filepath.Abs(dir); err == nil {
+		r.abs, _ = filepath.EvalSymlinks(abs)
+	}
 	if err := fs.WalkDir(root.FS(), ".", r.visit); err != nil {
 		return nil, fmt.Errorf("failed to read directory %s: %w", quotePath(dir), err)
 	}
@@ -27,6 +32,7 @@ func ReadDir(dir string, limits Limits) (*Tree, error) {
 
 type dirReader struct {
 	root *os.Root
+	abs  string // dir, absolute, its own links resolved
 	b    *treeBuilder
 	dirs int
 }
@@ -64,9 +70,31 @@ func (r *dirReader) entry(p string, d fs.DirEntry) error {
 	case t.IsRegular():
 		return r.file(p)
 	case t&fs.ModeSymlink != 0:
-		return r.b.addLink(p) // listed, never followed (see Tree.Link)
+		return r.link(p)
 	}
 	return fmt.Errorf("%w: not a regular file", ErrUnsafePath)
+}
+
+// link lists a symbolic link with its target (never followed here, see Tree.Link).
+// An absolute target inside dir is made relative to the link's directory, as if
+// the link had been written relative; any other absolute target stays as it is.
+func (r *dirReader) link(p string) error {
+	target, err := r.root.Readlink(p)
+	if err != nil {
+		return err
+	}
+	if filepath.IsAbs(target) && r.abs != "" {
+		if rel, err := filepath.Rel(filepath.Join(r.abs, filepath.Dir(p)), target); err == nil && !escapes(filepath.Join(filepath.Dir(p), rel)) {
+			target = rel
+		}
+	}
+	return r.b.addLink(p, filepath.ToSlash(target))
+}
+
+// escapes reports whether a relative path climbs out of its root.
+func escapes(p string) bool {
+	p = filepath.ToSlash(filepath.Clean(p))
+	return p == ".." || strings.HasPrefix(p, "../")
 }
 
 // file reads a regular file, checking its size before and while reading

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,37 @@ func TestReadDirListsSymlinksWithoutFollowingThem(t *testing.T) {
 		expectLink(g, tree, p, target)
 	}
 	g.Expect(tree.Files()).NotTo(ContainElement("mods/x.cue"), "a linked directory is not walked")
+}
+
+// TestReadDirLinkTargets: an absolute target inside the directory is made relative,
+// as a link in a Git tree is; a retargeted link changes the digest.
+func TestReadDirLinkTargets(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"schemas/a.cue": "a", "other/b.cue": "b"})
+	abs, err := filepath.EvalSymlinks(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	must(t, os.MkdirAll(filepath.Join(dir, "mod", "cue.mod"), 0o755))
+	must(t, os.Symlink(filepath.Join(abs, "schemas"), filepath.Join(dir, "mod", "cue.mod", "pkg")))
+	tree, err := ReadDir(dir, Limits{})
+	g.Expect(err).NotTo(HaveOccurred())
+	target, err := tree.ReadLink("mod/cue.mod/pkg")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(target).To(Equal("../../schemas"))
+	before := tree.DigestDir("mod")
+
+	must(t, os.Remove(filepath.Join(dir, "mod", "cue.mod", "pkg")))
+	must(t, os.Symlink("../../other", filepath.Join(dir, "mod", "cue.mod", "pkg")))
+	tree, err = ReadDir(dir, Limits{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tree.DigestDir("mod")).NotTo(Equal(before))
+	sub, err := tree.Sub("mod")
+	g.Expect(err).NotTo(HaveOccurred())
+	target, err = sub.ReadLink("cue.mod/pkg")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(target).To(Equal("../../other"), "Sub keeps the target")
+	_, err = tree.ReadLink("other/b.cue")
+	g.Expect(err).To(MatchError(fs.ErrInvalid), "not a link")
 }
 
 func TestReadDirListsAFileOverTheCapWithoutItsContent(t *testing.T) {

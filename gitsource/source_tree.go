@@ -123,8 +123,8 @@ func (w *treeWalk) entry(p string, e object.TreeEntry) error {
 	case filemode.Regular, filemode.Executable, filemode.Deprecated:
 		return w.file(p, e.Hash)
 	case filemode.Symlink:
-		// Listed, never read nor followed: what reads its directory fails.
-		return w.b.addLink(p)
+		// Listed with its target, never followed by the tree (see Tree.Link).
+		return w.link(p, e.Hash)
 	case filemode.Submodule:
 		return fmt.Errorf("%w: submodule (gitlink); submodules are not fetched", ErrUnsafePath)
 	}
@@ -137,6 +137,22 @@ func (w *treeWalk) countDir(p string) error {
 		return fmt.Errorf("%w: tree exceeds %d directories", ErrTooLarge, w.limit.MaxFiles)
 	}
 	return checkPath(p)
+}
+
+// link reads the target of a symbolic link, its blob, within the cap on targets.
+func (w *treeWalk) link(p string, h plumbing.Hash) error {
+	size, err := w.sto.EncodedObjectSize(h)
+	if err != nil {
+		return err
+	}
+	if size > maxLinkTarget {
+		return fmt.Errorf("%w: symbolic link with a target of %d bytes", ErrUnsafePath, size)
+	}
+	target, err := readBlob(w.sto, h, size)
+	if err != nil {
+		return err
+	}
+	return w.b.addLink(p, string(target))
 }
 
 // file checks the blob's size against the limits before reading it.

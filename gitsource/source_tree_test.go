@@ -183,6 +183,12 @@ func expectLink(g Gomega, tree *Tree, p, target string) {
 	entries, err := fs.ReadDir(tree, path.Dir(p))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(entries).To(ContainElement(WithTransform(func(e fs.DirEntry) fs.FileMode { return e.Type() }, Equal(fs.ModeSymlink))))
+	got, err := fs.ReadLink(tree, p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(target), "the target as written, for a reader that checks where it leads")
+	info, err = fs.Lstat(tree, p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Mode() & fs.ModeSymlink).NotTo(BeZero())
 }
 
 func TestTreeAcceptsExecutableAndNestedFiles(t *testing.T) {

@@ -23,10 +23,10 @@ type Tree struct {
 	// oversized maps the files over the size cap to their size; files holds
 	// them with no content.
 	oversized map[string]int64
-	// links are the symbolic links of the tree: listed, as fs.ModeSymlink
-	// entries, so that what reads the directory they are in (a module's render)
-	// fails naming them, but never followed nor read (see Link).
-	links map[string]bool
+	// links are the symbolic links of the tree and their targets, as written:
+	// listed as fs.ModeSymlink entries and never followed by the tree itself (see
+	// Link); ReadLink gives the target to a reader that checks where it leads.
+	links map[string]string
 	paths []string            // sorted
 	dirs  map[string][]string // dir ("." for the root) -> sorted child names
 	size  int64
@@ -67,7 +67,7 @@ func (t *Tree) Oversized(path string) error {
 // entry) so that one link fails only what reads that directory, with an error
 // naming it; it is never followed, and its target is never read.
 func (t *Tree) Link(path string) error {
-	if !t.links[path] {
+	if _, ok := t.links[path]; !ok {
 		return nil
 	}
 	return fmt.Errorf("%w: symbolic link (links are never followed)", ErrUnsafePath)
@@ -77,7 +77,7 @@ func (t *Tree) Link(path string) error {
 func (t *Tree) Links() []string {
 	var out []string
 	for _, p := range t.paths {
-		if t.links[p] {
+		if _, ok := t.links[p]; ok {
 			out = append(out, p)
 		}
 	}
@@ -108,8 +108,8 @@ func (t *Tree) Sub(dir string) (*Tree, error) {
 		var err error
 		if n, big := t.oversized[p]; big {
 			err = b.addOversized(rel, n)
-		} else if t.links[p] {
-			err = b.addLink(rel)
+		} else if target, ok := t.links[p]; ok {
+			err = b.addLink(rel, target)
 		} else {
 			err = b.add(rel, t.files[p])
 		}
@@ -176,8 +176,9 @@ func (t *Tree) DigestDir(dir string) string {
 				// Its content is unknown: its size stands for it.
 				h.Write([]byte{0xff})
 			}
-			if t.links[p] {
-				h.Write([]byte{0xfe}) // a link, whatever its target
+			if target, ok := t.links[p]; ok {
+				h.Write([]byte{0xfe}) // a link, and where it points
+				h.Write([]byte(target))
 			}
 			h.Write(t.files[p])
 		}
@@ -192,23 +193,29 @@ type treeBuilder struct {
 	unlimited bool // for Sub: the files were checked already
 	files     map[string][]byte
 	oversized map[string]int64
-	links     map[string]bool
+	links     map[string]string
 	dirs      map[string]struct{}
 	size      int64
 }
 
 func newTreeBuilder(l Limits) *treeBuilder {
-	return &treeBuilder{limits: l, files: map[string][]byte{}, oversized: map[string]int64{}, links: map[string]bool{},
+	return &treeBuilder{limits: l, files: map[string][]byte{}, oversized: map[string]int64{}, links: map[string]string{},
 		dirs: map[string]struct{}{}}
 }
 
-// addLink lists a symbolic link without its target (see Tree.Link). It counts
+// maxLinkTarget caps the target of a symbolic link (PATH_MAX).
+const maxLinkTarget = 4096
+
+// addLink lists a symbolic link with its target (see Tree.Link). It counts
 // against the number of files.
-func (b *treeBuilder) addLink(p string) error {
+func (b *treeBuilder) addLink(p, target string) error {
+	if len(target) > maxLinkTarget || target == "" || strings.ContainsRune(target, 0) {
+		return fmt.Errorf("%w: symbolic link with an invalid target", ErrUnsafePath)
+	}
 	if err := b.placeUnread(p); err != nil {
 		return err
 	}
-	b.links[p] = true
+	b.links[p] = target
 	return nil
 }
 

@@ -13,7 +13,30 @@ var (
 	_ fs.ReadFileFS = (*Tree)(nil)
 	_ fs.ReadDirFS  = (*Tree)(nil)
 	_ fs.StatFS     = (*Tree)(nil)
+	_ fs.ReadLinkFS = (*Tree)(nil)
 )
+
+// ReadLink implements fs.ReadLinkFS: the target of a symbolic link, as written
+// (relative to the link's directory, or absolute). The tree never follows it:
+// whoever does decides where it may lead.
+func (t *Tree) ReadLink(name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	target, ok := t.links[name]
+	if !ok {
+		if _, err := t.stat("readlink", name); err != nil {
+			return "", err
+		}
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	return target, nil
+}
+
+// Lstat implements fs.ReadLinkFS; the tree's Stat does not follow links either.
+func (t *Tree) Lstat(name string) (fs.FileInfo, error) {
+	return t.stat("lstat", name)
+}
 
 // Open implements fs.FS.
 func (t *Tree) Open(name string) (fs.File, error) {
@@ -69,7 +92,7 @@ func (t *Tree) stat(op, name string) (*treeInfo, error) {
 	if n, big := t.oversized[name]; big {
 		return &treeInfo{name: path.Base(name), size: n}, nil
 	}
-	if t.links[name] {
+	if _, ok := t.links[name]; ok {
 		return &treeInfo{name: path.Base(name), link: true}, nil
 	}
 	if b, ok := t.files[name]; ok {

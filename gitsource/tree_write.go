@@ -21,7 +21,7 @@ func (t *Tree) WriteTo(dir string) error {
 	}
 	defer root.Close()
 	for _, p := range t.paths {
-		if _, big := t.oversized[p]; big || t.links[p] {
+		if _, big := t.oversized[p]; big || isLink(t.links, p) {
 			continue
 		}
 		if err := writeFile(root, p, t.files[p]); err != nil {
@@ -44,4 +44,9 @@ func writeFile(root *os.Root, p string, data []byte) error {
 		return err
 	}
 	return root.Chmod(p, 0o644)
+}
+
+func isLink(links map[string]string, p string) bool {
+	_, ok := links[p]
+	return ok
 }

@@ -46,7 +46,7 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", opts.Path, err)
 	}
-	set, err := declarations.Load(root, declarations.Options{})
+	set, err := declarations.Load(root, declarations.Options{Root: opts.Path})
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 		if filter != "" && filter != mi.Namespace+"/"+mi.Name {
 			continue
 		}
-		out = append(out, renderOne(ctx, renderer, set, mi, root, opts, sc))
+		out = append(out, renderOne(ctx, renderer, set, mi, root, rev.Tree, opts, sc))
 	}
 	if filter != "" && len(out) == 0 {
 		return nil, fmt.Errorf("instance %s is not declared", filter)
@@ -71,7 +71,7 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 }
 
 func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi *cairnv1.ModuleInstance,
-	root fs.FS, opts Options, sc *supplyChain) Rendered {
+	root, repo fs.FS, opts Options, sc *supplyChain) Rendered {
 	out := Rendered{Namespace: mi.Namespace, Name: mi.Name, DependsOn: declarations.DependencyIDs(mi)}
 	artifacts, chart, f := sc.verifyArtifacts(ctx, set.Platform, mi)
 	out.Artifacts = artifacts
@@ -79,7 +79,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 		out.Err = f
 		return out
 	}
-	req, f := renderRequest(set, mi, root, opts, sc)
+	req, f := renderRequest(set, mi, root, repo, opts, sc)
 	if f != nil {
 		out.Err = f
 		return out

@@ -138,13 +138,13 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
 		return true, "declaration changed"
 	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)):
+		(s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)) || slices.ContainsFunc(r.sourceDirs, s.changes.touches)):
 		return true, "local module changed"
 	case r.mi.Spec.Module.Timoni != nil && r.sourceDigest != r.live.Status.SourceDigest &&
 		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
 		return true, "Timoni module directory changed"
 	case r.mi.Spec.Module.Kustomize != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
+		slices.ContainsFunc(r.sourceDirs, s.changes.touchesRepo):
 		return true, "kustomize directory or one of its bases changed"
 	case isReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
@@ -259,6 +259,15 @@ func cleanLocal(p string) string {
 	return strings.TrimSuffix(p, "/")
 }
 
+// cleanKustomize is a kustomize path relative to the repository root: "./apps/x/" is
+// "apps/x", "./" and "." are the root ".".
+func cleanKustomize(p string) string {
+	if p = cleanLocal(p); p == "" {
+		return "."
+	}
+	return p
+}
+
 func splitKey(key string) (string, string) {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok {
@@ -267,33 +276,58 @@ func splitKey(key string) (string, string) {
 	return ns, name
 }
 
-// moduleDigest is the digest of a local module's files, computed once per directory
-// and sync (many instances share a module).
 // repositorySource returns the digest of what mi's module reads from the repository
 // and the directories that holds ("" and none for a registry module or chart): a
-// local module's directory, or a kustomize directory's kustomization directories
-// (its bases and components too). A kustomize directory that would be refused has
-// no digest: its render says why.
+// local module's directory (relative to the declarations path), or a kustomize
+// directory's kustomization directories (its bases and components too, relative to
+// the repository root, as its path is). A kustomize directory that would be refused
+// has no digest: its render says why.
 func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
 	switch m := mi.Spec.Module; {
 	case m.Local != nil:
-		return s.moduleDigest(m.Local.Path), []string{cleanLocal(m.Local.Path)}
+		return s.linkedModuleDigest(m.Local.Path)
 	case m.Timoni != nil && m.Timoni.Path != "":
-		return s.moduleDigest(m.Timoni.Path), []string{cleanLocal(m.Timoni.Path)}
+		return s.linkedModuleDigest(m.Timoni.Path)
 	case m.Kustomize != nil:
-		roots, err := render.KustomizeRoots(s.root, m.Kustomize.Path)
+		roots, err := render.KustomizeRoots(s.rev.Tree, cleanKustomize(m.Kustomize.Path))
 		if err != nil {
 			return "", nil
 		}
 		h := sha256.New()
 		for _, dir := range roots {
-			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.moduleDigest(dir))
+			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.rev.Tree.DigestDir(dir))
 		}
 		return "sha256:" + hex.EncodeToString(h.Sum(nil)), roots
 	}
 	return "", nil
 }
 
+// linkedModuleDigest is the digest of a module directory of the repository and of
+// what its symbolic links lead to (see render.LinkedPaths), and those paths: a
+// change to a linked schema re-renders the module. A module whose links would be
+// refused has the digest of its directory: its render says why.
+func (s *syncRun) linkedModuleDigest(dir string) (string, []string) {
+	dir = cleanLocal(dir)
+	d := s.moduleDigest(dir)
+	if s.root == nil || len(s.root.Links()) == 0 {
+		return d, []string{dir}
+	}
+	targets, err := render.LinkedPaths(s.root, dir, tenantPaths(s.set))
+	if err != nil || len(targets) == 0 {
+		return d, []string{dir}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", dir, d)
+	for _, p := range targets {
+		content, _ := s.root.Bytes(p)
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00", p, s.moduleDigest(p), len(content))
+		h.Write(content)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), append([]string{dir}, targets...)
+}
+
+// moduleDigest is the digest of a local module's files, computed once per directory
+// and sync (many instances share a module).
 func (s *syncRun) moduleDigest(path string) string {
 	dir := cleanLocal(path)
 	s.mu.Lock()

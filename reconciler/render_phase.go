@@ -87,7 +87,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
-	req, f := renderRequest(s.set, r.mi, s.root, s.e.opts, s.supplyChain(ctx))
+	req, f := renderRequest(s.set, r.mi, s.root, s.rev.Tree, s.e.opts, s.supplyChain(ctx))
 	if f != nil {
 		r.failure = f
 		return
@@ -184,10 +184,15 @@ func renderReason(err error) string {
 }
 
 // renderRequest builds the render input of mi from the declarations.
-func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
+//
+// root is the tree of the declarations path, which local and Timoni module paths
+// are relative to; repo is the whole repository, which a kustomize path is relative
+// to (as Flux's spec.path: a Kustomization under clusters/production builds
+// apps/production).
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
 	p := set.Platform
 	req := render.Request{
-		Name: mi.Name, Namespace: mi.Namespace, Source: root,
+		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set),
 		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: renderLimits(set, mi, opts),
 	}
 	if mi.Spec.Values != nil {
@@ -200,7 +205,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root fs.FS
 	case m.Chart != nil:
 		return req, nil
 	case m.Kustomize != nil:
-		req.KustomizePath = cleanLocal(m.Kustomize.Path)
+		req.Source, req.KustomizePath = repo, cleanKustomize(m.Kustomize.Path)
 		return req, nil
 	case m.Timoni != nil:
 		timoniRequest(&req, m.Timoni)
@@ -244,4 +249,14 @@ func (s *syncRun) moduleID(r *instanceRun) string {
 		return id
 	}
 	return r.sourceDigest
+}
+
+// tenantPaths are the tenants' path globs of set's Platform, for the render: a
+// symbolic link in a module may only lead to files of the link's owner.
+func tenantPaths(set *declarations.Set) []render.TenantPaths {
+	var out []render.TenantPaths
+	for _, t := range set.Platform.Spec.Tenants {
+		out = append(out, render.TenantPaths{Name: t.Name, Paths: t.Paths})
+	}
+	return out
 }

@@ -33,17 +33,19 @@ type Revision struct {
 	Refreshed []string
 }
 
-// changes holds the changed paths relative to the declarations path.
+// changes holds the changed paths relative to the declarations path, and all of
+// them relative to the repository root (a kustomize build may read any directory).
 type changes struct {
 	known bool
 	paths []string
+	repo  []string
 }
 
 func newChanges(rev Revision, root string) changes {
 	if rev.Changed == nil {
 		return changes{}
 	}
-	c := changes{known: true}
+	c := changes{known: true, repo: rev.Changed}
 	prefix := strings.TrimPrefix(path.Clean(root)+"/", "./")
 	for _, p := range rev.Changed {
 		if prefix == "" || strings.HasPrefix(p, prefix) {
@@ -53,15 +55,21 @@ func newChanges(rev Revision, root string) changes {
 	return c
 }
 
-// touches reports whether a file or anything under a directory changed; an unknown
-// diff touches everything.
+// touches reports whether a file or anything under a directory (relative to the
+// declarations path) changed; an unknown diff touches everything.
 func (c changes) touches(p string) bool {
-	if !c.known {
-		return true
-	}
+	return !c.known || touchedIn(c.paths, p)
+}
+
+// touchesRepo is touches for a path relative to the repository root.
+func (c changes) touchesRepo(p string) bool {
+	return !c.known || touchedIn(c.repo, p)
+}
+
+func touchedIn(changed []string, p string) bool {
 	p = strings.TrimPrefix(path.Clean(p), "./")
-	for _, changed := range c.paths {
-		if changed == p || strings.HasPrefix(changed, p+"/") {
+	for _, c := range changed {
+		if p == "." || c == p || strings.HasPrefix(c, p+"/") {
 			return true
 		}
 	}

@@ -21,7 +21,7 @@ import (
 var kustomizeSlots = make(chan struct{}, boundedSlots())
 
 // RenderKustomize builds the kustomize directory req.KustomizePath of req.Source
-// in-process with kustomize's own library (sigs.k8s.io/kustomize/api, as Flux's
+// (relative to the repository root; "." is the root itself) in-process with kustomize's own library (sigs.k8s.io/kustomize/api, as Flux's
 // kustomize-controller does), hermetically: only the files of the repository, read
 // into memory first (the kustomization directories it reaches, within
 // Limits.MaxModuleBytes); no remote bases or URLs, no Helm charts, no exec or
@@ -57,7 +57,7 @@ func buildKustomize(req Request, limits Limits) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/"+dir)
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, path.Join("/", dir))
 	if err != nil {
 		if strings.Contains(err.Error(), "external plugins disabled") {
 			return nil, newError(ReasonRenderFailed, "%v (only kustomize's builtin generators and transformers are available: no exec or container functions)", err)

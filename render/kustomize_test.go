@@ -95,6 +95,26 @@ func TestKustomizePlainDirectory(t *testing.T) {
 	g.Expect(names).To(ConsistOf("team-a/a", "team-a/b", "team-a/c", "team-a/d-k"))
 }
 
+// TestKustomizeRepositoryRoot: "." and "./" name the repository root, whose
+// kustomization may name any directory of the repository.
+func TestKustomizeRepositoryRoot(t *testing.T) {
+	fsys := kustomizeTree()
+	fsys["kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources: [apps/prod, plain/a.yaml]\n")}
+	for _, p := range []string{".", "./"} {
+		g := NewWithT(t)
+		res, err := RenderKustomize(context.Background(), Request{Namespace: "team-a", Source: fsys, KustomizePath: p})
+		g.Expect(err).NotTo(HaveOccurred(), p)
+		var names []string
+		for _, u := range res.Objects {
+			names = append(names, u.GetKind()+"/"+u.GetName())
+		}
+		g.Expect(names).To(ContainElements("Deployment/prod-podinfo", "ConfigMap/a"), p)
+		roots, err := KustomizeRoots(fsys, p)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(roots).To(Equal([]string{".", "apps/base", "apps/prod"}), p)
+	}
+}
+
 // TestKustomizeDigestFollowsItsBases: the roots include the base an overlay names,
 // and a change in the base changes the module digest.
 func TestKustomizeDigestFollowsItsBases(t *testing.T) {

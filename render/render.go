@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -140,16 +141,23 @@ type Request struct {
 	// `instance` field and Namespace is given to namespaced objects that
 	// have none.
 	Name, Namespace string
-	// Source is the repository tree (regular files only), read for local
-	// modules.
+	// Source is the repository tree, read for local modules. A symbolic link in
+	// a module is followed when Source can read it (fs.ReadLinkFS) and it stays
+	// inside Source and, with Owner, inside the paths of the link's owner.
 	Source fs.FS
+	// Tenants own the paths of Source their globs match (the others are the
+	// platform team's); a symbolic link in a module may only lead to files of
+	// the link's owner.
+	Tenants []TenantPaths `json:",omitempty"`
 	// LocalPath is the module directory inside Source, relative to the
 	// repository root ("./modules/x" or "modules/x").
 	LocalPath string
 	// CUEModule is a module fetched from Registry.
 	CUEModule *CUEModuleRef
 	// KustomizePath is a kustomize directory inside Source, relative to the
-	// repository root, built by RenderKustomize (Values must be empty).
+	// repository root ("." for the root), built by RenderKustomize (Values must
+	// be empty). Source is then the whole repository, so that the build may read
+	// any directory of it, as Flux's spec.path does.
 	KustomizePath string
 	// Timoni is a Timoni module, from the repository or pulled from a
 	// registry; Values are merged over its defaults as Timoni merges them.
@@ -174,6 +182,31 @@ type Request struct {
 	// nil, so that a render cache keyed by the whole request keeps their renders
 	// when the cluster's API versions change.
 	Capabilities *Capabilities
+}
+
+// TenantPaths are the path globs (doublestar, relative to Request.Source) of
+// one tenant.
+type TenantPaths struct {
+	Name  string
+	Paths []string
+}
+
+// ownerOf names the tenant whose globs match a path of Source ("" for the
+// platform team's), or is nil without tenants.
+func ownerOf(tenants []TenantPaths) func(string) string {
+	if len(tenants) == 0 {
+		return nil
+	}
+	return func(p string) string {
+		for _, t := range tenants {
+			for _, glob := range t.Paths {
+				if ok, err := doublestar.Match(glob, p); err == nil && ok {
+					return t.Name
+				}
+			}
+		}
+		return ""
+	}
 }
 
 // Result is the outcome of a successful render.

@@ -103,7 +103,7 @@ func readLocal(req Request) (*moduleSource, error) {
 	if dir != "." {
 		display = dir + "/"
 	}
-	files, err := readLocalFiles(req.Source, dir, display, req.Limits.withDefaults().MaxModuleBytes)
+	files, err := readLocalFiles(req.Source, dir, display, req.Limits.withDefaults().MaxModuleBytes, ownerOf(req.Tenants))
 	if err != nil {
 		return nil, err
 	}
@@ -123,14 +123,14 @@ func cleanLocalPath(p string) (string, error) {
 // readModuleFiles copies the regular files of the module at dir in fsys (see
 // listModuleFiles), within maxModuleBytes.
 func readModuleFiles(fsys fs.FS, dir, display string) (map[string][]byte, error) {
-	names, err := listModuleFiles(fsys, dir, display)
+	names, paths, err := listModuleFiles(fsys, dir, display, nil)
 	if err != nil {
 		return nil, err
 	}
 	files := make(map[string][]byte, len(names))
 	var total int64
 	for _, rel := range names {
-		data, err := readCapped(fsys, joinRel(dir, rel), display+rel, maxFileBytes)
+		data, err := readCapped(fsys, paths[rel], display+rel, maxFileBytes)
 		if err != nil {
 			return nil, err
 		}

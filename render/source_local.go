@@ -15,12 +15,12 @@ import (
 // symbolic links and irregular files are refused wherever they are, but a file
 // no render reads (a blob beside the CUE files, a README) is never opened and
 // does not count against maxBytes, the cap on the bytes read.
-func readLocalFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[string][]byte, error) {
-	names, err := listModuleFiles(fsys, dir, display)
+func readLocalFiles(fsys fs.FS, dir, display string, maxBytes int64, owner func(string) string) (map[string][]byte, error) {
+	names, paths, err := listModuleFiles(fsys, dir, display, owner)
 	if err != nil {
 		return nil, err
 	}
-	rd := &cappedReader{fsys: fsys, dir: dir, display: display, maxBytes: maxBytes, files: map[string][]byte{}}
+	rd := &cappedReader{fsys: fsys, paths: paths, display: display, maxBytes: maxBytes, files: map[string][]byte{}}
 	var others []string
 	for _, rel := range names {
 		if !strings.HasSuffix(rel, ".cue") {
@@ -45,15 +45,16 @@ func readLocalFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[string
 
 // cappedReader reads module files within one budget of bytes.
 type cappedReader struct {
-	fsys         fs.FS
-	dir, display string
-	maxBytes     int64
-	total        int64
-	files        map[string][]byte
+	fsys     fs.FS
+	paths    map[string]string // name -> file in fsys (see listModuleFiles)
+	display  string
+	maxBytes int64
+	total    int64
+	files    map[string][]byte
 }
 
 func (r *cappedReader) read(rel string) error {
-	data, err := readCapped(r.fsys, joinRel(r.dir, rel), r.display+rel, min(r.maxBytes, maxFileBytes))
+	data, err := readCapped(r.fsys, r.paths[rel], r.display+rel, min(r.maxBytes, maxFileBytes))
 	if err != nil {
 		return r.tooLarge(err)
 	}
@@ -73,48 +74,27 @@ func (r *cappedReader) tooLarge(err error) error {
 		strings.TrimSuffix(r.display, "/"), r.maxBytes)
 }
 
-func joinRel(dir, rel string) string {
-	if dir == "." {
-		return rel
-	}
-	return dir + "/" + rel
-}
-
-// listModuleFiles lists the regular files of the module at dir in fsys,
-// relative to dir, without reading them. Symbolic links and other irregular
-// files are refused; nested modules (a subdirectory with its own cue.mod),
-// tool files and local-module.cue are left out.
-func listModuleFiles(fsys fs.FS, dir, display string) ([]string, error) {
+// listModuleFiles lists the files of the module at dir in fsys, relative to
+// dir, without reading them, and where each is in fsys (below a followed link,
+// elsewhere than dir/name). Symbolic links are followed when they stay inside
+// fsys and, with owner, inside the paths of the link's owner (see
+// moduleLister); other irregular files are refused; nested modules (a
+// subdirectory with its own cue.mod), tool files and local-module.cue are left
+// out.
+func listModuleFiles(fsys fs.FS, dir, display string, owner func(string) string) ([]string, map[string]string, error) {
 	info, err := fs.Stat(fsys, dir)
 	if err != nil || !info.IsDir() {
-		return nil, newError(ReasonModuleNotFound, "module directory %q not found", strings.TrimSuffix(display, "/"))
+		return nil, nil, newError(ReasonModuleNotFound, "module directory %q not found", strings.TrimSuffix(display, "/"))
 	}
-	var names []string
-	walkErr := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel := relPath(dir, p)
-		if skip, err := skipEntry(fsys, p, rel, d); skip || err != nil || d.IsDir() {
-			return err
-		}
-		if err := irregular(d, display+rel); err != nil {
-			return err
-		}
-		if len(names) >= maxModuleFiles {
-			return newError(ReasonLimitExceeded, "module %q is too large: more than %d files", strings.TrimSuffix(display, "/"), maxModuleFiles)
-		}
-		names = append(names, rel)
-		return nil
-	})
-	if walkErr != nil {
+	l := &moduleLister{fsys: fsys, display: display, owner: owner, paths: map[string]string{}}
+	if walkErr := l.walk(dir, ""); walkErr != nil {
 		var e *Error
 		if errors.As(walkErr, &e) {
-			return nil, e
+			return nil, nil, e
 		}
-		return nil, newError(ReasonModuleNotFound, "failed to read module %q: %w", strings.TrimSuffix(display, "/"), walkErr)
+		return nil, nil, newError(ReasonModuleNotFound, "failed to read module %q: %w", strings.TrimSuffix(display, "/"), walkErr)
 	}
-	return names, nil
+	return l.names, l.paths, nil
 }
 
 // embedsOf returns the valid @embed attributes of the CUE files (invalid ones
@@ -138,15 +118,16 @@ func embedded(embeds []*embed.Embed, rel string) bool {
 	return false
 }
 
-// irregular refuses a module file that is not a regular file, naming it: a
-// symbolic link is never followed (a vendored cue.mod/pkg must hold copies).
+// irregular refuses a file that is not a regular file, naming it; a symbolic
+// link here is one that is not followed (a kustomize directory's: kustomize
+// reads files, and links among them are refused).
 func irregular(d fs.DirEntry, name string) error {
 	switch t := d.Type(); {
 	case t.IsRegular():
 		return nil
 	case t&fs.ModeSymlink != 0:
 		return &Error{Reason: ReasonUnsafeModule, File: name,
-			Err: errors.New("symbolic link: symbolic links are not allowed in modules and are never followed (vendor copies of the files instead)")}
+			Err: errors.New("symbolic link: symbolic links are not followed in a kustomize directory (vendor copies of the files instead)")}
 	}
-	return &Error{Reason: ReasonUnsafeModule, File: name, Err: errors.New("not a regular file (symbolic links are not allowed in modules)")}
+	return &Error{Reason: ReasonUnsafeModule, File: name, Err: errors.New("not a regular file")}
 }

@@ -113,7 +113,7 @@ func timoniSource(req Request) (*moduleSource, error) {
 			return nil, newError(ReasonRenderFailed, "Timoni module names both a path and the files of %s", t.Ref)
 		}
 		name := strings.TrimSuffix(t.Ref, "/")
-		files, err := readTimoniFiles(newMemFS(t.Files), ".", name+"/", maxBytes)
+		files, err := readTimoniFiles(newMemFS(t.Files), ".", name+"/", maxBytes, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +130,7 @@ func timoniSource(req Request) (*moduleSource, error) {
 	if dir == "." {
 		display = ""
 	}
-	files, err := readTimoniFiles(req.Source, dir, display, maxBytes)
+	files, err := readTimoniFiles(req.Source, dir, display, maxBytes, ownerOf(req.Tenants))
 	if err != nil {
 		return nil, err
 	}

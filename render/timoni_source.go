@@ -18,14 +18,15 @@ const timoniIgnoreFile = "timoni.ignore"
 // out; then, as for a local module (see readLocalFiles), its CUE files and the
 // files they @embed (the loader's DataFiles option only lets a directory
 // without CUE files load: a JSON or YAML file beside the CUE files is not part
-// of the package). Symbolic links are refused wherever they are, naming the
-// link.
-func readTimoniFiles(fsys fs.FS, dir, display string, maxBytes int64) (map[string][]byte, error) {
-	names, err := listModuleFiles(fsys, dir, display)
+// of the package). Symbolic links that stay inside the repository (and the
+// owner's paths) are followed, as Timoni's own modules keep cue.mod/pkg as one;
+// others are refused, naming the link (see moduleLister).
+func readTimoniFiles(fsys fs.FS, dir, display string, maxBytes int64, owner func(string) string) (map[string][]byte, error) {
+	names, paths, err := listModuleFiles(fsys, dir, display, owner)
 	if err != nil {
 		return nil, err
 	}
-	rd := &cappedReader{fsys: fsys, dir: dir, display: display, maxBytes: maxBytes, files: map[string][]byte{}}
+	rd := &cappedReader{fsys: fsys, paths: paths, display: display, maxBytes: maxBytes, files: map[string][]byte{}}
 	ignored, err := timoniIgnored(rd, names)
 	if err != nil {
 		return nil, err

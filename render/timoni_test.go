@@ -134,44 +134,136 @@ values: {
 	}
 }
 
-// TestTimoniMergeValues is Timoni's merge: maps merge key by key, the
-// overlay wins at every leaf, lists and scalars are replaced whole.
+// TestTimoniMergeValues is Timoni's merge of a values file (timoni v0.33.0's
+// engine.MergeValue; the expected texts are what it writes for the same inputs):
+// the overlay wins at every leaf, structs merge field by field, lists merge element
+// by element over the shorter list, and a list longer than the default's conflicts.
 func TestTimoniMergeValues(t *testing.T) {
+	base := `values: {
+	replicas: 1
+	image: {repository: "ghcr.io/x", tag: "1.0"}
+	env: {LOG_LEVEL: "info", COLOR: "blue"}
+	ports: [{name: "http", port: 80}, {name: "metrics", port: 9090}]
+	hosts: ["a.example.com"]
+	f: 1.0
+}`
 	tests := []struct {
-		name                string
-		base, overlay, want string
+		name, overlay, want, err string
 	}{
-		{"leaf wins", `{"a": 1, "b": 2}`, `{"a": 3}`, `{"a": 3, "b": 2}`},
-		{"maps merge deep", `{"m": {"x": 1, "n": {"y": 2, "z": 3}}}`, `{"m": {"n": {"z": 4}, "w": 5}}`, `{"m": {"x": 1, "n": {"y": 2, "z": 4}, "w": 5}}`},
-		{"lists replaced whole", `{"l": [1, 2, 3]}`, `{"l": [4]}`, `{"l": [4]}`},
-		{"map replaces scalar", `{"a": 1}`, `{"a": {"b": 2}}`, `{"a": {"b": 2}}`},
-		{"scalar replaces map", `{"a": {"b": 2}}`, `{"a": "x"}`, `{"a": "x"}`},
-		{"null overrides", `{"a": 1}`, `{"a": null}`, `{"a": null}`},
-		{"new keys added", `{}`, `{"a": {"b": [1]}}`, `{"a": {"b": [1]}}`},
+		{name: "the user's order, maps deep, lists element by element",
+			overlay: `{"zone": "b", "env": {"COLOR": "green", "EXTRA": "x"}, "replicas": 3, "ports": [{"name": "web"}]}`,
+			want: `values: {
+	zone: "b"
+	env: {
+		COLOR:     "green"
+		EXTRA:     "x"
+		LOG_LEVEL: "info"
+	}
+	ports: [{
+		name: "web"
+		port: 80
+	}]
+	replicas: 3
+	f:        1.0
+	hosts: ["a.example.com"]
+	image: {
+		repository: "ghcr.io/x"
+		tag:        "1.0"
+	}
+}`},
+		{name: "numbers keep their kind", overlay: `{"i": 3, "replicas": 2}`, want: `values: {
+	i:        3
+	replicas: 2
+	env: {
+		LOG_LEVEL: "info"
+		COLOR:     "blue"
+	}
+	f: 1.0
+	hosts: ["a.example.com"]
+	image: {
+		repository: "ghcr.io/x"
+		tag:        "1.0"
+	}
+	ports: [{
+		name: "http"
+		port: 80
+	}, {
+		name: "metrics"
+		port: 9090
+	}]
+}`},
+		{name: "a list longer than the default's conflicts", overlay: `{"hosts": ["b.example.com", "c.example.com"]}`,
+			err: "values.hosts: incompatible list lengths (1 and 2)"},
+		{name: "a struct over a scalar conflicts", overlay: `{"env": "x"}`, err: "values.env"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			var base, overlay, want map[string]any
-			g.Expect(decodeJSON([]byte(tt.base), &base)).To(Succeed())
-			g.Expect(decodeJSON([]byte(tt.overlay), &overlay)).To(Succeed())
-			g.Expect(decodeJSON([]byte(tt.want), &want)).To(Succeed())
-			baseCopy, _ := json.Marshal(base)
-			g.Expect(mergeValues(base, overlay)).To(Equal(want))
-			after, _ := json.Marshal(base)
-			g.Expect(after).To(Equal(baseCopy), "the base is not modified")
+			src := &moduleSource{display: "m/", files: map[string][]byte{timoniValuesFile: []byte("package main\n" + base)},
+				timoni: &timoniBuild{Values: []byte(tt.overlay)}}
+			files, err := mergeTimoniValues(src)
+			if tt.err != "" {
+				g.Expect(err).To(MatchError(And(ContainSubstring(tt.err), ContainSubstring("as Timoni merges them"))))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(files[timoniValuesFile])).To(Equal("package main\n" + tt.want))
+			g.Expect(string(src.files[timoniValuesFile])).To(Equal("package main\n"+base), "the module's files are not modified")
 		})
 	}
 }
 
-// TestTimoniValuesKeepNumberKinds checks that merged values keep ints and
-// floats apart, as CUE has them (1.0 stays a float, 3 an int).
-func TestTimoniValuesKeepNumberKinds(t *testing.T) {
+// TestTimoniValuesWithoutValuesKeepTheFiles: no values, null or {} leave values.cue
+// as the module has it, as `timoni build` without --values does.
+func TestTimoniValuesWithoutValuesKeepTheFiles(t *testing.T) {
+	for _, values := range []string{"", "null", "{}", " { } "} {
+		g := NewWithT(t)
+		src := &moduleSource{files: map[string][]byte{timoniValuesFile: []byte("package main\nvalues: {a: 1}\n")},
+			timoni: &timoniBuild{Values: []byte(values)}}
+		files, err := mergeTimoniValues(src)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(files[timoniValuesFile])).To(Equal("package main\nvalues: {a: 1}\n"), "values %q", values)
+	}
+}
+
+// TestTimoniValuesKeepNonConcreteDefaults: a default that is not concrete stays as
+// the module wrote it where the values do not set it, as Timoni merges it.
+func TestTimoniValuesKeepNonConcreteDefaults(t *testing.T) {
 	g := NewWithT(t)
-	src, err := timoniValuesSource(mergeValues(map[string]any{"f": json.Number("1.0")}, map[string]any{"i": json.Number("3")}))
+	src := &moduleSource{files: map[string][]byte{timoniValuesFile: []byte("package main\nvalues: {\n\treplicas: int\n\tratio: 1.5\n}\n")},
+		timoni: &timoniBuild{Values: []byte(`{"ratio": 2.5}`)}}
+	files, err := mergeTimoniValues(src)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(src)).To(ContainSubstring("f: 1.0"))
-	g.Expect(string(src)).To(ContainSubstring("i: 3"))
+	g.Expect(string(files[timoniValuesFile])).To(Equal("package main\nvalues: {\n\tratio:    2.5\n\treplicas: int\n}"))
+}
+
+// TestTimoniValuesKeepTheUsersOrder renders the hashed module, which hashes its
+// config into an annotation, with values that are not in sorted order: the objects,
+// the hash included, are cue export's of the module with the values.cue that
+// timoni build writes for those values (testdata/timoni/hashed-merged-values.cue),
+// and the same values in sorted order hash differently.
+func TestTimoniValuesKeepTheUsersOrder(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRenderer()
+	defer r.Close()
+	values := `{"zone": "b", "env": {"ZONE": "b", "APP": "x"}, "replicas": 3, "ports": [{"name": "web"}]}`
+	res, err := renderTimoni(t, r, TimoniModule{Path: "hashed"}, values)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	dir := filepath.Join(t.TempDir(), "hashed")
+	g.Expect(os.CopyFS(dir, os.DirFS("testdata/timoni/hashed"))).To(Succeed())
+	merged, err := os.ReadFile("testdata/timoni/hashed-merged-values.cue")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(dir, "values.cue"), merged, 0o644)).To(Succeed())
+	want := cueExport(t, dir, "app", "name=web", "namespace=team-a")
+	g.Expect(jsonRoundTrip(t, objectMaps(res))).To(Equal(want))
+	hash := res.Objects[0].GetAnnotations()["checksum/config"]
+	g.Expect(hash).To(HaveLen(64))
+
+	sorted, err := renderTimoni(t, r, TimoniModule{Path: "hashed"},
+		`{"env": {"APP": "x", "ZONE": "b"}, "ports": [{"name": "web"}], "replicas": 3, "zone": "b"}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sorted.Objects[0].GetAnnotations()["checksum/config"]).NotTo(Equal(hash), "the order of the values is part of the hash")
 }
 
 func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) {
@@ -185,4 +277,31 @@ func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) 
 	}
 	n, ok := v.(int64)
 	return n, ok, nil
+}
+
+// TestTimoniVendoredPackageLinked: a Timoni module whose cue.mod/pkg is a symbolic
+// link to a directory elsewhere in the repository, as Timoni's own modules keep it,
+// renders as the module with a copy does; a link that leaves the repository fails
+// naming it.
+func TestTimoniVendoredPackageLinked(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRenderer()
+	defer r.Close()
+	want, err := renderTimoni(t, r, TimoniModule{Path: "webapp"}, "")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	repo := webappCopy(t, nil)
+	g.Expect(os.Rename(filepath.Join(repo, "webapp", "cue.mod", "pkg"), filepath.Join(repo, "schemas"))).To(Succeed())
+	g.Expect(os.Symlink("../../schemas", filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	req := Request{Name: "web", Namespace: "team-a", Source: os.DirFS(repo), Timoni: &TimoniModule{Path: "webapp"}}
+	got, err := r.Render(context.Background(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Digest).To(Equal(want.Digest))
+
+	g.Expect(os.Remove(filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	g.Expect(os.Symlink("../../../outside", filepath.Join(repo, "webapp", "cue.mod", "pkg"))).To(Succeed())
+	_, err = r.Render(context.Background(), req)
+	g.Expect(Reason(err)).To(Equal(ReasonUnsafeModule))
+	g.Expect(err.Error()).To(HavePrefix("webapp/cue.mod/pkg: symbolic link not followed: "))
+	g.Expect(err.Error()).To(ContainSubstring("leaves the repository"))
 }

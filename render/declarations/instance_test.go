@@ -134,6 +134,8 @@ func TestValidInstanceVariants(t *testing.T) {
 	for name, spec := range map[string][]string{
 		"local with ./":        {"  module: {local: {path: ./modules/x}}"},
 		"local root":           {"  module: {local: {path: .}}"},
+		"kustomize root .":     {"  module: {kustomize: {path: .}}"},
+		"kustomize root ./":    {"  module: {kustomize: {path: ./}}"},
 		"chart with digest":    {"  module: {chart: {url: 'oci://r.example.com:5000/charts/x', digest: 'sha256:" + sha256Hex + "'}}"},
 		"values null":          {"  module: {local: {path: x}}", "  values: null"},
 		"dependsOn own ns":     {"  module: {local: {path: x}}", "  dependsOn: [{name: podinfo}, {name: podinfo, namespace: team-a}]"},

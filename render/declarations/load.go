@@ -169,7 +169,7 @@ func (l *loader) validateRegistries() {
 
 func (l *loader) validateInstances(p *cairnv1.Platform) {
 	for _, e := range l.declared {
-		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared}
+		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared, root: l.opts.Root}
 		if e.obj != nil {
 			e.errs = append(e.errs, e.doc.errorsAt(ctx.validate(e.obj.(*cairnv1.ModuleInstance)))...)
 		}

@@ -31,6 +31,11 @@ type Options struct {
 	// names the real Platform's file in the tenant paths of a Platform it smuggles in
 	// gets both refused; with it the smuggled one alone is.
 	Trusted *cairnv1.PlatformSpec
+	// Root is the directory of the repository that the tree given to Load is (the
+	// sync's --path), "." when empty. Kustomize paths are relative to the repository
+	// root, tenants' paths to the tree: a tenant's kustomize path is checked against
+	// its paths through Root.
+	Root string
 }
 
 // DefaultOptions returns the options Load uses for fields left at zero.
@@ -42,6 +47,9 @@ func (o Options) withDefaults() Options {
 	d := DefaultOptions()
 	if o.Path == "" {
 		o.Path = d.Path
+	}
+	if o.Root == "" {
+		o.Root = "."
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = d.MaxFileBytes

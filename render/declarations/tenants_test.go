@@ -140,6 +140,12 @@ func TestTenantInstanceRules(t *testing.T) {
 		{name: "another ServiceAccount", namespace: "team-a", spec: []string{localModule, "  serviceAccountName: admin"},
 			reason: ReasonTenantViolation, field: "spec.serviceAccountName", line: 8,
 			message: `tenant team-a: must be empty or the tenant's ServiceAccount "deployer", not "admin"`},
+		{name: "kustomize path outside the tenant's paths", namespace: "team-a", spec: []string{"  module: {kustomize: {path: ./tenants/team-b/app}}"},
+			reason: ReasonTenantViolation, field: "spec.module.kustomize.path", line: 7,
+			message: `tenant team-a: "./tenants/team-b/app" is outside the tenant's paths ["tenants/team-a/**"] (a kustomize path is relative to the repository root)`},
+		{name: "kustomize path at the root", namespace: "team-a", spec: []string{"  module: {kustomize: {path: .}}"},
+			reason: ReasonTenantViolation, field: "spec.module.kustomize.path", line: 7,
+			message: `tenant team-a: "." is outside the tenant's paths ["tenants/team-a/**"] (a kustomize path is relative to the repository root)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,4 +265,39 @@ func TestTrustedPlatformDecidesWhichPlatformIsSmuggled(t *testing.T) {
 	errs := errorsIn(set, "tenants/team-a/platform.yaml")
 	g.Expect(errs).To(HaveLen(1))
 	g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
+}
+
+// TestKustomizePathsOfTenants: a tenant's kustomize path, relative to the repository
+// root, must lie in the tenant's paths, which are relative to the directory the
+// declarations are read from (Options.Root, the sync's --path).
+func TestKustomizePathsOfTenants(t *testing.T) {
+	cases := []struct {
+		name, root, path string
+		ok               bool
+	}{
+		{"inside, root of the repository", ".", "./tenants/team-a/app", true},
+		{"the tenant's directory itself", ".", "tenants/team-a/", true},
+		{"inside, under --path", "clusters/prod", "clusters/prod/tenants/team-a/app", true},
+		{"relative to --path is not the repository's", "clusters/prod", "tenants/team-a/app", false},
+		{"outside --path", "clusters/prod", "apps/prod", false},
+		{"the repository root", "clusters/prod", ".", false},
+		{"another tenant's", ".", "tenants/team-b/app", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fsys := tenantRepo("", "", map[string]string{"tenants/team-a/app.yaml": instanceDoc("team-a", "app", "  module: {kustomize: {path: "+tc.path+"}}")})
+			set, err := Load(fsys, Options{Root: tc.root})
+			g.Expect(err).NotTo(HaveOccurred())
+			errs := errorsIn(set, "tenants/team-a/app.yaml")
+			if tc.ok {
+				g.Expect(errs).To(BeEmpty())
+				g.Expect(set.Instance("team-a", "app")).NotTo(BeNil())
+				return
+			}
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
+			g.Expect(errs[0].Message).To(ContainSubstring("is outside the tenant's paths"))
+		})
+	}
 }

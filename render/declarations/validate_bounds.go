@@ -2,7 +2,10 @@ package declarations
 
 import (
 	"fmt"
+	"path"
+	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -19,7 +22,49 @@ func (c instanceContext) validateTenancy(mi *cairnv1.ModuleInstance) []problem {
 		return []problem{{ReasonTenantViolation, "spec.serviceAccountName",
 			fmt.Sprintf("tenant %s: must be empty or the tenant's ServiceAccount %q, not %q", t.Name, t.ServiceAccount, sa)}}
 	}
+	if k := mi.Spec.Module.Kustomize; k != nil && !c.kustomizeOwnedBy(t, k.Path) {
+		return []problem{{ReasonTenantViolation, "spec.module.kustomize.path",
+			fmt.Sprintf("tenant %s: %q is outside the tenant's paths %q (a kustomize path is relative to the repository root)", t.Name, k.Path, t.Paths)}}
+	}
 	return nil
+}
+
+// kustomizeOwnedBy reports whether the kustomize directory dir (relative to the
+// repository root) lies in tenant t's paths: inside the directory the declarations
+// were read from, with its kustomization.yaml matched by one of t's path globs.
+func (c instanceContext) kustomizeOwnedBy(t *cairnv1.Tenant, dir string) bool {
+	rel, ok := underRoot(c.root, cleanDir(dir))
+	if !ok {
+		return false
+	}
+	probe := path.Join(rel, "kustomization.yaml")
+	for _, glob := range t.Paths {
+		if ok, err := doublestar.Match(glob, probe); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanDir is a module directory as validatePath accepts it, cleaned: "./a/" is
+// "a", "./" and "." are ".".
+func cleanDir(dir string) string {
+	return path.Clean(strings.TrimPrefix(dir, "./"))
+}
+
+// underRoot returns p (relative to the repository) relative to root (a directory of
+// the repository), and whether p is inside root at all.
+func underRoot(root, p string) (string, bool) {
+	root = path.Clean(root)
+	switch {
+	case root == ".":
+		return p, true
+	case p == root:
+		return ".", true
+	case strings.HasPrefix(p, root+"/"):
+		return strings.TrimPrefix(p, root+"/"), true
+	}
+	return "", false
 }
 
 // validateLimits checks what an instance sets against the Platform's limits, tightened

@@ -25,6 +25,9 @@ type instanceContext struct {
 	// declared reports whether the instance namespace/name is declared, valid or not,
 	// or may be declared in a file that could not be read.
 	declared func(id string) bool
+	// root is the directory of the repository the declarations were read from (the
+	// sync's --path, "." for the repository root), see Options.Root.
+	root string
 }
 
 // validate checks an instance's spec, its references and its namespace.
@@ -146,13 +149,16 @@ func validateTimoni(m *cairnv1.TimoniModule) []problem {
 }
 
 // validatePath checks that a module directory (field) is relative, clean and stays
-// inside the repository; a leading "./" and a trailing "/" are allowed.
+// inside the repository; a leading "./" and a trailing "/" are allowed, and "." or
+// "./" names the root.
 func validatePath(field, path string) []problem {
 	p := strings.TrimSuffix(strings.TrimPrefix(path, "./"), "/")
 	var msg string
 	switch {
 	case path == "":
 		return required(field)
+	case p == "" || p == ".":
+		return nil
 	case strings.HasPrefix(path, "/") || strings.Contains(path, `\`):
 		msg = "must be a relative path with forward slashes"
 	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/cairn/reconciler"
 )
 
 // kustomizeFiles is a Flux-style apps/ layout: a base and an overlay that sets a
@@ -102,4 +105,53 @@ func TestKustomizeDirectoryIsBuiltAndFollowsItsBase(t *testing.T) {
 	e.g.Expect(remote.Message).To(ContainSubstring("remote bases, files and URLs are not available"))
 	e.g.Expect(conditions.IsStalled(e.instance(e.ns, "remote"))).To(BeTrue())
 	e.g.Expect(e.instance(e.ns, "remote").Status.Conditions).To(ContainElement(HaveField("Reason", "UnsafeModule")))
+}
+
+// TestKustomizePathsAreRelativeToTheRepository: as Flux builds apps/production from
+// a Kustomization under clusters/production, an instance declared under --path
+// clusters/production builds ./apps/production (outside --path) and becomes Ready; a
+// change in its base, outside --path too, re-applies it; an instance naming the root
+// "." builds the root's kustomization; a tenant's instance naming a directory outside
+// its paths is refused naming the rule, and only it fails.
+func TestKustomizePathsAreRelativeToTheRepository(t *testing.T) {
+	e := newEnv(t)
+	e.withOptions(func(o *reconciler.Options) { o.Path = "clusters/production" })
+	e.grantNamespace(e.ns+"-a", "*")
+	files := map[string]string{
+		"clusters/production/platform.yaml": platformYAML(tenantsPlatform(e.ns)),
+		"clusters/production/podinfo.yaml":  kustomizeInstance("podinfo", e.ns, "./apps/production"),
+		"clusters/production/root.yaml":     kustomizeInstance("root", e.ns, "."),
+		"clusters/production/tenants/a/grab.yaml": kustomizeInstance("grab", e.ns+"-a", "./apps/production") +
+			"  serviceAccountName: deployer\n",
+		"kustomization.yaml": "resources: [root.yaml]\n",
+		"root.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-the-root\ndata: {x: \"1\"}\n",
+	}
+	for p, c := range kustomizeFiles(2) {
+		files[strings.Replace(p, "apps/prod/", "apps/production/", 1)] = c
+	}
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "podinfo").Ready).To(BeTrue(), "%+v", res)
+	var d appsv1.Deployment
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "prod-podinfo"}, &d)).To(Succeed())
+	e.g.Expect(*d.Spec.Replicas).To(Equal(int32(2)))
+	e.g.Expect(result(res, e.ns, "root").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "from-the-root")).NotTo(BeNil(), "the root's kustomization is built")
+
+	grab := result(res, e.ns+"-a", "grab")
+	e.g.Expect(grab.Action).To(BeEquivalentTo("Failed"), "%+v", grab)
+	e.g.Expect(grab.Reason).To(Equal("TenantViolation"), grab.Message)
+	e.g.Expect(grab.Message).To(And(ContainSubstring("spec.module.kustomize.path"), ContainSubstring(`"./apps/production" is outside the tenant's paths`),
+		ContainSubstring("tenants/a/grab.yaml")))
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns+"-a", "prod-podinfo")).To(BeNil(), "nothing of the refused instance is applied")
+
+	// The base lies outside --path: a change there re-applies the instance.
+	sha := repo.commit("base: a ConfigMap", map[string]string{
+		"apps/base/kustomization.yaml": "resources: [deployment.yaml, extra.yaml]\n",
+		"apps/base/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata: {x: \"1\"}\n",
+	})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "podinfo").Action).To(BeEquivalentTo("Updated"), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "podinfo").Status.LastAppliedRevision).To(Equal(sha))
+	e.g.Expect(e.configMap(e.ns, "prod-extra")).NotTo(BeNil())
 }

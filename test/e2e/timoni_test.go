@@ -64,8 +64,8 @@ func (e *env) expectTimoniApp(name string, replicas int32, color, moduleVersion 
 // TestTimoniModuleFromTheRepository: a Timoni module in the repository, unchanged,
 // becomes Ready with the instance's values over values.cue's concrete defaults
 // (replicas 1 -> 2); a change in its directory re-applies it; an instance whose module
-// holds a symbolic link fails alone (UnsafeModule, naming the link and the instance)
-// while the other stays Ready.
+// holds a symbolic link that leaves the repository fails alone (UnsafeModule, naming
+// the link and the instance) while the other stays Ready.
 func TestTimoniModuleFromTheRepository(t *testing.T) {
 	e := newEnv(t)
 	module := copyDir(t, timoniModuleDir, "modules/webapp")
@@ -86,7 +86,7 @@ func TestTimoniModuleFromTheRepository(t *testing.T) {
 	broken := copyDir(t, timoniModuleDir, "modules/broken")
 	broken["instances/broken.yaml"] = timoniInstance("broken", e.ns, "path: modules/broken", "{}")
 	broken["modules/webapp/values.cue"] = strings.Replace(module["modules/webapp/values.cue"], `COLOR: "blue"`, `COLOR: "red", EXTRA: "x"`, 1)
-	repo.commitSymlink("modules/broken/cue.mod/pkg/k8s.io", "../gen/k8s.io", broken)
+	repo.commitSymlink("modules/broken/cue.mod/pkg/k8s.io", "../../../../../outside", broken)
 	res = e.sync(repo)
 	web := result(res, e.ns, "web")
 	e.g.Expect(web.Action).To(BeEquivalentTo("Updated"), "%+v", res)
@@ -105,6 +105,70 @@ func TestTimoniModuleFromTheRepository(t *testing.T) {
 	repo.commit("elsewhere", map[string]string{"README.md": "changed\n"})
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "web").Action).To(BeEquivalentTo("Unchanged"), "%+v", res)
+}
+
+// vendoredElsewhere returns the webapp module under dir without its cue.mod/pkg, and
+// that cue.mod/pkg's files under pkg: the module's vendored package kept elsewhere in
+// the repository, as Timoni's own modules keep it (cue.mod/pkg a link to it).
+func vendoredElsewhere(t *testing.T, dir, pkg string) map[string]string {
+	out := map[string]string{}
+	for p, c := range copyDir(t, timoniModuleDir, dir) {
+		if rest, ok := strings.CutPrefix(p, dir+"/cue.mod/pkg/"); ok {
+			out[pkg+"/"+rest] = c
+			continue
+		}
+		out[p] = c
+	}
+	return out
+}
+
+// TestTimoniModuleWithLinkedVendoredPackage: a Timoni module whose cue.mod/pkg is a
+// symbolic link to a directory elsewhere in the repository renders and becomes Ready,
+// and a change in the linked directory re-applies it; a link that leaves the
+// repository fails that instance naming the link; a tenant's module whose link leads
+// into another tenant's paths fails naming the link and both owners, reading nothing
+// of the other tenant's.
+func TestTimoniModuleWithLinkedVendoredPackage(t *testing.T) {
+	e := newEnv(t)
+	e.grantNamespace(e.ns+"-a", "*")
+	files := map[string]string{"platform.yaml": platformYAML(tenantsPlatform(e.ns)),
+		"instances/web.yaml":    timoniInstance("web", e.ns, "path: ./modules/webapp", `{replicas: 2, env: {COLOR: green}}`),
+		"instances/escape.yaml": timoniInstance("escape", e.ns, "path: ./modules/escape", "{}"),
+		"tenants/a/web.yaml": timoniInstance("grab", e.ns+"-a", "path: ./tenants/a/webapp", "{}") +
+			"  serviceAccountName: deployer\n",
+	}
+	maps.Copy(files, vendoredElsewhere(t, "modules/webapp", "schemas/timoni"))
+	maps.Copy(files, vendoredElsewhere(t, "modules/escape", "schemas/unused"))
+	maps.Copy(files, vendoredElsewhere(t, "tenants/a/webapp", "tenants/b/schemas"))
+	repo := newGitRepo(t, files)
+	repo.commitSymlink("modules/webapp/cue.mod/pkg", "../../../schemas/timoni", nil)
+	repo.commitSymlink("modules/escape/cue.mod/pkg", "../../../../outside", nil)
+	repo.commitSymlink("tenants/a/webapp/cue.mod/pkg", "../../../b/schemas", nil)
+	res := e.sync(repo)
+	web := result(res, e.ns, "web")
+	e.g.Expect(web.Ready).To(BeTrue(), "%+v", web)
+	e.expectTimoniApp("web", 2, "green", "0.0.0-devel")
+
+	escape := result(res, e.ns, "escape")
+	e.g.Expect(escape.Action).To(BeEquivalentTo("Failed"), "%+v", escape)
+	e.g.Expect(escape.Reason).To(Equal("UnsafeModule"), escape.Message)
+	e.g.Expect(escape.Message).To(And(ContainSubstring("modules/escape/cue.mod/pkg: symbolic link not followed"),
+		ContainSubstring("leaves the repository"), ContainSubstring(e.ns+"/escape")))
+
+	grab := result(res, e.ns+"-a", "grab")
+	e.g.Expect(grab.Action).To(BeEquivalentTo("Failed"), "%+v", grab)
+	e.g.Expect(grab.Reason).To(Equal("UnsafeModule"), grab.Message)
+	e.g.Expect(grab.Message).To(And(ContainSubstring("tenants/a/webapp/cue.mod/pkg: symbolic link not followed"),
+		ContainSubstring("belongs to tenant team-b, not to tenant team-a")))
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns+"-a", "grab")).To(BeNil())
+
+	// A change in the linked directory, outside the module's, re-applies it.
+	meta := "schemas/timoni/timoni.sh/core/v1alpha1/metadata.cue"
+	sha := repo.commit("schemas: a label", map[string]string{meta: strings.Replace(files[meta],
+		`"app.kubernetes.io/version":`, `"example.com/schemas": "v2"`+"\n\t\t\"app.kubernetes.io/version\":", 1)})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Action).To(BeEquivalentTo("Updated"), "%+v", res)
+	e.g.Expect(e.instance(e.ns, "web").Status.LastAppliedRevision).To(Equal(sha))
 }
 
 // TestTimoniModuleFromARegistry: a module pushed as `timoni mod push` pushes it (two
