@@ -39,7 +39,8 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 // be dry-run before the first stage is written and those that cannot: objects in a
 // Namespace, or of a kind defined by a CRD, that the first stage creates or changes.
 // Those are dry-run after the first stage is applied and established, before any of
-// the second stage is written.
+// the second stage is written; when one fails, the first stage is taken back (see
+// undoFirstStage).
 func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later []*unstructured.Unstructured) {
 	namespaces := map[string]bool{}
 	for _, u := range first {

@@ -114,7 +114,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
-	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
+	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.changes, rep.applied, rep.live, rep.untouched
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
@@ -158,8 +158,12 @@ func (r *instanceRun) pendingInventory() inventory {
 }
 
 // failedInventory is recorded after a failed attempt: the pending inventory with the
-// objects the API server accepted marked as applied.
+// objects the API server accepted marked as applied, or the last inventory itself
+// when the apply left nothing written (see applyReport.untouched).
 func (r *instanceRun) failedInventory() inventory {
+	if r.untouched {
+		return r.oldInv.union(inventory{})
+	}
 	out := r.pendingInventory()
 	for id := range r.appliedIDs {
 		out[id] = r.newInv[id]

@@ -1,0 +1,170 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/fluxcd/pkg/ssa"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+func toUnstructured(g *WithT, obj client.Object, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+var (
+	namespaceGVK   = corev1.SchemeGroupVersion.WithKind("Namespace")
+	clusterRoleGVK = rbacv1.SchemeGroupVersion.WithKind("ClusterRole")
+)
+
+// firstStageFixture is a cluster where the first stage created the Namespace fresh
+// and changed the existing ClusterRole reader (its label and rules), with the state
+// read before and the report of the stage.
+func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorState, *applyReport) {
+	before := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reader", Labels: map[string]string{"team": "a"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
+	after := before.DeepCopy()
+	after.Labels["team"] = "b"
+	after.Rules[0].Verbs = []string{"get", "delete"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh", UID: "ns-uid"}}
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(ns, after).WithInterceptorFuncs(funcs).Build()
+
+	liveAfter := &rbacv1.ClusterRole{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: "reader"}, liveAfter)).To(Succeed())
+	nsU := toUnstructured(g, ns, namespaceGVK)
+	crU := toUnstructured(g, liveAfter, clusterRoleGVK)
+	beforeU := toUnstructured(g, before, clusterRoleGVK)
+	beforeU.SetResourceVersion("1")
+	prior := priorState{objectID(nsU): nil, objectID(crU): beforeU}
+
+	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+	cm := &unstructured.Unstructured{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	cm.SetNamespace("other")
+	cm.SetName("kept")
+	rep.add(cm, ssa.UnchangedAction) // not of the first stage: stays in the report
+	for _, u := range []*unstructured.Unstructured{nsU, crU} {
+		rep.applied[objectID(u)] = true
+		rep.live = append(rep.live, u)
+		rep.add(u, ssa.CreatedAction)
+	}
+	return c, prior, rep
+}
+
+var errCRInvalid = stalled(cairnv1.ReasonApplyFailed, errors.New(
+	`Widget/fresh/w dry-run failed: spec.size: Invalid value: "string": spec.size in body must be of type integer`))
+
+// TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged: after the rest of a
+// change fails its validation, the Namespace the first stage created is deleted (by its
+// UID) and the ClusterRole it changed gets its labels and rules back; neither stays in
+// the report, which says nothing is left written, and the failure keeps the
+// validation's message, reason and kind and says what was taken back.
+func TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged(t *testing.T) {
+	g := NewWithT(t)
+	var deleteUIDs []string
+	c, prior, rep := firstStageFixture(g, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			do := &client.DeleteOptions{}
+			do.ApplyOptions(opts)
+			g.Expect(do.Preconditions).NotTo(BeNil())
+			deleteUIDs = append(deleteUIDs, string(*do.Preconditions.UID))
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+
+	err := undoFirstStage(context.Background(), c, prior, rep, errCRInvalid)
+
+	var f *Failure
+	g.Expect(errors.As(err, &f)).To(BeTrue())
+	g.Expect(f.Kind).To(Equal(Stalled))
+	g.Expect(f.Reason).To(Equal(cairnv1.ReasonApplyFailed))
+	g.Expect(f.Error()).To(ContainSubstring("spec.size: Invalid value"))
+	g.Expect(f.Error()).To(ContainSubstring("ClusterRole/reader, Namespace/fresh, written first to validate the rest, taken back"))
+	g.Expect(errCRInvalid.Error()).NotTo(ContainSubstring("taken back"), "the cause is not changed")
+
+	g.Expect(deleteUIDs).To(Equal([]string{"ns-uid"}), "only the created Namespace is deleted, by its UID")
+	g.Expect(apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{}))).To(BeTrue())
+	cr := &rbacv1.ClusterRole{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: "reader"}, cr)).To(Succeed())
+	g.Expect(cr.Labels).To(Equal(map[string]string{"team": "a"}))
+	g.Expect(cr.Rules[0].Verbs).To(Equal([]string{"get"}))
+
+	g.Expect(rep.untouched).To(BeTrue())
+	g.Expect(rep.applied).To(BeEmpty())
+	g.Expect(rep.live).To(BeEmpty())
+	g.Expect(rep.changes.Entries).To(HaveLen(1))
+	g.Expect(rep.changes.Entries[0].Subject).To(Equal("ConfigMap/other/kept"))
+}
+
+// TestUndoFirstStageKeepsWhatItCouldNotTakeBack: when the Namespace's deletion fails
+// (another object of that name now, say), the failure names it next to the
+// validation's message, the Namespace stays in the report as written (so that the
+// inventory records it) and the report does not say nothing is left written.
+func TestUndoFirstStageKeepsWhatItCouldNotTakeBack(t *testing.T) {
+	g := NewWithT(t)
+	c, prior, rep := firstStageFixture(g, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "namespaces"}, obj.GetName(), errors.New("UID precondition failed"))
+		},
+	})
+
+	err := undoFirstStage(context.Background(), c, prior, rep, errCRInvalid)
+
+	g.Expect(err).To(MatchError(ContainSubstring("spec.size: Invalid value")))
+	g.Expect(err).To(MatchError(ContainSubstring("failed to take back what was written to validate it: Namespace/fresh: failed to delete what this sync created")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("ClusterRole/reader:"), "the ClusterRole was restored")
+	g.Expect(rep.untouched).To(BeFalse())
+	g.Expect(rep.applied).To(HaveKey(ContainSubstring("_fresh__Namespace")))
+	g.Expect(rep.applied).To(HaveLen(1))
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})).To(Succeed())
+}
+
+// TestReadPriorTellsNewObjectsFromExistingOnes: the state read before the first
+// stage is nil for an object that does not exist and the live object for one that does.
+func TestReadPriorTellsNewObjectsFromExistingOnes(t *testing.T) {
+	g := NewWithT(t)
+	existing := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{"a": "b"}}}
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(existing).Build()
+	oldNS := toUnstructured(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old"}}, namespaceGVK)
+	newNS := toUnstructured(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, namespaceGVK)
+
+	prior, err := readPrior(context.Background(), c, []*unstructured.Unstructured{oldNS, newNS})
+
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(prior).To(HaveLen(2))
+	g.Expect(prior).To(HaveKeyWithValue(objectID(newNS), BeNil()))
+	g.Expect(prior[objectID(oldNS)]).NotTo(BeNil())
+	g.Expect(prior[objectID(oldNS)].GetLabels()).To(Equal(map[string]string{"a": "b"}))
+}
+
+// TestFailedInventoryIsTheLastOneWhenNothingStayedWritten: a failed apply that left
+// nothing written records the last inventory, not the new objects it never wrote.
+func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
+	g := NewWithT(t)
+	old := inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
+	r := &instanceRun{oldInv: old, newInv: inventory{
+		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
+		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},
+	}, appliedIDs: map[string]bool{}}
+
+	g.Expect(r.failedInventory()).To(HaveKey("_fresh__Namespace"), "an apply that may have written records the new objects")
+	r.untouched = true
+	g.Expect(r.failedInventory()).To(Equal(old))
+}
