@@ -54,8 +54,11 @@ func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Uns
 // undoFirstStage takes back what the first stage wrote (rep's responses to the objects
 // of prior) after cause, the failed validation of the rest: see undoOne. The objects
 // taken back leave rep; those that could not be stay in it, named in the error. The
-// returned error is cause with what was done.
+// returned error is cause with what was done. An interrupted sync still takes the
+// stage back (see finishing).
 func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep *applyReport, cause error) error {
+	ctx, cancel := finishing(ctx)
+	defer cancel()
 	var written []*unstructured.Unstructured
 	for _, live := range rep.live {
 		if _, ok := prior[objectID(live)]; ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	. "github.com/onsi/gomega"
@@ -167,4 +168,47 @@ func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 	g.Expect(r.failedInventory()).To(HaveKey("_fresh__Namespace"), "an apply that may have written records the new objects")
 	r.untouched = true
 	g.Expect(r.failedInventory()).To(Equal(old))
+}
+
+// TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun: a ConfigMap in a Namespace
+// of the first stage is dry-run once the Namespace is written; when the API server
+// refuses it, the Namespace, which did not exist, is deleted, and the failure names the
+// ConfigMap. When the ConfigMap passes, the Namespace stays.
+func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
+	for _, invalid := range []bool{true, false} {
+		g := NewWithT(t)
+		c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				po := &client.PatchOptions{}
+				po.ApplyOptions(opts)
+				if invalid && len(po.DryRun) > 0 && obj.GetObjectKind().GroupVersionKind().Kind == "ConfigMap" {
+					return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, obj.GetName(), nil)
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
+		ns := toUnstructured(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, namespaceGVK)
+		cm := toUnstructured(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fresh", Name: "c"}},
+			corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		first, rest := []*unstructured.Unstructured{ns}, []*unstructured.Unstructured{cm}
+		early, later := splitByDefinitions(first, rest)
+		g.Expect(early).To(BeEmpty())
+		rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+
+		err := applyFirstStage(context.Background(), c, first, later, true, inventory{}, rep, time.Second)
+
+		nsErr := c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})
+		if invalid {
+			g.Expect(err).To(MatchError(ContainSubstring("ConfigMap/fresh/c dry-run failed")))
+			g.Expect(err).To(MatchError(ContainSubstring("Namespace/fresh, written first to validate the rest, taken back")))
+			g.Expect(apierrors.IsNotFound(nsErr)).To(BeTrue(), "the Namespace this apply created is deleted")
+			g.Expect(rep.untouched).To(BeTrue())
+			g.Expect(rep.applied).To(BeEmpty())
+		} else {
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(nsErr).NotTo(HaveOccurred())
+			g.Expect(rep.applied).To(HaveLen(1))
+			g.Expect(rep.untouched).To(BeFalse())
+		}
+	}
 }
