@@ -212,3 +212,14 @@ func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestANamespaceBeingDeletedIsTransient: an object refused because its Namespace is
+// being deleted (one a failed sync created and took back) is retried, not stalled.
+func TestANamespaceBeingDeletedIsTransient(t *testing.T) {
+	g := NewWithT(t)
+	err := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c",
+		errors.New("unable to create new content in namespace fresh because it is being terminated"))
+	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Stalled), "forbidden, without the cause")
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
+	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Transient))
+}
