@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,7 +194,18 @@ func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
 			describe(u), err, cairnv1.ForceAnnotation))
 	}
+	if isTypeMismatch(err) {
+		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+	}
 	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+}
+
+// isTypeMismatch reports the API server's answer to an apply with a field of the
+// wrong type for the kind's schema: an internal error ("failed to create typed patch
+// object (...): .spec.size: expected numeric (int or float), got string"), which no
+// retry mends.
+func isTypeMismatch(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // patchApply sends cairn's server-side apply of u (field manager cairn, forced

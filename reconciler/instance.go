@@ -234,7 +234,11 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 	if err := s.e.inventories().store(ctx, r.live, inv); err != nil {
 		return err
 	}
-	return patchStatus(ctx, s.e.cluster.client, r.live, before)
+	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
+		return err
+	}
+	r.persisted = r.live.Status.Inventory.DeepCopy()
+	return nil
 }
 
 // record writes the outcome to the instance's status: on success the new inventory
@@ -253,6 +257,9 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.forced { // handled, whatever the outcome: a new request asks again
 		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
+	}
+	if r.persisted != nil { // the status patch goes from the inventory this sync recorded already
+		before.Status.Inventory = r.persisted
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {

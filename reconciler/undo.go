@@ -84,7 +84,7 @@ func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep 
 	}
 	rep.untouched = true
 	if len(written) > 0 {
-		f.Err = fmt.Errorf("%w; %s, written first to validate the rest, taken back", f.Err, describeAll(written))
+		f.Err = fmt.Errorf("%w; written first to validate the rest and taken back: %s", f.Err, describeAll(written))
 	}
 	return f
 }

@@ -97,7 +97,7 @@ func TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged(t *testing.T
 	g.Expect(f.Kind).To(Equal(Stalled))
 	g.Expect(f.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	g.Expect(f.Error()).To(ContainSubstring("spec.size: Invalid value"))
-	g.Expect(f.Error()).To(ContainSubstring("ClusterRole/reader, Namespace/fresh, written first to validate the rest, taken back"))
+	g.Expect(f.Error()).To(ContainSubstring("written first to validate the rest and taken back: ClusterRole/reader, Namespace/fresh"))
 	g.Expect(errCRInvalid.Error()).NotTo(ContainSubstring("taken back"), "the cause is not changed")
 
 	g.Expect(deleteUIDs).To(Equal([]string{"ns-uid"}), "only the created Namespace is deleted, by its UID")
@@ -200,7 +200,7 @@ func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
 		nsErr := c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})
 		if invalid {
 			g.Expect(err).To(MatchError(ContainSubstring("ConfigMap/fresh/c dry-run failed")))
-			g.Expect(err).To(MatchError(ContainSubstring("Namespace/fresh, written first to validate the rest, taken back")))
+			g.Expect(err).To(MatchError(ContainSubstring("written first to validate the rest and taken back: Namespace/fresh")))
 			g.Expect(apierrors.IsNotFound(nsErr)).To(BeTrue(), "the Namespace this apply created is deleted")
 			g.Expect(rep.untouched).To(BeTrue())
 			g.Expect(rep.applied).To(BeEmpty())
@@ -222,4 +222,28 @@ func TestANamespaceBeingDeletedIsTransient(t *testing.T) {
 	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Stalled), "forbidden, without the cause")
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
 	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Transient))
+}
+
+// TestAFieldOfTheWrongTypeStalls: the API server answers an apply whose field has the
+// wrong type for the schema with an internal error; it stalls (no retry mends it) and
+// names the object and the field, while another internal error stays transient.
+func TestAFieldOfTheWrongTypeStalls(t *testing.T) {
+	g := NewWithT(t)
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("example.com/v1")
+	w.SetKind("Widget")
+	w.SetNamespace("ns")
+	w.SetName("w")
+	mismatch := apierrors.NewInternalError(errors.New(
+		"failed to create typed patch object (ns/w; example.com/v1, Kind=Widget): .spec.size: expected numeric (int or float), got string"))
+	err := applyFailure(w, "dry-run", mismatch)
+	var f *Failure
+	g.Expect(errors.As(err, &f)).To(BeTrue())
+	g.Expect(f.Kind).To(Equal(Stalled))
+	g.Expect(f.Reason).To(Equal(cairnv1.ReasonApplyFailed))
+	g.Expect(f.Error()).To(ContainSubstring("Widget/ns/w dry-run failed"))
+	g.Expect(f.Error()).To(ContainSubstring(".spec.size: expected numeric (int or float), got string"))
+
+	g.Expect(errors.As(applyFailure(w, "apply", apierrors.NewInternalError(errors.New("etcd timeout"))), &f)).To(BeTrue())
+	g.Expect(f.Kind).To(Equal(Transient))
 }
