@@ -107,7 +107,7 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 	if err = waitHealthy(ctx, c, rep.live, timeout); err != nil {
 		err = transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	} else if prior != nil {
-		err = dryRunStage(ctx, c, later)
+		err = dryRunAfterDefinitions(ctx, c, first, later, prior)
 	}
 	if err != nil && prior != nil {
 		return undoFirstStage(ctx, c, prior, rep, err)

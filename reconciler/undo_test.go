@@ -247,3 +247,44 @@ func TestAFieldOfTheWrongTypeStalls(t *testing.T) {
 	g.Expect(errors.As(applyFailure(w, "apply", apierrors.NewInternalError(errors.New("etcd timeout"))), &f)).To(BeTrue())
 	g.Expect(f.Kind).To(Equal(Transient))
 }
+
+// TestDryRunAfterAChangedCRDWaitsForItsSchema: right after a CRD that existed is
+// changed, the API server may still judge its objects by the old schema; the dry-run is
+// tried again until it passes. After a new CRD, one failure is the answer.
+func TestDryRunAfterAChangedCRDWaitsForItsSchema(t *testing.T) {
+	for _, existed := range []bool{true, false} {
+		g := NewWithT(t)
+		calls := 0
+		c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if calls++; calls <= 2 {
+					return apierrors.NewInternalError(errors.New("failed to create typed patch object (ns/w): .spec.color: field not declared in schema"))
+				}
+				return nil
+			},
+		}).Build()
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName("widgets.example.com")
+		w := &unstructured.Unstructured{}
+		w.SetAPIVersion("example.com/v1")
+		w.SetKind("Widget")
+		w.SetNamespace("ns")
+		w.SetName("w")
+		prior := priorState{objectID(crd): nil}
+		if existed {
+			prior[objectID(crd)] = crd.DeepCopy()
+		}
+
+		err := dryRunAfterDefinitions(context.Background(), c, []*unstructured.Unstructured{crd}, []*unstructured.Unstructured{w}, prior)
+
+		if existed {
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(calls).To(Equal(3))
+		} else {
+			g.Expect(err).To(MatchError(ContainSubstring(".spec.color: field not declared in schema")))
+			g.Expect(calls).To(Equal(1))
+		}
+	}
+}

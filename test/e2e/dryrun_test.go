@@ -104,6 +104,10 @@ spec:
               properties:
                 size: {type: integer}
 `
+		if size == "colored" { // a changed CRD (spec.color) and a Widget of the wrong color
+			files["apps/widgets/crd.yaml"] += "                color: {type: string}\n"
+			size = "3\n  color: 5"
+		}
 		files["apps/widgets/widget.yaml"] = "apiVersion: " + group + "/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: " + ns +
 			"\nspec:\n  size: " + size + "\n"
 		files["apps/widgets/config.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: " + ns + "\ndata: {value: c}\n"
@@ -172,4 +176,19 @@ func TestInvalidObjectOfANewCRDLeavesNothingOfTheChange(t *testing.T) {
 	e.g.Expect(e.get(group+"/v1", "Widget", ns, "w")).NotTo(BeNil())
 	e.g.Expect(e.configMap(ns, "c")).NotTo(BeNil())
 	e.g.Expect(e.configMap(e.ns, "keep").Data).To(HaveKeyWithValue("value", "new"))
+
+	// A change of the CRD that existed is taken back too: the CRD gets its previous
+	// schema back, and stays, as does the Widget.
+	repo.commit("a color, of the wrong type", widgetsDir("new", ns, group, "colored", true))
+	e.expectFailure(e.sync(repo), wantFailure{name: "widgets", reason: cairnv1.ReasonApplyFailed, contains: []string{
+		"Widget/" + ns + "/w dry-run failed", ".spec.color: expected string, got",
+		"written first to validate the rest and taken back: CustomResourceDefinition/" + crd}})
+	live := e.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", crd)
+	e.g.Expect(live).NotTo(BeNil())
+	versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	e.g.Expect(versions).To(HaveLen(1))
+	spec, _, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties")
+	e.g.Expect(spec).To(HaveKey("size"))
+	e.g.Expect(spec).NotTo(HaveKey("color"), "the CRD's change is taken back")
+	e.g.Expect(e.get(group+"/v1", "Widget", ns, "w")).NotTo(BeNil())
 }
