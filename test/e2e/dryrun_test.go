@@ -123,7 +123,8 @@ spec:
 // written, the dry-run fails, and they are taken back. Nothing of the commit is left:
 // no Namespace, no CRD, no write of the Widget or of either ConfigMap; the instance is
 // Failed (ApplyFailed, Stalled) naming the Widget and its field, and keeps its last
-// good revision, inventory and ConfigMap. The commit that fixes the field applies all.
+// good revision, inventory and ConfigMap. The commit that fixes the field applies all;
+// then a change of that CRD whose Widget fails is taken back: the CRD keeps its schema.
 func TestInvalidObjectOfANewCRDLeavesNothingOfTheChange(t *testing.T) {
 	e, log := newLoggedEnv(t)
 	ns, group := e.ns+"-w", e.ns+".validate.example.com"
