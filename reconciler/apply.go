@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,13 +34,18 @@ type applyReport struct {
 	live []*unstructured.Unstructured
 	// notes say which objects the per-kind rules left alone (a Job that ran).
 	notes []string
+	// untouched: the apply failed having left nothing written (its validation failed
+	// before the first write, or what it wrote to validate the rest was taken back).
+	untouched bool
 }
 
 // applyObjects server-side applies the objects whose hash differs from the last
 // inventory, one request each (no GET): CRDs, Namespaces and cluster roles first,
 // waited on, then the rest. When two or more objects changed, they are validated by
-// a server-side dry-run before the first write (see dryRunStage); one changed object
-// is applied directly, its apply being atomic. Unchanged objects cost nothing; drift on them is
+// a server-side dry-run before the first write (see dryRunStage), those that need a
+// Namespace or CRD of the first stage right after that stage, which is taken back
+// when they fail (see applyFirstStage); one changed object is applied directly, its
+// apply being atomic. Unchanged objects cost nothing; drift on them is
 // found by the separate drift check. An immutable-field change is refused unless the
 // object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
 // follow their own rules first (see settleJobs).
@@ -63,26 +70,49 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 	}
 	validate := len(first)+len(rest)+len(recreates) >= 2
 	early, later := splitByDefinitions(first, rest)
+	earlyJobs, laterJobs := splitByDefinitions(first, recreates)
 	if validate {
-		if err := dryRunStage(ctx, m.Client(), append(append([]*unstructured.Unstructured{}, first...), early...)); err != nil {
+		if err := dryRunStage(ctx, m.Client(), slices.Concat(first, early, earlyJobs)); err != nil {
+			rep.untouched = true
 			return rep, err
 		}
 	}
-	if err := applyStage(ctx, m.Client(), first, last, rep); err != nil {
+	if err := applyFirstStage(ctx, m.Client(), first, slices.Concat(later, laterJobs), validate, last, rep, timeout); err != nil {
 		return rep, err
-	}
-	if err := waitHealthy(ctx, m.Client(), rep.live, timeout); err != nil {
-		return rep, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
-	}
-	if validate {
-		if err := dryRunStage(ctx, m.Client(), append(later, recreates...)); err != nil {
-			return rep, err
-		}
 	}
 	if err := applyStage(ctx, m.Client(), rest, last, rep); err != nil {
 		return rep, err
 	}
 	return rep, recreateJobs(ctx, m.Client(), recreates, rep)
+}
+
+// applyFirstStage writes the first stage and waits until it is established. When
+// later, which could not be dry-run before it, is to be validated, it is dry-run then,
+// before any of the rest is written; when that fails (or the stage is not
+// established), the stage is taken back (see undoFirstStage), so that nothing of the
+// change stays written.
+func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured, validate bool,
+	last inventory, rep *applyReport, timeout time.Duration) error {
+	var prior priorState
+	if validate && len(first) > 0 && len(later) > 0 {
+		var err error
+		if prior, err = readPrior(ctx, c, first); err != nil {
+			return err
+		}
+	}
+	if err := applyStage(ctx, c, first, last, rep); err != nil {
+		return err
+	}
+	var err error
+	if err = waitHealthy(ctx, c, rep.live, timeout); err != nil {
+		err = transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
+	} else if prior != nil {
+		err = dryRunAfterDefinitions(ctx, c, first, later, prior)
+	}
+	if err != nil && prior != nil {
+		return undoFirstStage(ctx, c, prior, rep, err)
+	}
+	return err
 }
 
 func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
@@ -164,7 +194,18 @@ func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
 			describe(u), err, cairnv1.ForceAnnotation))
 	}
+	if isTypeMismatch(err) {
+		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+	}
 	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+}
+
+// isTypeMismatch reports the API server's answer to an apply with a field of the
+// wrong type for the kind's schema: an internal error ("failed to create typed patch
+// object (...): .spec.size: expected numeric (int or float), got string"), which no
+// retry mends.
+func isTypeMismatch(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // patchApply sends cairn's server-side apply of u (field manager cairn, forced

@@ -3,7 +3,10 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +42,8 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 // be dry-run before the first stage is written and those that cannot: objects in a
 // Namespace, or of a kind defined by a CRD, that the first stage creates or changes.
 // Those are dry-run after the first stage is applied and established, before any of
-// the second stage is written.
+// the second stage is written; when one fails, the first stage is taken back (see
+// undoFirstStage).
 func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later []*unstructured.Unstructured) {
 	namespaces := map[string]bool{}
 	for _, u := range first {
@@ -56,4 +60,39 @@ func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later 
 		}
 	}
 	return early, later
+}
+
+// schemaSettle bounds how long the dry-run of objects of a kind whose CRD was just
+// written is tried again while it fails: the API server serves a CRD's new schema a
+// moment after the write, and no condition tells when (Established stays True).
+const schemaSettle = 5 * time.Second
+
+// dryRunAfterDefinitions dry-runs later once first is written; when first changed a
+// CRD that existed (prior holds it) and the dry-run fails, it is tried again until it
+// passes or schemaSettle has passed, so that no object is judged by the schema its CRD
+// had before. A new CRD serves its schema once Established.
+func dryRunAfterDefinitions(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured,
+	prior priorState) error {
+	err := dryRunStage(ctx, c, later)
+	changedCRD := func(u *unstructured.Unstructured) bool { return ssautils.IsCRD(u) && prior[objectID(u)] != nil }
+	if err == nil || !slices.ContainsFunc(first, changedCRD) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, schemaSettle)
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+		again := dryRunStage(ctx, c, later)
+		if ctx.Err() != nil {
+			return err // the last complete answer
+		}
+		if again == nil {
+			return nil
+		}
+		err = again
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -69,6 +70,8 @@ func isTransient(err error) bool {
 		return true
 	case errors.As(err, &netErr):
 		return true
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return true // gone soon (a Namespace a failed sync created and took back): the next try creates it again
 	}
 	return isConnectionError(err)
 }

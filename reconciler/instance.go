@@ -129,7 +129,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
-	r.applied, r.appliedIDs, r.appliedLive = rep.changes, rep.applied, rep.live
+	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.changes, rep.applied, rep.live, rep.untouched
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
 		return classify(cairnv1.ReasonApplyFailed, err)
@@ -173,8 +173,12 @@ func (r *instanceRun) pendingInventory() inventory {
 }
 
 // failedInventory is recorded after a failed attempt: the pending inventory with the
-// objects the API server accepted marked as applied.
+// objects the API server accepted marked as applied, or the last inventory itself
+// when the apply left nothing written (see applyReport.untouched).
 func (r *instanceRun) failedInventory() inventory {
+	if r.untouched {
+		return r.oldInv.union(inventory{})
+	}
 	out := r.pendingInventory()
 	for id := range r.appliedIDs {
 		out[id] = r.newInv[id]
@@ -245,7 +249,11 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 	if err := s.e.inventories().store(ctx, r.live, inv); err != nil {
 		return err
 	}
-	return patchStatus(ctx, s.e.cluster.client, r.live, before)
+	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
+		return err
+	}
+	r.persisted = r.live.Status.Inventory.DeepCopy()
+	return nil
 }
 
 // record writes the outcome to the instance's status: on success the new inventory
@@ -264,6 +272,9 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.forced { // handled, whatever the outcome: a new request asks again
 		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
+	}
+	if r.persisted != nil { // the status patch goes from the inventory this sync recorded already
+		before.Status.Inventory = r.persisted
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {

@@ -41,6 +41,10 @@ type instanceRun struct {
 	applied  *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
+	// untouched: the apply failed and left nothing written (applyReport.untouched).
+	untouched bool
+	// persisted is the inventory this sync recorded before writing (persistInventory).
+	persisted *cairnv1.Inventory
 	// appliedLive are the API server's responses to this sync's applies.
 	appliedLive []*unstructured.Unstructured
 	pruned      *ssa.ChangeSet
