@@ -99,7 +99,7 @@ func TestObserveRevisionAndRefusals(t *testing.T) {
 	s := &syncRun{e: &Engine{opts: Options{Metrics: m}}, runs: []*instanceRun{
 		{pruneErr: newPruneGuard(nil, "").refuse(limitMaxPercent, "x")}, {},
 		{pruneErr: refusal(limitEmptyRender, failuref(Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
-		pruneErr: newPruneGuard(nil, "").refuse(limitMaxDeletions, "y")}
+		pruneErrs: []error{newPruneGuard(nil, "").refuse(limitMaxDeletions, "y")}}
 	s.countRefusals()
 	for limit, want := range map[string]float64{limitMaxPercent: 1, limitEmptyRender: 1, limitMaxDeletions: 1, limitHalfOfInstances: 0} {
 		g.Expect(testutil.ToFloat64(m.pruneRefusals.WithLabelValues(limit))).To(Equal(want), limit)

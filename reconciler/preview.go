@@ -250,8 +250,8 @@ func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstan
 		ip.Orphan = describeIDs(rs.orphan)
 		ip.Why = fmt.Sprintf("removed from Git, prune: false: orphan %d objects", len(ip.Orphan))
 	}
-	if s.pruneErr != nil {
-		ip.PruneVerdict = s.pruneErr.Error()
+	if rs.refused != nil {
+		ip.PruneVerdict = rs.refused.Error()
 	}
 	return ip
 }

@@ -21,11 +21,14 @@ import (
 var defaultProtectedKinds = []string{"Namespace", "CustomResourceDefinition", "PersistentVolumeClaim", "PersistentVolume"}
 
 // pruneGuard holds the Platform's limits on deletions and the commit's allowance.
+// The limits that span a sync apply to each owner's instances apart: each tenant's,
+// and the platform team's own (see checkSync).
 type pruneGuard struct {
 	maxDeletions int // -1: no cap
 	maxPercent   int // -1: no cap
 	protected    map[string]bool
-	allowed      int // from the cairn-allow-prune trailer; -1: none
+	allowed      int  // from the cairn-allow-prune trailer; -1: none
+	tenants      bool // the Platform has tenants: verdicts and messages name the owner
 }
 
 func newPruneGuard(p *cairnv1.Platform, commitMessage string) pruneGuard {
@@ -41,6 +44,7 @@ func newPruneGuard(p *cairnv1.Platform, commitMessage string) pruneGuard {
 		if p.Spec.Prune.ProtectedKinds != nil {
 			kinds = p.Spec.Prune.ProtectedKinds
 		}
+		g.tenants = len(p.Spec.Tenants) > 0
 	}
 	for _, k := range kinds {
 		g.protected[k] = true
@@ -72,6 +76,9 @@ type pruneSet struct {
 	kept    []string  // protected objects left in place
 	before  int       // objects in the last inventory
 	removed bool      // the instance left Git
+	owner   string    // the tenant whose file declares the instance; "": the platform team's
+	covered bool      // the commit's cairn-allow-prune trailer may speak for it (see trailerCovers)
+	refused error     // the sync-wide verdict on it (see checkSync)
 }
 
 // split sets protected kinds aside unless the instance opts in.
@@ -89,9 +96,56 @@ func (g pruneGuard) split(key string, stale inventory, optIn bool) *pruneSet {
 	return ps
 }
 
-// checkSync applies the limits that span the whole sync: total deletions and the share
-// of instances removed. It returns nil when the prune may go ahead.
-func (g pruneGuard) checkSync(sets []*pruneSet, totalInstances int) error {
+// checkSync applies the limits that span the sync (total deletions, the share of
+// instances removed) to each owner's sets apart, instances counting each owner's live
+// instances: one tenant's deletions never refuse another's. It records the verdict on
+// each set and returns the refusals, one per refused owner.
+func (g pruneGuard) checkSync(sets []*pruneSet, instances map[string]int) []error {
+	byOwner := map[string][]*pruneSet{}
+	for _, s := range sets {
+		byOwner[s.owner] = append(byOwner[s.owner], s)
+	}
+	owners := make([]string, 0, len(byOwner))
+	for o := range byOwner {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	var refusals []error
+	for _, o := range owners {
+		if err := g.checkOwner(o, byOwner[o], instances[o]); err != nil {
+			refusals = append(refusals, err)
+		}
+	}
+	return refusals
+}
+
+// checkOwner applies the sync-wide limits to the sets of one owner. The trailer lifts
+// them for the sets it covers when their deletions are within it; the others are
+// checked as if those were not there.
+func (g pruneGuard) checkOwner(owner string, sets []*pruneSet, instances int) error {
+	guarded, covered := []*pruneSet{}, 0
+	for _, s := range sets {
+		if s.covered {
+			covered += len(s.stale)
+		}
+	}
+	lifted := g.allowed >= 0 && covered <= g.allowed
+	for _, s := range sets {
+		if !lifted || !s.covered {
+			guarded = append(guarded, s)
+		}
+	}
+	err := g.limits(owner, guarded, instances)
+	for _, s := range guarded {
+		if len(s.stale) > 0 || s.removed {
+			s.refused = err
+		}
+	}
+	return err
+}
+
+// limits is the verdict of maxDeletions and the half-of-instances rule on sets.
+func (g pruneGuard) limits(owner string, sets []*pruneSet, instances int) error {
 	total, removed := 0, 0
 	for _, s := range sets {
 		total += len(s.stale)
@@ -99,16 +153,29 @@ func (g pruneGuard) checkSync(sets []*pruneSet, totalInstances int) error {
 			removed++
 		}
 	}
-	if g.allowed >= 0 && total <= g.allowed {
-		return nil
-	}
 	if g.maxDeletions >= 0 && total > g.maxDeletions {
-		return g.refuse(limitMaxDeletions, "this sync would delete %d objects, over prune.maxDeletions %d", total, g.maxDeletions)
+		if !g.tenants {
+			return g.refuse(limitMaxDeletions, "this sync would delete %d objects, over prune.maxDeletions %d", total, g.maxDeletions)
+		}
+		return g.refuse(limitMaxDeletions, "%s instances would delete %d objects in this sync, over its cap of %d (prune.maxDeletions, counted per tenant)",
+			whose(owner), total, g.maxDeletions)
 	}
-	if totalInstances > 0 && removed*2 > totalInstances {
-		return g.refuse(limitHalfOfInstances, "this commit removes %d of %d instances, more than half", removed, totalInstances)
+	if instances > 0 && removed*2 > instances {
+		if !g.tenants {
+			return g.refuse(limitHalfOfInstances, "this commit removes %d of %d instances, more than half", removed, instances)
+		}
+		return g.refuse(limitHalfOfInstances, "this commit removes %d of %s %d instances, more than half",
+			removed, whose(owner), instances)
 	}
 	return nil
+}
+
+// whose names the owner in a message: "tenant team-a's", "the platform's own".
+func whose(owner string) string {
+	if owner == "" {
+		return "the platform's own"
+	}
+	return "tenant " + owner + "'s"
 }
 
 // checkInstance applies maxPercent to an instance that stays in Git.
@@ -116,7 +183,7 @@ func (g pruneGuard) checkInstance(s *pruneSet) error {
 	if s.removed || g.maxPercent < 0 || s.before == 0 || len(s.stale) == 0 {
 		return nil
 	}
-	if g.allowed >= 0 && len(s.stale) <= g.allowed {
+	if g.allowed >= 0 && s.covered && len(s.stale) <= g.allowed {
 		return nil
 	}
 	if pct := len(s.stale) * 100 / s.before; pct > g.maxPercent {
@@ -128,6 +195,10 @@ func (g pruneGuard) checkInstance(s *pruneSet) error {
 
 func (g pruneGuard) refuse(limit, format string, args ...any) *Failure {
 	hint := fmt.Sprintf("; add the trailer \"%s: <n>\" to the commit message to allow n deletions", cairnv1.AllowPruneTrailer)
+	if g.tenants {
+		hint = fmt.Sprintf("; add the trailer \"%s: <n>\" to a commit that changes the instance's file "+
+			"(for a removed instance, a file of its owner) to allow n deletions", cairnv1.AllowPruneTrailer)
+	}
 	return refusal(limit, failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...))
 }
 

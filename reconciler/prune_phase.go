@@ -9,7 +9,8 @@ import (
 
 // checkPrunes computes what each rendered instance and each removed instance would
 // delete, and applies the guards before anything is deleted: an empty render, the
-// share an instance may lose, the total per sync and the share of instances removed.
+// share an instance may lose, and, for each owner's instances apart (each tenant's, the
+// platform team's), the total per sync and the share of instances removed.
 // An object that moves to another instance in this revision is transferred, not deleted.
 func (s *syncRun) checkPrunes(ctx context.Context) {
 	desired := inventory{}
@@ -30,17 +31,17 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 		s.removedSets[live.Namespace+"/"+live.Name] = rs
 		sets = append(sets, rs.pruneSet)
 	}
-	s.pruneErr = s.guard.checkSync(sets, len(s.live))
+	s.pruneErrs = s.guard.checkSync(sets, s.liveByOwner())
 	s.countRefusals()
 }
 
 // countRefusals counts the prune refusals of a sync (a plan's are not counted): the
-// sync-wide one, once, and each instance's.
+// sync-wide ones, once per refused owner, and each instance's.
 func (s *syncRun) countRefusals() {
 	if s.readOnly {
 		return
 	}
-	errs := []error{s.pruneErr}
+	errs := append([]error{}, s.pruneErrs...)
 	for _, r := range s.runs {
 		errs = append(errs, r.pruneErr)
 	}
@@ -81,6 +82,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	}
 	ps := s.guard.split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
 	ps.before = len(old)
+	ps.owner, ps.covered = s.ownerOf(r.mi), s.trailerCovers(r.mi, false)
 	if r.live != nil {
 		ps.uid = string(r.live.UID) // adopted objects carry the UID of the deleted CR
 	}
@@ -123,6 +125,7 @@ func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance
 		rs.pruneSet = s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
 	}
 	rs.before, rs.removed = len(old), true
+	rs.owner, rs.covered = s.ownerOf(live), s.trailerCovers(live, true)
 	rs.uid = string(live.UID) // an object labelled with another instance's UID is not this one's
 	return rs
 }
@@ -140,8 +143,8 @@ func (s *syncRun) pruneRefusal(r *instanceRun) error {
 	if r.pruneErr != nil {
 		return r.pruneErr
 	}
-	if r.prune != nil && len(r.prune.stale) > 0 && s.pruneErr != nil {
-		return s.pruneErr
+	if r.prune != nil && len(r.prune.stale) > 0 && r.prune.refused != nil {
+		return r.prune.refused
 	}
 	return nil
 }

@@ -59,11 +59,18 @@ func TestPruneGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			guard := newPruneGuard(platform, tc.msg)
-			err := guard.checkSync(tc.sets, tc.instances)
+			for _, s := range tc.sets {
+				s.covered = true // no tenants: the trailer speaks for every instance
+			}
+			errs := guard.checkSync(tc.sets, map[string]int{"": tc.instances})
+			err := tc.sets[0].refused
 			if tc.wantSync == "" {
+				g.Expect(errs).To(BeEmpty())
 				g.Expect(err).NotTo(HaveOccurred())
 			} else {
+				g.Expect(errs).To(HaveLen(1))
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantSync)))
+				g.Expect(err).To(BeIdenticalTo(errs[0]))
 				g.Expect(err.(*Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
 			}
 			g.Expect(refusedBy(err)).To(Equal(tc.syncLimit))

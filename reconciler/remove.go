@@ -47,13 +47,13 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 }
 
 func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *Failure {
-	if s.pruneErr != nil {
-		return classify(cairnv1.ReasonPruneGuard, s.pruneErr)
+	rs := s.removedSets[live.Namespace+"/"+live.Name]
+	if rs.pruneSet != nil && rs.refused != nil {
+		return classify(cairnv1.ReasonPruneGuard, rs.refused)
 	}
 	if f := s.dependentsRemain(live); f != nil {
 		return f // nothing of it is deleted
 	}
-	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {
 		return transient(cairnv1.ReasonPruneFailed, rs.err)
 	}

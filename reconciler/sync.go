@@ -177,7 +177,7 @@ type syncRun struct {
 	// createdNamespaces are the namespaces this sync created (see checkOwnership).
 	createdNamespaces map[string]bool
 	moduleDigests     map[string]string     // local module directory -> digest of its files
-	pruneErr          error                 // a sync-wide prune refusal
+	pruneErrs         []error               // the sync-wide prune refusals, one per refused owner
 	removedSets       map[string]removedSet // what each removed instance would delete, by namespace/name
 	// managed are cairn's labelled objects, listed once per sync for the instances
 	// without a CR (see adoptedInventory).

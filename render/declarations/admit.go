@@ -101,6 +101,14 @@ func foreignNamespace(d *document, t *cairnv1.Tenant) *Error {
 	return e
 }
 
+// OwnerOf returns the tenant of spec whose paths hold file, a path relative to the
+// tree Load reads; nil when no tenant's paths do (the platform team's file) or when two
+// tenants claim it (such a file is never read).
+func OwnerOf(spec *cairnv1.PlatformSpec, file string) *cairnv1.Tenant {
+	t, _ := owner(spec, file)
+	return t
+}
+
 // owner returns the tenant owning file (nil: the platform team), or the error that two
 // tenants claim it.
 func owner(spec *cairnv1.PlatformSpec, file string) (*cairnv1.Tenant, *Error) {

@@ -7,6 +7,8 @@ import (
 	"testing/fstest"
 
 	. "github.com/onsi/gomega"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
 
 // tenantsSpec declares two tenants; in platform.yaml its lines are 5 to 14.
@@ -299,5 +301,27 @@ func TestKustomizePathsOfTenants(t *testing.T) {
 			g.Expect(errs[0].Reason).To(Equal(ReasonTenantViolation))
 			g.Expect(errs[0].Message).To(ContainSubstring("is outside the tenant's paths"))
 		})
+	}
+}
+
+func TestOwnerOf(t *testing.T) {
+	spec := &cairnv1.PlatformSpec{Tenants: []cairnv1.Tenant{
+		{Name: "team-a", Paths: []string{"tenants/a/**"}},
+		{Name: "team-b", Paths: []string{"tenants/b/**", "shared/*.yaml"}},
+		{Name: "team-c", Paths: []string{"shared/**"}},
+	}}
+	for file, want := range map[string]string{
+		"tenants/a/app.yaml":      "team-a",
+		"tenants/a/deep/app.yaml": "team-a",
+		"tenants/b/app.yaml":      "team-b",
+		"instances/app.yaml":      "",
+		"shared/x.yaml":           "", // claimed by team-b and team-c: never read
+		"shared/deep/x.yaml":      "team-c",
+	} {
+		got := ""
+		if tenant := OwnerOf(spec, file); tenant != nil {
+			got = tenant.Name
+		}
+		NewWithT(t).Expect(got).To(Equal(want), file)
 	}
 }

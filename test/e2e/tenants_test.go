@@ -146,14 +146,17 @@ func TestTenantCannotSmuggleAPlatform(t *testing.T) {
 
 // TestTenantJunkFilesFailOnlyTheirOwnInstances: team-a replaces the file of its
 // instance a with 10,001 documents, and that of its instance big with a 50 MB blob; in
-// the same commit the platform team deletes instance gone and team-b changes b. a and
-// big read failed and keep their objects, gone is removed, b syncs.
+// the same commit the platform team deletes instance gone (one of its two: the
+// half-of-instances rule counts its own instances) and team-b changes b. a and big read
+// failed and keep their objects, gone is removed, b syncs.
 func TestTenantJunkFilesFailOnlyTheirOwnInstances(t *testing.T) {
 	e := newEnv(t)
 	a, b := tenantInst("a", e.ns+"-a", "x"), tenantInst("b", e.ns+"-b", "x")
 	big := tenantInst("big", e.ns+"-a", "x")
 	gone := inst{name: "gone", ns: e.ns, replicas: 0, configs: configs("x")}
-	repo := e.tenantRepo(a, b, map[string]string{"tenants/a/big.yaml": big.yaml(), "instances/gone.yaml": gone.yaml()})
+	stays := inst{name: "stays", ns: e.ns, replicas: 0}
+	repo := e.tenantRepo(a, b, map[string]string{"tenants/a/big.yaml": big.yaml(), "instances/gone.yaml": gone.yaml(),
+		"instances/stays.yaml": stays.yaml()})
 	good := e.syncClean(repo)
 	uidA, uidBig := e.configMap(a.ns, "a-x").UID, e.configMap(big.ns, "big-x").UID
 
