@@ -22,7 +22,7 @@ step "the platform repository: examples/ as a Git repository in $repo_dir"
 mkdir -p "$repo_dir"
 [ -d "$repo_dir/.git" ] || git -C "$repo_dir" init -q -b main
 find "$repo_dir" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
-cp -R examples/. "$repo_dir/"
+cp -R "$DEMO_DIR/examples/." "$repo_dir/"   # examples/ with the demo's registry (demo.sh)
 git -C "$repo_dir" add -A
 git -C "$repo_dir" -c user.name=demo -c user.email=demo@cairn.invalid commit -qm "examples" 2>/dev/null || true
 repo_url="file://$(cd "$repo_dir" && pwd)"
@@ -80,10 +80,32 @@ start_pod() {
   echo $! >"$pods_dir/$name.pid"
 }
 
-step "two replicas: cairn-controller-0 (metrics 127.0.0.1:18080) and cairn-controller-1 (127.0.0.1:18180)"
+# The replicas' ports: container port N of replica i is 127.0.0.1:BASE+100*i+N-8000.
+# BASE is DEMO_PORT_BASE, else the one an earlier run of this demo chose (kept in
+# $DEMO_DIR/port-base), else the first of 18000, 18200, ... whose ports are free, so
+# that a second demo (another DEMO_DIR) runs beside the first.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+base_free() {
+  local p
+  for p in 80 81 1292 180 181 1392; do port_free $(($1 + p)) || return 1; done
+}
+base=${DEMO_PORT_BASE:-}
+if [ -z "$base" ] && [ -s "$DEMO_DIR/port-base" ]; then
+  base=$(cat "$DEMO_DIR/port-base")
+  base_free "$base" || base=""
+fi
+if [ -z "$base" ]; then
+  for base in $(seq 18000 200 29800) ""; do
+    [ -n "$base" ] && base_free "$base" && break
+  done
+  [ -n "$base" ] || { echo "demo: no free ports from 18000 to 30000: set DEMO_PORT_BASE" >&2; exit 1; }
+fi
+echo "$base" >"$DEMO_DIR/port-base"
+
+step "two replicas: cairn-controller-0 (metrics 127.0.0.1:$((base + 80))) and cairn-controller-1 (127.0.0.1:$((base + 180)))"
 mkdir -p "$DEMO_DIR/logs" "$pods_dir"
-start_pod cairn-controller-0 18000
-start_pod cairn-controller-1 18100
+start_pod cairn-controller-0 "$base"
+start_pod cairn-controller-1 $((base + 100))
 
 step "waiting for a leader and its first sync"
 for _ in $(seq 150); do

@@ -11,11 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO_DIR=${DEMO_DIR:-.demo}
 CAIRN=${CAIRN:-bin/cairn}
-# DEMO_REGISTRY_PORT=5001 serves the registry on the port examples/registries.yaml
-# names (then no override is needed); by default a free port is used.
+# DEMO_REGISTRY_PORT: the registry's port (default 5001, the one examples/ names;
+# another port is rewritten into the demo's copy of examples/, so a second demo can
+# run beside the first). DEMO_PORT_BASE: the replicas' ports (hack/demo-controller.sh).
 DEMO_REGISTRY_PORT=${DEMO_REGISTRY_PORT:-5001}
 DEMO_MODULE_VERSION=${DEMO_MODULE_VERSION:-v0.1.0}
 # The registry host the example declarations name, replaced by the demo's.
+EXAMPLES_REGISTRY=127.0.0.1:5001
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -28,6 +30,17 @@ set -a
 . "$DEMO_DIR/env"
 set +a
 kubeconfig=$KUBECONFIG  # absolute, from the env file
+
+step "examples/ for this demo in $DEMO_DIR/examples (registry $CAIRN_REGISTRY)"
+# The controller and Gitea get this copy: the registry host examples/ names
+# ($EXAMPLES_REGISTRY) becomes the demo's.
+rm -rf "$DEMO_DIR/examples"
+cp -R examples "$DEMO_DIR/examples"
+if [ "$CAIRN_REGISTRY" != "$EXAMPLES_REGISTRY" ]; then
+  grep -rlF "$EXAMPLES_REGISTRY" "$DEMO_DIR/examples" | while read -r f; do
+    sed -i "s|${EXAMPLES_REGISTRY//./\\.}|$CAIRN_REGISTRY|g" "$f"
+  done
+fi
 
 step "cairn install"
 # Install cairn's CRDs and its namespace (cairn-system) into the cluster.
@@ -84,6 +97,7 @@ step "cairn verify (what the sync checks, by digest)"
 # copy of examples/ (hack/demo-controller.sh). The Registry the examples
 # declare is 127.0.0.1:$DEMO_REGISTRY_PORT, the demo registry.
 CAIRN=$CAIRN DEMO_DIR=$DEMO_DIR kubeconfig=$kubeconfig kubectl=$kubectl hack/demo-controller.sh
+port_base=$(cat "$DEMO_DIR/port-base")
 
 step "cairn status"
 # CLI: the state of every instance.
@@ -100,7 +114,7 @@ The controller runs as two replicas (pods cairn-controller-0 and -1, as local pr
 the ServiceAccount's token in $DEMO_DIR/controller.kubeconfig), following $DEMO_DIR/platform:
   $CAIRN_KUBE_BIN/kubectl -n cairn-system get lease cairn-sync -w      # who leads
   tail -f $DEMO_DIR/logs/cairn-controller-*.log                        # sync results, JSON logs
-  curl -s 127.0.0.1:18080/metrics | grep ^cairn_                        # replica 0 (replica 1: 18180)
+  curl -s 127.0.0.1:$((port_base + 80))/metrics | grep ^cairn_                        # replica 0 (replica 1: $((port_base + 180)))
   (cd $DEMO_DIR/platform && sed -i 's/pods: 20/pods: 25/' instances/team-a.yaml && git commit -qam 'team-a: 25 pods')
 Fail it over: kill -9 the leader (the other takes the Lease within 15 s and goes on):
   kill -9 \$(cat $DEMO_DIR/pods/\$($CAIRN_KUBE_BIN/kubectl -n cairn-system get lease cairn-sync -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1).pid)
@@ -128,7 +142,7 @@ step "gitea with the example repository in $DEMO_DIR/gitea"
 if [ ! -s "$secret_file" ]; then
   (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file")
 fi
-go run ./test/localforge up --dir "$DEMO_DIR/gitea" \
+go run ./test/localforge up --dir "$DEMO_DIR/gitea" --examples "$DEMO_DIR/examples" \
   --webhook-url "http://127.0.0.1:$DEMO_WEBHOOK_PORT/hooks/gitea" --webhook-secret-file "$secret_file"
 set -a
 # shellcheck disable=SC1091
