@@ -36,6 +36,8 @@ func moduleType(mi *cairnv1.ModuleInstance) string {
 		return "local"
 	case m.Timoni != nil:
 		return "timoni"
+	case m.Kustomize != nil:
+		return "kustomize"
 	}
 	return "other"
 }

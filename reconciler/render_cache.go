@@ -45,8 +45,9 @@ func newRenderCache(dir string) *renderCache {
 // reads of it), where modules are cached, and the registry's credentials, verifier and
 // timeout, which decide whether a module can be fetched, not what it renders (the
 // verification policy is in VerifyID); credentials must not be guessable from a key.
+// The tenant decides when a render runs, not what it renders.
 func cacheKey(req render.Request, moduleID string) string {
-	req.Source, req.CacheDir = nil, ""
+	req.Source, req.CacheDir, req.Tenant = nil, "", ""
 	if req.Registry != nil {
 		reg := *req.Registry
 		reg.Username, reg.Password, reg.Verifier, reg.Timeout = "", "", nil, 0

@@ -90,13 +90,14 @@ func TestRenderCacheHooks(t *testing.T) {
 }
 
 // TestRenderCacheKeyCoversEveryRequestField: every field of render.Request (and of its
-// registry) changes the key, but the tree, the cache directory and the registry's
-// credentials, verifier and timeout do not; a field added later is covered by default.
+// registry) changes the key, but the tree, the cache directory, the tenant (which
+// decides when a render runs, not what it renders) and the registry's credentials,
+// verifier and timeout do not; a field added later is covered by default.
 func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 	g := NewWithT(t)
 	base := render.Request{Name: "a", Namespace: "ns", Registry: &render.ModuleRegistry{Host: "r.example.com"}}
 	key := cacheKey(base, "m")
-	ignored := map[string]bool{"Source": true, "CacheDir": true}
+	ignored := map[string]bool{"Source": true, "CacheDir": true, "Tenant": true}
 	rt := reflect.TypeOf(base)
 	for i := range rt.NumField() {
 		f := rt.Field(i)

@@ -13,28 +13,55 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
 
 // renderAll renders the affected instances, at most Concurrency at once, and places
-// their objects (namespace by the scope of each kind, namespace policy).
+// their objects (namespace by the scope of each kind, namespace policy). The slots
+// are shared fairly between tenants (fairslots): each tenant's instances start in
+// order, in turn with the other tenants', so that one tenant's many or slow renders
+// never hold every slot while another's wait.
 func (s *syncRun) renderAll(ctx context.Context) {
-	sem := make(chan struct{}, s.e.opts.Concurrency)
+	slots := fairslots.New(s.e.opts.Concurrency)
+	wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
 	var wg sync.WaitGroup
-	for _, r := range s.runs {
-		if !r.affected {
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			s.renderInstance(ctx, r)
-		}()
+	for tenant, runs := range s.affectedByTenant() {
+		wg.Go(func() {
+			for _, r := range runs {
+				_ = slots.Acquire(wait, tenant)
+				wg.Go(func() {
+					defer slots.Release(tenant)
+					s.renderInstance(ctx, r)
+				})
+			}
+		})
 	}
 	wg.Wait()
 	s.placeAll(ctx)
+}
+
+// affectedByTenant returns the affected instances by the tenant that declares
+// them ("" for the platform team's), each in the order of s.runs.
+func (s *syncRun) affectedByTenant() map[string][]*instanceRun {
+	out := map[string][]*instanceRun{}
+	for _, r := range s.runs {
+		if r.affected {
+			t := tenantOf(s.set, r.mi)
+			out[t] = append(out[t], r)
+		}
+	}
+	return out
+}
+
+// tenantOf names the tenant whose paths hold mi's declaration ("" for the platform
+// team's).
+func tenantOf(set *declarations.Set, mi *cairnv1.ModuleInstance) string {
+	if t := set.Tenant(mi.Namespace, mi.Name); t != nil {
+		return t.Name
+	}
+	return ""
 }
 
 // placeAll places the objects of every instance rendered this time, once all are
@@ -158,7 +185,8 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	}
 }
 
-// renderFailure types a render error: a registry that could not be reached is
+// renderFailure types a render error: a registry that could not be reached, or a
+// deadline that passed while every render worker was busy with other renders, is
 // transient; everything else about a render is decided by its inputs and stalls.
 func renderFailure(key string, err error) *Failure {
 	if f := (*Failure)(nil); errors.As(err, &f) {
@@ -167,10 +195,10 @@ func renderFailure(key string, err error) *Failure {
 	}
 	reason := renderReason(err)
 	err = fmt.Errorf("failed to render %s: %w", key, err)
-	switch reason {
-	case render.ReasonFetchFailed:
+	switch {
+	case reason == render.ReasonFetchFailed, errors.Is(err, render.ErrWorkersBusy):
 		return transient(reason, err)
-	case render.ReasonLimitExceeded:
+	case reason == render.ReasonLimitExceeded:
 		return stalled(cairnv1.ReasonLimitExceeded, err)
 	}
 	return stalled(reason, err)
@@ -192,7 +220,7 @@ func renderReason(err error) string {
 func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
 	p := set.Platform
 	req := render.Request{
-		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set),
+		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set), Tenant: tenantOf(set, mi),
 		SkewPolicy: string(p.Spec.SkewPolicy), CacheDir: opts.RenderCacheDir, Limits: renderLimits(set, mi, opts),
 	}
 	if mi.Spec.Values != nil {

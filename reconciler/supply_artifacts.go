@@ -170,7 +170,7 @@ func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, cha
 		chartReq := render.ChartRequest{
 			Name: req.Name, Namespace: req.Namespace, Chart: chart.display(), Archive: archive,
 			Digest: chart.digest, Values: req.Values, Limits: req.Limits, Capabilities: req.Capabilities,
-			Lookup: lookup,
+			Lookup: lookup, Tenant: req.Tenant,
 		}
 		if cr, ok := renderer.(chartRenderer); ok {
 			return cr.RenderChart(ctx, chartReq) // in the renderer's worker processes

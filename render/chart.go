@@ -67,6 +67,9 @@ type ChartRequest struct {
 	// returns an empty map, as in `helm template`). In a worker process, the
 	// worker asks the parent, which calls it.
 	Lookup Lookup `json:"-"`
+	// Tenant owns the instance ("" for the platform team's): renders take the
+	// Renderer's worker processes in turn by tenant (see RendererOptions).
+	Tenant string `json:"-"`
 }
 
 // RenderChart renders a Helm chart archive with the Helm SDK (v3) as

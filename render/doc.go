@@ -99,8 +99,13 @@
 // credentials stay in the calling process, which sends a worker the files of
 // the module and its dependencies when it does not have them prepared yet,
 // over a small newline-delimited JSON protocol on its stdin and stdout.
+// Kustomize builds (Request.KustomizePath) run in the workers too: the
+// calling process reads and checks the files the build may read and sends
+// them; the worker runs krusty on them in memory. The workers are shared
+// between tenants (Request.Tenant, see RendererOptions) so that one tenant's
+// renders cannot keep another's waiting past its deadline.
 // RendererOptions.InProcess evaluates in the calling process instead (for
-// tests of evaluation): there an evaluation past its deadline runs on in its
+// tests of evaluation), as RenderKustomize and RenderChart do: there an evaluation past its deadline runs on in its
 // goroutine, within MaxEvaluations + MaxAbandoned, and no budget applies.
 // Limits.MaxObjects and Limits.MaxBytes cap the number of objects and the
 // size of their exported JSON; the export stops at the first object over a

@@ -16,12 +16,15 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// kustomizeSlots bounds the kustomize builds running at once, those past their
-// deadline included (a build cannot be interrupted).
+// kustomizeSlots bounds the kustomize builds running at once in this process
+// (RenderKustomize), those past their deadline included (a build cannot be
+// interrupted in-process; Renderer.Render builds in a worker process, killed at
+// the deadline).
 var kustomizeSlots = make(chan struct{}, boundedSlots())
 
 // RenderKustomize builds the kustomize directory req.KustomizePath of req.Source
-// (relative to the repository root; "." is the root itself) in-process with kustomize's own library (sigs.k8s.io/kustomize/api, as Flux's
+// (relative to the repository root; "." is the root itself) in this process with
+// kustomize's own library (sigs.k8s.io/kustomize/api, as Flux's
 // kustomize-controller does), hermetically: only the files of the repository, read
 // into memory first (the kustomization directories it reaches, within
 // Limits.MaxModuleBytes); no remote bases or URLs, no Helm charts, no exec or
@@ -30,6 +33,12 @@ var kustomizeSlots = make(chan struct{}, boundedSlots())
 // one that lists its YAML files. The result is bounded as a CUE render is (the
 // deadline Limits.Timeout, MaxObjects, MaxBytes); namespaced objects without a
 // namespace get req.Namespace. Values are not part of a kustomize build.
+//
+// A build cannot be interrupted in-process: at the deadline RenderKustomize
+// returns RenderTimeout and the build runs on, holding one of max(4,
+// GOMAXPROCS) slots, without a memory budget. Renderer.Render builds the same
+// files with the same restrictions in a worker process, which is killed at the
+// deadline and bounded by Limits.Memory.
 func RenderKustomize(ctx context.Context, req Request) (*Result, error) {
 	limits := req.Limits.withDefaults()
 	res, err := runBounded(ctx, limits, kustomizeSlots, "kustomize build", func() (*Result, error) {
@@ -42,6 +51,29 @@ func RenderKustomize(ctx context.Context, req Request) (*Result, error) {
 }
 
 func buildKustomize(req Request, limits Limits) (*Result, error) {
+	in, err := stageKustomize(req, limits)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := runKrusty(in.dir, in.files, limits)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(raw, req.Namespace, in.digest, nil)
+}
+
+// stagedKustomize is what a kustomize build reads: the files below the
+// kustomization directories it reaches (repository-relative paths), with the
+// synthesized kustomizations, and their digest.
+type stagedKustomize struct {
+	dir    string // the directory built, cleaned
+	files  map[string][]byte
+	digest string
+}
+
+// stageKustomize reads what the build of req.KustomizePath reads, refusing
+// what would leave the repository or run a program (see kustomizeInputs).
+func stageKustomize(req Request, limits Limits) (*stagedKustomize, error) {
 	if len(req.Values) > 0 && string(req.Values) != "{}" && string(req.Values) != "null" {
 		return nil, newError(ReasonRenderFailed, "values are not available for kustomize directories: a kustomize build takes no values (put the change in an overlay: a patch, images, replicas or a configMapGenerator)")
 	}
@@ -53,9 +85,23 @@ func buildKustomize(req Request, limits Limits) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, digest, err := in.load(limits.MaxModuleBytes)
+	files, err := in.load(limits.MaxModuleBytes)
 	if err != nil {
 		return nil, err
+	}
+	return &stagedKustomize{dir: dir, files: files, digest: kustomizeDigest(files)}, nil
+}
+
+// runKrusty builds dir from files (repository-relative paths) in memory with
+// kustomize's own library: builtin plugins only, loads restricted to each
+// kustomization's directory (krusty's defaults); it runs in this process or in
+// a render worker, and reads nothing else.
+func runKrusty(dir string, files map[string][]byte, limits Limits) ([]rawObject, error) {
+	mem := filesys.MakeFsInMemory()
+	for p, data := range files {
+		if err := mem.WriteFile("/"+p, data); err != nil {
+			return nil, fmt.Errorf("failed to stage %s for kustomize: %w", p, err)
+		}
 	}
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, path.Join("/", dir))
 	if err != nil {
@@ -64,17 +110,12 @@ func buildKustomize(req Request, limits Limits) (*Result, error) {
 		}
 		return nil, newError(ReasonRenderFailed, "%v", err)
 	}
-	raw, err := kustomizeObjects(m, dir, limits)
-	if err != nil {
-		return nil, err
-	}
-	return assemble(raw, req.Namespace, digest, nil)
+	return kustomizeObjects(m, dir, limits)
 }
 
-// load copies the files below every root into an in-memory file system for
-// kustomize (at "/<path>"), with the synthesized kustomizations, within maxBytes,
-// and returns it with the digest of what it holds.
-func (in *kustomizeInputs) load(maxBytes int64) (filesys.FileSystem, string, error) {
+// load reads the files below every root, with the synthesized kustomizations,
+// within maxBytes, by repository-relative path.
+func (in *kustomizeInputs) load(maxBytes int64) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	var total int64
 	for _, root := range in.roots {
@@ -96,17 +137,11 @@ func (in *kustomizeInputs) load(maxBytes int64) (filesys.FileSystem, string, err
 			return nil
 		})
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
 	maps.Copy(files, prefixed(in.synthesized, "kustomization.yaml"))
-	mem := filesys.MakeFsInMemory()
-	for p, data := range files {
-		if err := mem.WriteFile("/"+p, data); err != nil {
-			return nil, "", fmt.Errorf("failed to stage %s for kustomize: %w", p, err)
-		}
-	}
-	return mem, kustomizeDigest(files), nil
+	return files, nil
 }
 
 // prefixed maps each directory of byDir to dir/name.

@@ -2,6 +2,8 @@ package render
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"runtime"
@@ -177,6 +179,10 @@ type Request struct {
 	CacheDir string
 	// Limits bound the render; zero fields mean DefaultLimits.
 	Limits Limits
+	// Tenant owns the instance ("" for the platform team's): renders take the
+	// Renderer's worker processes in turn by tenant (see RendererOptions). It
+	// decides when a render runs, never what it renders.
+	Tenant string `json:",omitempty"`
 	// Capabilities are what a chart instance's chart sees of the cluster (see
 	// ChartRequest); CUE modules do not see them, and their requests leave them
 	// nil, so that a render cache keyed by the whole request keeps their renders
@@ -234,9 +240,14 @@ type Result struct {
 
 // RendererOptions configures a Renderer.
 //
-// Renders are evaluated in worker processes (see ServeWorkerIfRequested):
+// Renders of every kind (CUE and Timoni modules, kustomize builds, and charts
+// through RenderChart) run in worker processes (see ServeWorkerIfRequested):
 // at most MaxEvaluations at once, each kept alive and reused by one render
-// after another. A worker whose memory passes its render's budget
+// after another. Renders take the workers in turn by Request.Tenant: a tenant
+// that holds a worker never takes the last free one (it stays for another
+// tenant; the platform team's renders, Tenant "", may), and a freed worker goes
+// to the waiting render of the tenant holding the fewest, then served least
+// recently, so that one tenant's renders cannot starve another's. A worker whose memory passes its render's budget
 // (Limits.Memory) exits and that render fails with LimitExceeded; a render
 // that passes its deadline returns RenderTimeout and its worker is killed;
 // either way the worker is replaced, and no other render is affected.
@@ -375,8 +386,11 @@ func (r *Renderer) Close() error {
 // pinned, fetched and loaded form is kept (see RendererOptions) and used
 // again by renders of the same module version with the same catalogs.
 func (r *Renderer) Render(ctx context.Context, req Request) (*Result, error) {
-	if req.KustomizePath != "" {
+	if req.KustomizePath != "" && r.pool == nil {
 		return RenderKustomize(ctx, req)
+	}
+	if req.KustomizePath != "" {
+		return r.renderKustomizeInWorker(ctx, req)
 	}
 	limits := req.Limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
@@ -445,6 +459,21 @@ type evaluated struct {
 	objects  []rawObject
 	digest   string
 	warnings []string
+}
+
+// ErrWorkersBusy is in the chain of the RenderTimeout of a render whose
+// deadline passed while it waited for a worker process: other renders held
+// them all, and nothing of its own input was at fault.
+var ErrWorkersBusy = errors.New("every render worker was busy with other renders")
+
+// busyError is the RenderTimeout of a render that waited for a worker until
+// its deadline.
+func busyError(ctx context.Context, limits Limits) *Error {
+	if ctx.Err() == context.Canceled {
+		return &Error{Reason: ReasonRenderTimeout, Err: context.Canceled}
+	}
+	return &Error{Reason: ReasonRenderTimeout, Err: fmt.Errorf("render exceeded its deadline (timeout %s) while waiting for a render worker: %w (%w)",
+		limits.Timeout, ErrWorkersBusy, ctx.Err())}
 }
 
 func timeoutError(ctx context.Context, limits Limits, when string) *Error {

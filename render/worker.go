@@ -97,6 +97,12 @@ func serveWorker(in io.Reader, out io.Writer) error {
 			}
 			continue
 		}
+		if msg.Kustomize != nil {
+			if err := s.out.Encode(s.recovered(func() workerMessage { return s.serveKustomize(msg.Kustomize) })); err != nil {
+				return fmt.Errorf("failed to write a result: %w", err)
+			}
+			continue
+		}
 		if msg.Render == nil {
 			continue // an abort or answer that came too late
 		}

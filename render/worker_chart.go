@@ -61,16 +61,16 @@ func (r *Renderer) renderChartInWorker(ctx context.Context, req ChartRequest) (*
 	}
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	w, err := r.pool.acquire(ctx)
+	w, err := r.pool.acquire(ctx, req.Tenant)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, timeoutError(ctx, limits, "while waiting for a render worker")
+			return nil, busyError(ctx, limits)
 		}
 		return nil, err
 	}
 	req.Limits = limits
 	m, keep, err := w.call(ctx, workerMessage{Chart: &req, ChartLookup: req.Lookup != nil}, limits.Memory, chartHandler{lookup: req.Lookup})
-	r.pool.release(w, keep)
+	r.pool.release(w, keep, req.Tenant)
 	switch {
 	case err != nil && !keep && ctx.Err() != nil:
 		return nil, timeoutError(ctx, limits, "while rendering the chart (its worker process was stopped)")

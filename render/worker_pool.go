@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"cairn.dev/cairn/internal/fairslots"
 )
 
 // workerStartTimeout bounds the start of a worker process, within the
@@ -21,8 +23,11 @@ const workerStartTimeout = 30 * time.Second
 
 // workerPool keeps the render worker processes of a Renderer: at most size
 // at once, started on demand, reused by one render after another, and
-// replaced when they die or are killed.
+// replaced when they die or are killed. Renders take the places in turn by
+// tenant (fairslots): one tenant's renders never hold every place while
+// another's wait.
 type workerPool struct {
+	slots  *fairslots.Slots // the places, shared between tenants
 	tokens chan *workerProc // one per place in the pool: its idle worker, or nil
 	sent   atomic.Int64     // modules sent to workers to prepare
 	stop   chan struct{}    // closed by close: the reaper ends
@@ -35,7 +40,7 @@ type workerPool struct {
 // newWorkerPool returns a pool of size places whose workers end after idle
 // without a render (never when idle is not positive).
 func newWorkerPool(size int, idle time.Duration) *workerPool {
-	p := &workerPool{tokens: make(chan *workerProc, size), live: map[*workerProc]struct{}{}, stop: make(chan struct{})}
+	p := &workerPool{slots: fairslots.New(size), tokens: make(chan *workerProc, size), live: map[*workerProc]struct{}{}, stop: make(chan struct{})}
 	for range size {
 		p.tokens <- nil
 	}
@@ -81,28 +86,39 @@ func (p *workerPool) reapIdle(idle time.Duration) int {
 }
 
 // acquire returns an idle worker, or starts one in a free place, waiting
-// for a place within ctx.
-func (p *workerPool) acquire(ctx context.Context) (*workerProc, error) {
-	select {
-	case w := <-p.tokens:
-		if w != nil && !w.exited() {
-			return w, nil
-		}
-		p.forget(w)
-		w, err := p.start(ctx)
-		if err != nil {
-			p.tokens <- nil
-			return nil, err
-		}
-		return w, nil
-	case <-ctx.Done():
+// for a place within ctx, in turn with the renders of other tenants (""
+// is the platform team).
+func (p *workerPool) acquire(ctx context.Context, tenant string) (*workerProc, error) {
+	if err := p.slots.Acquire(ctx, tenant); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil { // granted as the deadline passed
+		p.slots.Release(tenant)
 		return nil, ctx.Err()
 	}
+	var w *workerProc
+	select {
+	case w = <-p.tokens: // there is one per slot; the reaper returns it at once
+	case <-ctx.Done():
+		p.slots.Release(tenant)
+		return nil, ctx.Err()
+	}
+	if w != nil && !w.exited() {
+		return w, nil
+	}
+	p.forget(w)
+	w, err := p.start(ctx)
+	if err != nil {
+		p.tokens <- nil
+		p.slots.Release(tenant)
+		return nil, err
+	}
+	return w, nil
 }
 
 // release gives the worker's place back: with the worker when it can serve
 // another render, else after killing it.
-func (p *workerPool) release(w *workerProc, keep bool) {
+func (p *workerPool) release(w *workerProc, keep bool, tenant string) {
 	if !keep {
 		w.kill()
 		p.forget(w)
@@ -111,6 +127,7 @@ func (p *workerPool) release(w *workerProc, keep bool) {
 		w.idleSince = time.Now()
 	}
 	p.tokens <- w
+	p.slots.Release(tenant)
 }
 
 func (p *workerPool) forget(w *workerProc) {

@@ -29,6 +29,9 @@ import (
 //	parent: {"lookupResult":{...}}, {"lookupNotFound":true} or {"error":{...}}
 //	worker: {"chartResult":{...}} or {"error":{...}}
 //
+//	parent: {"kustomize":{...}}                     a kustomize build: the directory and the files it reads
+//	worker: {"result":{...}} or {"error":{...}}
+//
 // A worker serves one render at a time and outlives it.
 type workerMessage struct {
 	Ready          bool           `json:"ready,omitempty"`
@@ -42,6 +45,7 @@ type workerMessage struct {
 	Chart          *ChartRequest  `json:"chart,omitempty"`
 	ChartLookup    bool           `json:"chartLookup,omitempty"`
 	ChartResult    *chartResult   `json:"chartResult,omitempty"`
+	Kustomize      *kustomizeJob  `json:"kustomize,omitempty"`
 	Lookup         *lookupCall    `json:"lookup,omitempty"`
 	LookupResult   map[string]any `json:"lookupResult,omitempty"`
 	LookupNotFound bool           `json:"lookupNotFound,omitempty"`

@@ -12,10 +12,10 @@ import (
 // here (registry access and credentials never leave this process) and sent
 // with its dependencies. At the deadline the worker is killed.
 func (r *Renderer) renderInWorker(ctx context.Context, req Request, limits Limits, key preparedKey, local *moduleSource, pins *pinner) (evaluated, error) {
-	w, err := r.pool.acquire(ctx)
+	w, err := r.pool.acquire(ctx, req.Tenant)
 	if err != nil {
 		if ctx.Err() != nil {
-			return evaluated{}, timeoutError(ctx, limits, "while waiting for a render worker")
+			return evaluated{}, busyError(ctx, limits)
 		}
 		return evaluated{}, err
 	}
@@ -23,7 +23,7 @@ func (r *Renderer) renderInWorker(ctx context.Context, req Request, limits Limit
 		MaxPrepared: r.opts.MaxPreparedModules, MaxPreparedBytes: r.opts.MaxPreparedBytes}
 	h := &moduleHandler{r: r, ctx: ctx, req: req, limits: limits, local: local, pins: pins}
 	m, keep, err := w.call(ctx, workerMessage{Render: job}, limits.Memory, h)
-	r.pool.release(w, keep)
+	r.pool.release(w, keep, req.Tenant)
 	switch {
 	case err != nil && !keep && ctx.Err() != nil:
 		return evaluated{}, timeoutError(ctx, limits, "during CUE evaluation (its worker process was stopped)")
