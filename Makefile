@@ -13,10 +13,12 @@ DEMO_DIR ?= .demo
 LOCALCLUSTER := $(GO) run ./test/localcluster
 # make image: where to push (HOST[:PORT]/REPOSITORY:TAG), the cosign key to sign
 # with (password in CAIRN_PASSWORD or COSIGN_PASSWORD; unsigned when empty), the
-# platform's GOARCH, and the labels. The digest reference is also written to IMAGE_REF_FILE.
+# platform's GOARCH, and the labels. The digest reference is also written to IMAGE_REF_FILE;
+# the static binary the image holds is built to IMAGE_BIN.
 IMAGE ?=
 SIGN_KEY ?=
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE_BIN ?= bin/cairn-linux-$(IMAGE_ARCH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 IMAGE_SOURCE ?= https://cairn.dev/cairn
@@ -36,8 +38,8 @@ build: ## Build bin/cairn (static, CGO_ENABLED=0)
 
 image: ## Build the static binary into an OCI image (no Docker), push it to IMAGE=host:port/repo:tag, sign with SIGN_KEY
 	@if [ -z "$(IMAGE)" ]; then echo "make image: set IMAGE=HOST[:PORT]/REPOSITORY:TAG (and SIGN_KEY=cosign.key to sign)" >&2; exit 2; fi
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(BUILD_FLAGS) -o bin/cairn-linux-$(IMAGE_ARCH) ./cmd/cairn
-	$(GO) run ./hack/image -binary bin/cairn-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -image $(IMAGE) \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(BUILD_FLAGS) -o $(IMAGE_BIN) ./cmd/cairn
+	$(GO) run ./hack/image -binary $(IMAGE_BIN) -arch $(IMAGE_ARCH) -image $(IMAGE) \
 		$(if $(SIGN_KEY),-sign-key $(SIGN_KEY)) -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) -ref-file $(IMAGE_REF_FILE)
 
 prereqs: ## Check (in seconds) and install what is missing: etcd-server, docker-registry, git, make, gcc
