@@ -52,23 +52,31 @@ func (e *env) runCairn(bin string, args ...string) string {
 // projected token gives the controller in the cluster.
 func (e *env) controllerIdentity() (kubeconfig string, cfg *rest.Config) {
 	e.t.Helper()
-	cs, err := kubernetes.NewForConfig(e.cluster.RESTConfig)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	tr, err := cs.CoreV1().ServiceAccounts(reconciler.DefaultNamespace).CreateToken(e.ctx, controller.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	e.g.Expect(err).NotTo(HaveOccurred())
-	cfg = &rest.Config{Host: e.cluster.RESTConfig.Host, BearerToken: tr.Status.Token,
+	token := e.controllerToken()
+	cfg = &rest.Config{Host: e.cluster.RESTConfig.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.cluster.RESTConfig.CAData, CAFile: e.cluster.RESTConfig.CAFile}}
 	kc := clientcmdapi.NewConfig()
 	cluster := clientcmdapi.NewCluster()
 	cluster.Server, cluster.CertificateAuthorityData, cluster.CertificateAuthority = cfg.Host, cfg.CAData, cfg.CAFile
 	kc.Clusters["cluster"] = cluster
-	kc.AuthInfos["cairn-controller"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos["cairn-controller"] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["cairn-controller"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "cairn-controller"}
 	kc.CurrentContext = "cairn-controller"
 	kubeconfig = filepath.Join(e.t.TempDir(), "kubeconfig")
 	e.g.Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
 	return kubeconfig, cfg
+}
+
+// controllerToken mints a token of the manifests' ServiceAccount, valid for an hour,
+// with the TokenRequest API (as the kubelet does for a pod's projected token).
+func (e *env) controllerToken() string {
+	e.t.Helper()
+	cs, err := kubernetes.NewForConfig(e.cluster.RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts(reconciler.DefaultNamespace).CreateToken(e.ctx, controller.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
 }
 
 // pod is a replica of the controller's Deployment run as a local process: a stand-in
