@@ -7,6 +7,8 @@
 #   docker-registry  (docker-registry)  the OCI registry of the tests and the demo
 #   git, make, gcc   (git, make, gcc)   gcc builds Gitea's SQLite driver (cgo)
 #   flock, useradd   (util-linux, passwd)
+#   unshare, setpriv, mount, chroot  (util-linux, mount, coreutils): the e2e test
+#                    that runs cairn's image as its Deployment does, without a runtime
 #
 # Go itself (1.26, /usr/local/go/bin or on PATH) cannot come from Debian: when it
 # is missing the script stops with that message. Installing needs root (or
@@ -41,6 +43,10 @@ needs=(
   "make make"
   "gcc gcc"
   "flock util-linux"
+  "unshare util-linux"
+  "setpriv util-linux"
+  "mount mount"
+  "chroot coreutils"
   "useradd passwd"
 )
 missing=()
