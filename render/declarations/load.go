@@ -138,7 +138,7 @@ func (l *loader) platform() (*cairnv1.Platform, error) {
 		return nil, joinErrors(p.errs)
 	}
 	platform := p.obj.(*cairnv1.Platform)
-	errs := append(p.errs, p.doc.errorsAt(validatePlatform(platform, l.registryState))...)
+	errs := append(p.errs, p.doc.errorsAt(validatePlatform(platform, l.registryState, l.opts.CairnNamespace))...)
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
@@ -169,7 +169,7 @@ func (l *loader) validateRegistries() {
 
 func (l *loader) validateInstances(p *cairnv1.Platform) {
 	for _, e := range l.declared {
-		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared, root: l.opts.Root}
+		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared, root: l.opts.Root, cairnNS: l.opts.CairnNamespace}
 		if e.obj != nil {
 			e.errs = append(e.errs, e.doc.errorsAt(ctx.validate(e.obj.(*cairnv1.ModuleInstance)))...)
 		}

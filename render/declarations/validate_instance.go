@@ -28,6 +28,8 @@ type instanceContext struct {
 	// root is the directory of the repository the declarations were read from (the
 	// sync's --path, "." for the repository root), see Options.Root.
 	root string
+	// cairnNS is cairn's own namespace ("" when unknown), see Options.CairnNamespace.
+	cairnNS string
 }
 
 // validate checks an instance's spec, its references and its namespace.

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+)
+
+// TestOverlappingTenantsAreRefusedAtThePlatform: the platform team adds a tenant
+// team-c that owns <ns>-a-pay, which team-a's pattern <ns>-a-* also matches (or
+// whose paths match team-a's files); in the same commit team-a declares an instance
+// in <ns>-a-pay and team-b changes its instance. The Platform is refused, naming both
+// tenants and a namespace (a file) both match; the last synced Platform stays in
+// force and nothing of the revision is applied or deleted.
+func TestOverlappingTenantsAreRefusedAtThePlatform(t *testing.T) {
+	e := newEnv(t)
+	a, b := tenantInst("a", e.ns+"-a", "x"), tenantInst("b", e.ns+"-b", "x")
+	repo := e.tenantRepo(a, b, nil)
+	e.syncClean(repo)
+	cmB := e.configMap(b.ns, "b-x")
+	platform := platformYAML("") + tenantsPlatform(e.ns)
+	platform = replaceOnce(platform, "      namespaces: ["+e.ns+"-a]\n", "      namespaces: ["+e.ns+"-a, "+e.ns+"-a-*]\n")
+	repo.commit("team-a's namespaces", map[string]string{"platform.yaml": platform})
+	good := e.syncClean(repo)
+	before := e.platformCR().Spec
+
+	for _, tc := range []struct{ name, tenant, want string }{
+		{"namespaces", "    - {name: team-c, paths: [\"tenants/c/**\"], namespaces: [" + e.ns + "-a-pay], serviceAccount: deployer}\n",
+			`tenant team-c's "` + e.ns + `-a-pay" overlaps tenant team-a's "` + e.ns + `-a-*" (spec.tenants[0]): both match namespace "` + e.ns + `-a-pay"`},
+		{"paths", "    - {name: team-c, paths: [\"tenants/*/pay.yaml\"], namespaces: [" + e.ns + "-c], serviceAccount: deployer}\n",
+			`tenant team-c's "tenants/*/pay.yaml" overlaps tenant team-a's "tenants/a/**" (spec.tenants[0]): both match file "tenants/a/pay.yaml"`},
+	} {
+		{
+			pay := tenantInst("pay", e.ns+"-a-pay", "loot")
+			b.configs = configs("x", "y")
+			files := map[string]string{"platform.yaml": platform + tc.tenant, "tenants/a/pay.yaml": pay.yaml(), "tenants/b/b.yaml": b.yaml()}
+			if tc.name == "namespaces" {
+				files["tenants/a/a.yaml"] = "" // team-a's instance a leaves Git
+			}
+			repo.commit("team-c "+tc.name, files)
+			res := e.sync(repo)
+
+			e.g.Expect(res.Error).To(HaveOccurred())
+			e.g.Expect(res.Error.Error()).To(ContainSubstring("platform.yaml:"))
+			e.g.Expect(res.Error.Error()).To(ContainSubstring(tc.want))
+			e.g.Expect(res.Instances).To(BeEmpty(), "no instance is touched")
+			p := e.platformCR()
+			e.g.Expect(p.Spec).To(Equal(before), "the last synced Platform stays in force")
+			e.g.Expect(p.Status.LastSyncedRevision).To(Equal(good))
+			e.g.Expect(conditions.IsFalse(p, "Ready")).To(BeTrue(), "%+v", p.Status.Conditions)
+			e.g.Expect(e.instance(pay.ns, "pay")).To(BeNil())
+			e.g.Expect(e.configMap(pay.ns, "pay-loot")).To(BeNil())
+			e.g.Expect(e.configMap(b.ns, "b-y")).To(BeNil(), "team-b's change waits for a valid Platform")
+			e.expectVictimUntouched(b.ns, string(cmB.UID), cmB.ResourceVersion)
+			e.g.Expect(e.instance(a.ns, "a")).NotTo(BeNil(), "team-a's removed file deletes nothing")
+			e.g.Expect(e.configMap(a.ns, "a-x")).NotTo(BeNil())
+			e.g.Expect(e.gone("apps/v1", "Deployment", a.ns, "a")).To(BeFalse())
+		}
+	}
+}
