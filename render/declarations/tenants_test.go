@@ -354,3 +354,21 @@ func TestKustomizePathsOfTenants(t *testing.T) {
 		})
 	}
 }
+
+// TestCairnsNamespaceIsNoInstancesNamespace: under namespaces.allow ["*"], an instance
+// of the platform team's own files in cairn's namespace is still refused.
+func TestCairnsNamespaceIsNoInstancesNamespace(t *testing.T) {
+	g := NewWithT(t)
+	fsys := withPlatform(`allow: ["team-*", "infra"]`, `allow: ["*"]`)
+	fsys["instances/spy.yaml"] = &fstest.MapFile{Data: []byte(instanceDoc("cairn-system", "spy", localModule))}
+	fsys["instances/ok.yaml"] = &fstest.MapFile{Data: []byte(instanceDoc("cairn-systems", "ok", localModule))}
+	set, err := Load(fsys, Options{CairnNamespace: "cairn-system"})
+
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(set.Instance("cairn-system", "spy")).To(BeNil())
+	g.Expect(set.Instance("cairn-systems", "ok")).NotTo(BeNil())
+	errs := errorsIn(set, "instances/spy.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonNamespaceDenied))
+	g.Expect(errs[0].Error()).To(Equal(`instances/spy.yaml:5: ModuleInstance cairn-system/spy: metadata.namespace: namespace "cairn-system" is cairn's own namespace: no instance may live there, whatever the Platform's namespaces.allow says`))
+}

@@ -1,10 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
 )
 
 // TestOverlappingTenantsAreRefusedAtThePlatform: the platform team adds a tenant
@@ -58,4 +66,33 @@ func TestOverlappingTenantsAreRefusedAtThePlatform(t *testing.T) {
 			e.g.Expect(e.gone("apps/v1", "Deployment", a.ns, "a")).To(BeFalse())
 		}
 	}
+}
+
+// TestNoInstanceLivesInCairnsNamespace: under namespaces.allow ["*"], a platform file
+// declares an instance in cairn's namespace that reads a Secret there through
+// valuesFrom. It is refused naming the namespace; no CR, object or value appears in
+// cairn's namespace and the Secret is never read; the other instance syncs.
+func TestNoInstanceLivesInCairnsNamespace(t *testing.T) {
+	e := newEnv(t)
+	repo := e.dbRepo("password: hunterhunter\n")
+	e.g.Expect(e.syncClean(repo)).NotTo(BeEmpty())
+	loot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: "db-values"},
+		StringData: map[string]string{"values.yaml": "password: cairnsownsecret\n"}}
+	e.g.Expect(e.c.Create(e.ctx, loot)).To(Succeed())
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), loot) })
+
+	spy := strings.Replace(dbInstance(reconciler.DefaultNamespace, ""), "name: db\n", "name: spy\n", 1)
+	repo.commit("an instance in cairn's namespace", map[string]string{"instances/spy.yaml": spy})
+	res := e.sync(repo)
+
+	e.g.Expect(res.Error).NotTo(HaveOccurred())
+	f := failureNaming(res, "instances/spy.yaml:", `namespace "`+reconciler.DefaultNamespace+`" is cairn's own namespace: no instance may live there`)
+	e.g.Expect(f).NotTo(BeNil(), "%+v", res.Instances)
+	e.g.Expect(f.Reason).To(Equal(cairnv1.ReasonNamespaceDenied))
+	e.g.Expect(e.instance(reconciler.DefaultNamespace, "spy")).To(BeNil())
+	e.g.Expect(e.configMap(reconciler.DefaultNamespace, "spy-cfg")).To(BeNil())
+	out, _ := json.Marshal(res)
+	e.g.Expect(string(out)).NotTo(ContainSubstring("cairnsownsecret"))
+	e.g.Expect(result(res, e.ns, "db").Action).NotTo(BeEquivalentTo("Failed"))
+	e.g.Expect(e.configMap(e.ns, "db-cfg").Data).To(HaveKeyWithValue("password", "hunterhunter"))
 }
