@@ -372,3 +372,31 @@ func TestCairnsNamespaceIsNoInstancesNamespace(t *testing.T) {
 	g.Expect(errs[0].Reason).To(Equal(ReasonNamespaceDenied))
 	g.Expect(errs[0].Error()).To(Equal(`instances/spy.yaml:5: ModuleInstance cairn-system/spy: metadata.namespace: namespace "cairn-system" is cairn's own namespace: no instance may live there, whatever the Platform's namespaces.allow says`))
 }
+
+// TestPlatformFilesWinOverATenantsDuplicate: a tenant that declares, in its own
+// namespace, the instance a platform file declares has its declaration refused
+// (naming the platform's file); the platform's instance stays valid, whichever file is
+// read first.
+func TestPlatformFilesWinOverATenantsDuplicate(t *testing.T) {
+	for _, platformFile := range []string{"instances/base.yaml", "zz/base.yaml"} {
+		t.Run(platformFile, func(t *testing.T) {
+			g := NewWithT(t)
+			set := mustLoad(t, tenantRepo("", "", map[string]string{
+				platformFile:              instanceDoc("team-a", "base", localModule),
+				"tenants/team-a/dup.yaml": instanceDoc("team-a", "base", localModule, "  values: {grabbed: true}"),
+			}))
+
+			g.Expect(set.Instance("team-a", "base")).NotTo(BeNil(), "the platform's instance is no duplicate")
+			g.Expect(set.Instance("team-a", "base").Spec.Values).To(BeNil())
+			g.Expect(set.Tenant("team-a", "base")).To(BeNil(), "it is the platform team's")
+			g.Expect(set.Origins["ModuleInstance/team-a/base"].File).To(Equal(platformFile))
+			g.Expect(errorsIn(set, platformFile)).To(BeEmpty())
+			errs := errorsIn(set, "tenants/team-a/dup.yaml")
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Reason).To(Equal(ReasonDuplicateDeclaration))
+			g.Expect(errs[0].Object).To(BeEmpty(), "the platform's instance is not failed by it")
+			g.Expect(errs[0].Error()).To(Equal("tenants/team-a/dup.yaml:4: metadata.name: tenant team-a: ModuleInstance team-a/base is declared by the platform team at " +
+				platformFile + ":1, whose files win (this declaration is refused)"))
+		})
+	}
+}

@@ -96,3 +96,33 @@ func TestNoInstanceLivesInCairnsNamespace(t *testing.T) {
 	e.g.Expect(result(res, e.ns, "db").Action).NotTo(BeEquivalentTo("Failed"))
 	e.g.Expect(e.configMap(e.ns, "db-cfg").Data).To(HaveKeyWithValue("password", "hunterhunter"))
 }
+
+// TestATenantCannotFreezeAPlatformInstance: the platform team declares instance base
+// in team-a's namespace; team-a declares an instance of the same name in its own
+// directory. Platform files win: team-a's declaration fails naming the platform's file,
+// and the platform's instance goes on syncing (its change in the same commit applies).
+func TestATenantCannotFreezeAPlatformInstance(t *testing.T) {
+	e := newEnv(t)
+	a, b := tenantInst("a", e.ns+"-a", "x"), tenantInst("b", e.ns+"-b", "x")
+	base := inst{name: "base", ns: a.ns, replicas: 0, configs: configs("x")}
+	repo := e.tenantRepo(a, b, map[string]string{"instances/base.yaml": base.yaml()})
+	e.syncClean(repo)
+
+	dup := tenantInst("base", a.ns, "loot")
+	base.configs = configs("x", "y")
+	repo.commit("team-a shadows base", map[string]string{"tenants/a/base.yaml": dup.yaml(), "instances/base.yaml": base.yaml()})
+	res := e.sync(repo)
+
+	e.g.Expect(res.Error).NotTo(HaveOccurred())
+	f := failureNaming(res, "tenants/a/base.yaml:", "tenant team-a: ModuleInstance "+a.ns+"/base is declared by the platform team at instances/base.yaml:1")
+	e.g.Expect(f).NotTo(BeNil(), "%+v", res.Instances)
+	e.g.Expect(f.Reason).To(Equal("DuplicateDeclaration"))
+	r := result(res, a.ns, "base")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", r)
+	mi := e.instance(a.ns, "base")
+	e.g.Expect(isTrue(mi, "Ready")).To(BeTrue())
+	e.g.Expect(mi.Annotations["cairn.dev/source"]).To(Equal("instances/base.yaml"))
+	e.g.Expect(e.configMap(a.ns, "base-y")).NotTo(BeNil(), "the platform's instance goes on syncing")
+	e.g.Expect(e.configMap(a.ns, "base-loot")).To(BeNil())
+	e.g.Expect(result(res, a.ns, "a").Action).NotTo(BeEquivalentTo("Failed"))
+}
