@@ -242,7 +242,7 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inve
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := s.e.inventories().store(ctx, r.live, inv); err != nil {
+	if err := s.e.inventories().store(ctx, r.live, inv, r.masks); err != nil {
 		return err
 	}
 	return patchStatus(ctx, s.e.cluster.client, r.live, before)
@@ -267,7 +267,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {
-			if err := s.e.inventories().store(ctx, mi, r.failedInventory()); err != nil {
+			if err := s.e.inventories().store(ctx, mi, r.failedInventory(), r.masks); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
@@ -303,7 +303,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := s.e.inventories().store(ctx, mi, r.newInv); err != nil {
+	if err := s.e.inventories().store(ctx, mi, r.newInv, r.masks); err != nil {
 		return err
 	}
 	return s.recordHooks(ctx, r, mi)
