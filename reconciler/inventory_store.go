@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,11 +95,15 @@ func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (
 	return inventoryFromEntries(entries), nil
 }
 
-// store sets inv on mi's status, spilling it into a Secret when large. The status
-// itself is written by the caller.
-func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, inv inventory) error {
+// store sets inv on mi's status, spilling it into a Secret when large. An inventory
+// with an object name built from a value of a Secret (one of masks, see
+// instanceValues) is kept whole in the Secret too, and the status shows its entries
+// masked: prune reads the Secret, so it still finds the object. The status itself is
+// written by the caller.
+func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, inv inventory, masks []string) error {
 	entries := inv.entries()
-	if len(entries) <= inlineInventoryLimit {
+	masked := maskedEntries(entries, masks)
+	if len(entries) <= inlineInventoryLimit && masked == nil {
 		mi.Status.Inventory = &cairnv1.Inventory{Entries: entries, Count: int32(len(entries))}
 		return nil
 	}
@@ -107,7 +112,27 @@ func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, 
 		return err
 	}
 	mi.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: name}, Count: int32(len(entries))}
+	if len(entries) <= inlineInventoryLimit {
+		mi.Status.Inventory.Entries = masked
+	}
 	return nil
+}
+
+// maskedEntries returns entries with every secret string of masks in their ids
+// masked, or nil when no id holds one.
+func maskedEntries(entries []cairnv1.InventoryEntry, masks []string) []cairnv1.InventoryEntry {
+	var out []cairnv1.InventoryEntry
+	for i, e := range entries {
+		id := maskText(e.ID, masks)
+		if id == e.ID {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(entries)
+		}
+		out[i].ID = id
+	}
+	return out
 }
 
 // writeSecret writes entries to mi's inventory Secret and returns its name.

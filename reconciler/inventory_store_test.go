@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestInventoryStoreKeepsLargeInventoriesInCairnsNamespace(t *testing.T) {
 		id := fmt.Sprintf("team-a_cm-%d__ConfigMap", i)
 		big[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
 	}
-	g.Expect(st.store(ctx, mi, big)).To(Succeed())
+	g.Expect(st.store(ctx, mi, big, nil)).To(Succeed())
 	g.Expect(mi.Status.Inventory.SecretRef.Name).To(Equal("cairn-inventory-team-a.web"))
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: "cairn-inventory-team-a.web"}, &corev1.Secret{})).To(Succeed())
 	back, err := st.load(ctx, mi)
@@ -73,4 +74,31 @@ func TestInventoryStoreKeepsLargeInventoriesInCairnsNamespace(t *testing.T) {
 	g.Expect(st.remove(ctx, mi)).To(Succeed())
 	_, err = st.load(ctx, mi)
 	g.Expect(err).To(MatchError(ContainSubstring("cairn-system/cairn-inventory-team-a.web")))
+}
+
+// TestInventoryOfASecretDerivedNameIsMaskedInTheStatus: an object named after a value
+// of a valuesFrom Secret shows masked in the status, and the inventory as loaded (for
+// prune) still names it.
+func TestInventoryOfASecretDerivedNameIsMaskedInTheStatus(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(Scheme).Build()
+	st := inventoryStore{c: c, namespace: "cairn-system"}
+	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
+	inv := inventory{}
+	for _, id := range []string{"team-a_web__ConfigMap", "team-a_db-hunter2hunter__ConfigMap"} {
+		inv[id] = cairnv1.InventoryEntry{ID: id, Version: "v1", Hash: "h"}
+	}
+	g.Expect(st.store(ctx, mi, inv, []string{"hunter2hunter"})).To(Succeed())
+
+	b, _ := json.Marshal(mi.Status)
+	g.Expect(string(b)).NotTo(ContainSubstring("hunter2hunter"))
+	g.Expect(mi.Status.Inventory.Entries).To(ContainElement(HaveField("ID", "team-a_db-***__ConfigMap")))
+	g.Expect(mi.Status.Inventory.Count).To(BeEquivalentTo(2))
+	back, err := st.load(ctx, mi)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(back).To(HaveKey("team-a_db-hunter2hunter__ConfigMap"), "prune still finds it")
+
+	g.Expect(st.store(ctx, mi, inv, nil)).To(Succeed())
+	g.Expect(mi.Status.Inventory.SecretRef).To(BeNil(), "nothing to mask: inline as before")
 }

@@ -33,8 +33,27 @@ func (s *syncRun) chartLookup(ctx context.Context, r *instanceRun) render.Lookup
 		if err != nil {
 			return nil, err
 		}
-		return readObject(ctx, m.Client(), gvk, namespace, name)
+		obj, err := readObject(ctx, m.Client(), gvk, namespace, name)
+		if err != nil || name != "" || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+			return obj, err
+		}
+		return withoutNamespace(obj, s.e.opts.cairnNamespace()), nil
 	}
+}
+
+// withoutNamespace drops from a list read across all namespaces the items of ns:
+// what a ServiceAccount may list cluster-wide still never shows cairn's namespace.
+func withoutNamespace(list map[string]any, ns string) map[string]any {
+	items, _ := list["items"].([]any)
+	kept := make([]any, 0, len(items))
+	for _, item := range items {
+		if m, ok := item.(map[string]any); ok && (&unstructured.Unstructured{Object: m}).GetNamespace() == ns {
+			continue
+		}
+		kept = append(kept, item)
+	}
+	list["items"] = kept
+	return list
 }
 
 // lookupAllowed refuses a read of a namespaced kind in cairn's namespace, and, for an

@@ -46,7 +46,7 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("failed to open path %s: %w", opts.Path, err)
 	}
-	set, err := declarations.Load(root, declarations.Options{Root: opts.Path})
+	set, err := declarations.Load(root, declarations.Options{Root: opts.Path, CairnNamespace: opts.cairnNamespace()})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 // retryDue decides whether a sync of revision at now retries live, an instance that
 // is not ready: always on a revision it has not attempted yet (a new commit), else
 // once its status.nextRetryAt has passed (5s·2ⁿ up to 5m after a transient or
-// waiting failure, 30m after a stalled one; see retryAfter). It says why.
+// waiting failure, 30m after a stalled one; see retryAfter), and at once after an
+// interrupted sync, as the interruption's message promises. It says why.
 func retryDue(live *cairnv1.ModuleInstance, revision string, now time.Time) (bool, string) {
 	next := live.Status.NextRetryAt
 	switch {
@@ -20,6 +21,8 @@ func retryDue(live *cairnv1.ModuleInstance, revision string, now time.Time) (boo
 		return true, "retrying a failed sync at a new revision"
 	case next == nil:
 		return true, "retrying a failed sync"
+	case conditions.GetReason(live, "Ready") == cairnv1.ReasonInterrupted:
+		return true, "resuming an interrupted sync"
 	case !now.Before(next.Time):
 		return true, fmt.Sprintf("retrying a failed sync (%s retry due)", failureKindOf(live))
 	}

@@ -22,6 +22,9 @@ func TestRetryDue(t *testing.T) {
 		case Progressing:
 			f.Reason = cairnv1.ReasonProgressing
 		}
+		if rev == "interrupted" {
+			f.Reason = cairnv1.ReasonInterrupted
+		}
 		markFailed(mi, rev, f, at)
 		return mi
 	}
@@ -43,6 +46,7 @@ func TestRetryDue(t *testing.T) {
 		{"progressing: rechecked after 5s", failed(Progressing, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Progressing retry due"},
 		{"progressing: not at 4s", failed(Progressing, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Progressing)"},
 		{"progressing rechecks are capped at 30s", failed(Progressing, 20, now.Add(-30*time.Second), "sha"), "sha", true, "Progressing retry due"},
+		{"interrupted: resumed at once, as its message says", failed(Transient, 3, now, "interrupted"), "interrupted", true, "resuming an interrupted sync"},
 		{"no retry time recorded: retried", &cairnv1.ModuleInstance{Status: cairnv1.ModuleInstanceStatus{LastAttemptedRevision: "sha"}}, "sha", true, "retrying a failed sync"},
 	}
 	for _, c := range cases {

@@ -97,7 +97,7 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 // load reads the declarations of root, trusting the Platform last synced (the
 // Platform CR) to tell the real Platform document from one a tenant smuggles in.
 func (e *Engine) load(ctx context.Context, root fs.FS) (*declarations.Set, error) {
-	opts := declarations.Options{Root: e.opts.Path}
+	opts := declarations.Options{Root: e.opts.Path, CairnNamespace: e.opts.cairnNamespace()}
 	var p cairnv1.Platform
 	if err := e.cluster.client.Get(ctx, client.ObjectKey{Name: cairnv1.PlatformName}, &p); err == nil {
 		opts.Trusted = &p.Spec

@@ -35,6 +35,9 @@ func (s *syncRun) instanceValues(ctx context.Context, mi *cairnv1.ModuleInstance
 	if len(mi.Spec.ValuesFrom) == 0 {
 		return spec, nil, nil
 	}
+	if mi.Namespace == s.e.namespace() { // refused with the declaration already; never read here
+		return nil, nil, stalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("spec.valuesFrom: namespace %s is cairn's own namespace, never read", mi.Namespace))
+	}
 	m, err := s.e.cluster.Manager(mi.Namespace, s.serviceAccount(mi))
 	if err != nil {
 		return nil, nil, transient(cairnv1.ReasonValuesFromFailed, err)

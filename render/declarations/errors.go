@@ -32,7 +32,8 @@ const (
 	// ReasonNotAvailable is a declared value of a feature this cairn does not have yet.
 	ReasonNotAvailable = "NotAvailable"
 	// ReasonTenantViolation is a declaration under a tenant's paths that leaves the
-	// tenant's bounds, or a file two tenants claim.
+	// tenant's bounds, a file two tenants claim, or a Platform whose tenants' bounds
+	// meet (a file or namespace two tenants' patterns match, or cairn's namespace).
 	ReasonTenantViolation = "TenantViolation"
 	// ReasonLimitExceeded is an instance setting more than the Platform's limits grant.
 	ReasonLimitExceeded = "LimitExceeded"

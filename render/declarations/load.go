@@ -103,9 +103,16 @@ func (l *loader) addRegistry(e *entry) {
 func (l *loader) addInstance(e *entry) {
 	id := e.doc.object()
 	first, ok := l.instances[id]
-	if !ok {
+	switch {
+	case !ok:
 		l.instances[id] = e
 		l.declared = append(l.declared, e)
+		return
+	case first.owner == nil && e.owner != nil:
+		l.invalid = append(l.invalid, shadowed(e, first))
+		return
+	case first.owner != nil && e.owner == nil:
+		l.preferPlatform(first, e)
 		return
 	}
 	if !first.duplicate {
@@ -113,6 +120,27 @@ func (l *loader) addInstance(e *entry) {
 		first.errs = append(first.errs, duplicateError(first.doc, e.doc))
 	}
 	l.invalid = append(l.invalid, duplicateError(e.doc, first.doc))
+}
+
+// preferPlatform puts platform, an instance of the platform team's files, in the place
+// of tenant's declaration of the same instance, which is refused.
+func (l *loader) preferPlatform(tenant, platform *entry) {
+	id := platform.doc.object()
+	l.instances[id] = platform
+	l.declared[slices.Index(l.declared, tenant)] = platform
+	l.set.Origins[platform.doc.key()] = Origin{File: platform.doc.file, Line: platform.doc.line}
+	l.invalid = append(l.invalid, shadowed(tenant, platform))
+}
+
+// shadowed refuses a tenant's declaration of an instance the platform team's files
+// declare: platform files win. Like a declaration in a foreign namespace it is left out
+// entirely, so that the platform's instance is neither failed nor a duplicate.
+func shadowed(tenant, platform *entry) *Error {
+	e := tenant.doc.errorAt(problem{ReasonDuplicateDeclaration, "metadata.name",
+		fmt.Sprintf("tenant %s: ModuleInstance %s is declared by the platform team at %s, whose files win (this declaration is refused)",
+			tenant.owner.Name, tenant.doc.object(), at(platform.doc.file, platform.doc.line))})
+	e.Kind, e.Object = "", ""
+	return e
 }
 
 func duplicateError(d, other *document) *Error {
@@ -138,7 +166,7 @@ func (l *loader) platform() (*cairnv1.Platform, error) {
 		return nil, joinErrors(p.errs)
 	}
 	platform := p.obj.(*cairnv1.Platform)
-	errs := append(p.errs, p.doc.errorsAt(validatePlatform(platform, l.registryState))...)
+	errs := append(p.errs, p.doc.errorsAt(validatePlatform(platform, l.registryState, l.opts.CairnNamespace))...)
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
@@ -169,7 +197,7 @@ func (l *loader) validateRegistries() {
 
 func (l *loader) validateInstances(p *cairnv1.Platform) {
 	for _, e := range l.declared {
-		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared, root: l.opts.Root}
+		ctx := instanceContext{platform: p, tenant: e.owner, declared: l.mayBeDeclared, root: l.opts.Root, cairnNS: l.opts.CairnNamespace}
 		if e.obj != nil {
 			e.errs = append(e.errs, e.doc.errorsAt(ctx.validate(e.obj.(*cairnv1.ModuleInstance)))...)
 		}

@@ -36,6 +36,10 @@ type Options struct {
 	// root, tenants' paths to the tree: a tenant's kustomize path is checked against
 	// its paths through Root.
 	Root string
+	// CairnNamespace is cairn's own namespace: no instance may live there and no
+	// tenant's namespace pattern may match it, whatever the Platform allows. Empty:
+	// not checked.
+	CairnNamespace string
 }
 
 // DefaultOptions returns the options Load uses for fields left at zero.

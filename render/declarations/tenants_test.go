@@ -197,13 +197,66 @@ func TestTenantNamespaceStillPassesThePlatformPolicy(t *testing.T) {
 	g.Expect(errs[0].Message).To(Equal(`namespace "kube-b" is denied by the Platform's pattern "kube-*"`))
 }
 
+// TestOverlappingTenantsAreRefused: two tenants whose path globs match one file, or
+// whose namespace patterns match one namespace, or a tenant pattern that matches
+// cairn's namespace, make the Platform invalid, naming both tenants and an example.
+func TestOverlappingTenantsAreRefused(t *testing.T) {
+	cases := []struct {
+		name, old, replacement, field, message string
+		line                                   int
+	}{
+		{name: "paths", old: `"tenants/team-b/**"`, replacement: `"tenants/*/app.yaml"`, line: 12, field: "spec.tenants[1].paths[0]",
+			message: `tenant team-b's "tenants/*/app.yaml" overlaps tenant team-a's "tenants/team-a/**" (spec.tenants[0]): both match file "tenants/team-a/app.yaml"; each file belongs to one tenant`},
+		{name: "namespaces", old: "namespaces: [team-b, kube-b]", replacement: "namespaces: [team-b, team-a-pay]", line: 13, field: "spec.tenants[1].namespaces[1]",
+			message: `tenant team-b's "team-a-pay" overlaps tenant team-a's "team-a-*" (spec.tenants[0]): both match namespace "team-a-pay"; each namespace belongs to one tenant`},
+		{name: "namespace patterns", old: "namespaces: [team-b, kube-b]", replacement: "namespaces: ['team-*-prod']", line: 13, field: "spec.tenants[1].namespaces[0]",
+			message: `tenant team-b's "team-*-prod" overlaps tenant team-a's "team-a-*" (spec.tenants[0]): both match namespace "team-a-prod"`},
+		{name: "cairn's namespace", old: "namespaces: [team-b, kube-b]", replacement: "namespaces: [team-b, 'cairn-*']", line: 13, field: "spec.tenants[1].namespaces[1]",
+			message: `tenant team-b: pattern "cairn-*" matches cairn's own namespace "cairn-system", which no instance may use`},
+		{name: "glob with a trailing slash", old: `"tenants/team-b/**"`, replacement: `"tenants/team-b/"`, line: 12, field: "spec.tenants[1].paths[0]",
+			message: `"tenants/team-b/": a glob matches files: it may not end in /`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fsys := tenantRepo("", "", map[string]string{"tenants/team-a/app.yaml": instanceDoc("team-a", "app", localModule)})
+			platform := strings.Replace(platformYAML, "spec:", strings.Replace(tenantsSpec, tc.old, tc.replacement, 1), 1)
+			fsys["platform.yaml"] = &fstest.MapFile{Data: []byte(platform + "---\n" + registryYAML)}
+			set, err := Load(fsys, Options{CairnNamespace: "cairn-system"})
+
+			var e *Error
+			g.Expect(errors.As(err, &e)).To(BeTrue(), "got %v", err)
+			g.Expect(e.Field).To(Equal(tc.field))
+			g.Expect(e.Line).To(Equal(tc.line))
+			g.Expect(e.Message).To(ContainSubstring(tc.message))
+			g.Expect(set.Platform).To(BeNil(), "nothing of the revision is used")
+			g.Expect(set.Instances).To(BeEmpty())
+		})
+	}
+}
+
+// TestTenantsThatDoNotMeetAreAccepted: patterns that look alike but share no file or
+// namespace (a namespace must be a DNS label) are no overlap.
+func TestTenantsThatDoNotMeetAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	spec := strings.Replace(tenantsSpec, "namespaces: [team-b, kube-b]", "namespaces: [team-b, team-a, 'team-a_*']", 1)
+	spec = strings.Replace(spec, "namespaces: [team-a, team-a-*]", "namespaces: [team-a-*]", 1)
+	spec = strings.Replace(spec, `"tenants/team-b/**"`, `"tenants/team-ab/**", "tenants/team-a.yaml"`, 1)
+	_, err := Load(withPlatform("spec:", spec), Options{CairnNamespace: "cairn-system"})
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+// TestFileClaimedByTwoTenantsIsRefused: a Platform with overlapping tenant paths is
+// refused; should one be trusted nonetheless (synced before the check), each file
+// two tenants claim is still refused on its own.
 func TestFileClaimedByTwoTenantsIsRefused(t *testing.T) {
 	g := NewWithT(t)
+	spec := strings.Replace(tenantsSpec, `"tenants/team-b/**"`, `"tenants/*/app.yaml"`, 1)
 	fsys := tenantRepo("", "", map[string]string{"tenants/team-a/app.yaml": instanceDoc("team-a", "app", localModule)})
-	platform := strings.Replace(platformYAML, "spec:", strings.Replace(tenantsSpec, `"tenants/team-b/**"`, `"tenants/*/app.yaml"`, 1), 1)
-	fsys["platform.yaml"] = &fstest.MapFile{Data: []byte(platform + "---\n" + registryYAML)}
-	set := mustLoad(t, fsys)
+	fsys["platform.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(platformYAML, "spec:", spec, 1) + "---\n" + registryYAML)}
+	set, err := Load(fsys, Options{})
 
+	g.Expect(err).To(MatchError(ContainSubstring("overlaps tenant team-a's")))
 	g.Expect(set.Unparsed).To(Equal([]string{"tenants/team-a/app.yaml"}), "what it declares is unknown")
 	errs := errorsIn(set, "tenants/team-a/app.yaml")
 	g.Expect(errs).To(HaveLen(1))
@@ -323,5 +376,51 @@ func TestOwnerOf(t *testing.T) {
 			got = tenant.Name
 		}
 		NewWithT(t).Expect(got).To(Equal(want), file)
+	}
+}
+
+// TestCairnsNamespaceIsNoInstancesNamespace: under namespaces.allow ["*"], an instance
+// of the platform team's own files in cairn's namespace is still refused.
+func TestCairnsNamespaceIsNoInstancesNamespace(t *testing.T) {
+	g := NewWithT(t)
+	fsys := withPlatform(`allow: ["team-*", "infra"]`, `allow: ["*"]`)
+	fsys["instances/spy.yaml"] = &fstest.MapFile{Data: []byte(instanceDoc("cairn-system", "spy", localModule))}
+	fsys["instances/ok.yaml"] = &fstest.MapFile{Data: []byte(instanceDoc("cairn-systems", "ok", localModule))}
+	set, err := Load(fsys, Options{CairnNamespace: "cairn-system"})
+
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(set.Instance("cairn-system", "spy")).To(BeNil())
+	g.Expect(set.Instance("cairn-systems", "ok")).NotTo(BeNil())
+	errs := errorsIn(set, "instances/spy.yaml")
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Reason).To(Equal(ReasonNamespaceDenied))
+	g.Expect(errs[0].Error()).To(Equal(`instances/spy.yaml:5: ModuleInstance cairn-system/spy: metadata.namespace: namespace "cairn-system" is cairn's own namespace: no instance may live there, whatever the Platform's namespaces.allow says`))
+}
+
+// TestPlatformFilesWinOverATenantsDuplicate: a tenant that declares, in its own
+// namespace, the instance a platform file declares has its declaration refused
+// (naming the platform's file); the platform's instance stays valid, whichever file is
+// read first.
+func TestPlatformFilesWinOverATenantsDuplicate(t *testing.T) {
+	for _, platformFile := range []string{"instances/base.yaml", "zz/base.yaml"} {
+		t.Run(platformFile, func(t *testing.T) {
+			g := NewWithT(t)
+			set := mustLoad(t, tenantRepo("", "", map[string]string{
+				platformFile:              instanceDoc("team-a", "base", localModule),
+				"tenants/team-a/dup.yaml": instanceDoc("team-a", "base", localModule, "  values: {grabbed: true}"),
+			}))
+
+			g.Expect(set.Instance("team-a", "base")).NotTo(BeNil(), "the platform's instance is no duplicate")
+			g.Expect(set.Instance("team-a", "base").Spec.Values).To(BeNil())
+			g.Expect(set.Tenant("team-a", "base")).To(BeNil(), "it is the platform team's")
+			g.Expect(set.Origins["ModuleInstance/team-a/base"].File).To(Equal(platformFile))
+			g.Expect(errorsIn(set, platformFile)).To(BeEmpty())
+			errs := errorsIn(set, "tenants/team-a/dup.yaml")
+			g.Expect(errs).To(HaveLen(1))
+			g.Expect(errs[0].Reason).To(Equal(ReasonDuplicateDeclaration))
+			g.Expect(errs[0].Object).To(BeEmpty(), "the platform's instance is not failed by it")
+			g.Expect(errs[0].Error()).To(Equal("tenants/team-a/dup.yaml:4: metadata.name: tenant team-a: ModuleInstance team-a/base is declared by the platform team at " +
+				platformFile + ":1, whose files win (this declaration is refused)"))
+		})
 	}
 }

@@ -28,6 +28,8 @@ type instanceContext struct {
 	// root is the directory of the repository the declarations were read from (the
 	// sync's --path, "." for the repository root), see Options.Root.
 	root string
+	// cairnNS is cairn's own namespace ("" when unknown), see Options.CairnNamespace.
+	cairnNS string
 }
 
 // validate checks an instance's spec, its references and its namespace.
@@ -41,6 +43,7 @@ func (c instanceContext) validate(mi *cairnv1.ModuleInstance) []problem {
 	ps = append(ps, positiveDuration("spec.timeout", s.Timeout)...)
 	ps = append(ps, optionalName("spec.serviceAccountName", s.ServiceAccountName)...)
 	ps = append(ps, namespaceAllowed(c.platform.Spec.Namespaces, "metadata.namespace", mi.Namespace)...)
+	ps = append(ps, c.notCairnNamespace(mi.Namespace)...)
 	ps = append(ps, validateValuesFrom(s.ValuesFrom)...)
 	ps = append(ps, c.validateTenancy(mi)...)
 	ps = append(ps, c.validateLimits(mi)...)
@@ -195,4 +198,15 @@ func (c instanceContext) validateDependsOn(mi *cairnv1.ModuleInstance) []problem
 		}
 	}
 	return ps
+}
+
+// notCairnNamespace refuses an instance in cairn's own namespace, whatever the
+// Platform's namespaces.allow says: it would apply next to cairn's keys and read
+// cairn's Secrets through valuesFrom.
+func (c instanceContext) notCairnNamespace(ns string) []problem {
+	if c.cairnNS == "" || ns != c.cairnNS {
+		return nil
+	}
+	return []problem{{ReasonNamespaceDenied, "metadata.namespace", fmt.Sprintf(
+		"namespace %q is cairn's own namespace: no instance may live there, whatever the Platform's namespaces.allow says", ns)}}
 }

@@ -10,8 +10,9 @@ import (
 // registryLookup reports whether a Registry is declared, and whether it is valid.
 type registryLookup func(name string) (declared, valid bool)
 
-// validatePlatform checks the Platform's spec and its references to Registries.
-func validatePlatform(p *cairnv1.Platform, registry registryLookup) []problem {
+// validatePlatform checks the Platform's spec and its references to Registries;
+// cairnNS is cairn's own namespace ("" when unknown).
+func validatePlatform(p *cairnv1.Platform, registry registryLookup, cairnNS string) []problem {
 	s := p.Spec
 	ps := validateCatalogs(s.Catalogs)
 	ps = append(ps, oneOf("spec.skewPolicy", string(s.SkewPolicy), string(cairnv1.SkewWarn), string(cairnv1.SkewRefuse))...)
@@ -26,7 +27,7 @@ func validatePlatform(p *cairnv1.Platform, registry registryLookup) []problem {
 	ps = append(ps, registryReference("spec.moduleRegistry", s.ModuleRegistry, registry)...)
 	ps = append(ps, validateGroupKinds("spec.clusterResources", s.ClusterResources)...)
 	ps = append(ps, validateLimits("spec.limits", s.Limits)...)
-	ps = append(ps, validateTenants(s.Tenants)...)
+	ps = append(ps, validateTenants(s.Tenants, cairnNS)...)
 	return append(ps, validatePublish(s.Render.Publish, registry)...)
 }
 

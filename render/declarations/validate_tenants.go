@@ -9,11 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/globs"
 )
 
 // validateTenants checks spec.tenants: unique names, path globs, namespace patterns, a
-// ServiceAccount, cluster kinds and limits for each.
-func validateTenants(tenants []cairnv1.Tenant) []problem {
+// ServiceAccount, cluster kinds and limits for each; then that no two tenants share a
+// file or a namespace and that none has cairn's namespace cairnNS.
+func validateTenants(tenants []cairnv1.Tenant, cairnNS string) []problem {
 	var ps []problem
 	seen := map[string]bool{}
 	for i, t := range tenants {
@@ -29,7 +31,10 @@ func validateTenants(tenants []cairnv1.Tenant) []problem {
 		seen[t.Name] = true
 		ps = append(ps, validateTenant(field, t)...)
 	}
-	return ps
+	if len(ps) > 0 {
+		return ps // the patterns are compared only once each is valid
+	}
+	return tenantBounds(tenants, cairnNS)
 }
 
 func validateTenant(field string, t cairnv1.Tenant) []problem {
@@ -59,6 +64,8 @@ func validatePaths(field string, paths []string) []problem {
 			ps = append(ps, problem{ReasonInvalidDeclaration, f, fmt.Sprintf("%q must be relative to the repository root, with forward slashes and no ..", p)})
 		case !doublestar.ValidatePattern(p):
 			ps = append(ps, problem{ReasonInvalidDeclaration, f, fmt.Sprintf("%q is not a valid glob", p)})
+		case globs.Unsupported(p) != "":
+			ps = append(ps, problem{ReasonInvalidDeclaration, f, fmt.Sprintf("%q: %s", p, globs.Unsupported(p))})
 		}
 	}
 	return ps

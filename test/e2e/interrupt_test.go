@@ -92,3 +92,32 @@ func TestLostLeaseStopsTheSync(t *testing.T) {
 	e.g.Expect(conditions.GetReason(e.instance(e.ns, "stuck"), "Ready")).To(Equal(cairnv1.ReasonInterrupted))
 	e.g.Expect(e.syncLease().Spec.HolderIdentity).To(HaveValue(Equal("thief_0")), "the new holder keeps it")
 }
+
+// TestSyncAfterSIGTERMResumesTheInterruptedInstance: the interruption's message says
+// "the next sync resumes it", and the next `cairn sync --once` at the same commit does:
+// it takes up the instance at once (no "not retried before"), applies and waits again.
+func TestSyncAfterSIGTERMResumesTheInterruptedInstance(t *testing.T) {
+	e := newEnv(t)
+	e.deleteNamespacesAtEnd(e.ns)
+	st := e.startStuckSync(t)
+	e.g.Eventually(st.proc.out.String, 30*time.Second, 50*time.Millisecond).Should(ContainSubstring("wait "+e.ns+"/stuck"),
+		"the sync waits on the Deployment")
+	_, _ = st.proc.stop(10 * time.Second)
+	e.g.Expect(st.proc.out.String()).To(ContainSubstring("the next sync resumes it"))
+	e.g.Expect(conditions.GetReason(e.instance(e.ns, "stuck"), "Ready")).To(Equal(cairnv1.ReasonInterrupted))
+
+	next := startCairnProcess(t, st.bin, "sync", "--once", "--health-wait", "1s", "--repo", st.repo.url(),
+		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", t.TempDir())
+	select {
+	case <-next.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the next sync did not end:\n%s", next.out)
+	}
+	out := next.out.String()
+	t.Logf("the next sync:\n%s", indent(out))
+	e.g.Expect(out).NotTo(ContainSubstring("not retried before"))
+	e.g.Expect(out).To(ContainSubstring("resuming an interrupted sync"))
+	e.g.Expect(out).To(ContainSubstring("wait "+e.ns+"/stuck"), "it waits on the instance again")
+	e.g.Expect(next.cmd.ProcessState.ExitCode()).NotTo(Equal(2), "no instance is failed for not being retried")
+	e.g.Expect(conditions.GetReason(e.instance(e.ns, "stuck"), "Ready")).NotTo(Equal(cairnv1.ReasonInterrupted))
+}

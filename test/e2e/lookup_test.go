@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/sign"
@@ -90,4 +95,55 @@ func TestLookupKeepsAGeneratedPassword(t *testing.T) {
 		e.g.Expect(password()).To(Equal(first), "kept across the values change to %s", greeting)
 	}
 	e.logEverything()
+}
+
+// listerChart lists every Secret of the cluster with `lookup` into a ConfigMap.
+func listerChart(t *testing.T) []byte {
+	t.Helper()
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "lister", Version: "0.1.0"}}
+	ch.Templates = []*chart.File{{Name: "templates/configmap.yaml", Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-seen
+data:
+  {{- $seen := "" }}
+  {{- range (lookup "v1" "Secret" "" "").items }}
+  {{- $seen = printf "%s %s/%s" $seen .metadata.namespace .metadata.name }}
+  {{- end }}
+  seen: {{ $seen | quote }}
+`)}}
+	return packaged(t, ch)
+}
+
+// TestLookupAcrossNamespacesSkipsCairns: an instance whose ServiceAccount may list
+// Secrets cluster-wide lists them all with `lookup`: it sees those of other
+// namespaces, never one of cairn's namespace.
+func TestLookupAcrossNamespacesSkipsCairns(t *testing.T) {
+	e := newEnv(t)
+	e.grantNamespace(e.ns, "*")
+	lister := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-secret-lister"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-secret-lister"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: lister.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: e.ns}}}
+	hidden := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: e.ns + "-hidden"}}
+	visible := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "visible"}}
+	for _, o := range []client.Object{lister, binding, hidden, visible} {
+		e.g.Expect(e.c.Create(e.ctx, o)).To(Succeed())
+		t.Cleanup(func() { _ = e.c.Delete(context.Background(), o) })
+	}
+	reg := startRegistry(t, false, false)
+	pushChart(t, e.ctx, registryClient(t, reg, false), "charts/lister", listerChart(t), nil)
+	repo := newGitRepo(t, map[string]string{
+		"platform.yaml":   platformWithVerify("", ""),
+		"registries.yaml": registryYAML("charts", reg.Host, true, ""),
+		"instances/lister.yaml": chartInstanceYAML("lister", e.ns, "oci://"+reg.Host+"/charts/lister", "0.1.0",
+			"  serviceAccountName: deployer\n"),
+	})
+	res := e.sync(repo)
+
+	e.g.Expect(result(res, e.ns, "lister").Ready).To(BeTrue(), "%+v", res)
+	seen := e.configMap(e.ns, "lister-seen").Data["seen"]
+	e.g.Expect(seen).To(ContainSubstring(" "+e.ns+"/visible"), "the list is cluster-wide")
+	e.g.Expect(seen).NotTo(ContainSubstring(" "+reconciler.DefaultNamespace+"/"), "nothing of cairn's namespace")
 }

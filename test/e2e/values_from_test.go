@@ -3,13 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
 )
 
 // dbModule renders a ConfigMap from a user (from spec.values) and a password (from a
@@ -86,4 +89,62 @@ func TestValuesFromSecret(t *testing.T) {
 	res = e.sync(repo)
 	e.expectFailure(res, wantFailure{name: "db", reason: cairnv1.ReasonValuesFromFailed,
 		contains: []string{"spec.valuesFrom[0]: Secret {ns}/db-values", "forbidden"}})
+}
+
+// namedModule names a ConfigMap after values.suffix, which comes from a Secret.
+const namedModule = `package named
+
+instance: {name: string, namespace: string}
+values: suffix: string & =~"^[a-z0-9-]+$"
+objects: {
+	named: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-\(values.suffix)", data: v: "1"}
+	plain: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "\(instance.name)-plain", data: v: "1"}
+}
+`
+
+// TestSecretDerivedNameIsMaskedInTheInventory: an object named after a value of a
+// valuesFrom Secret is applied, but its name shows nowhere in the CR (its inventory
+// entry is masked), the sync's result or progress; when the Secret's value changes,
+// the object of the old name leaves the render and is pruned all the same.
+func TestSecretDerivedNameIsMaskedInTheInventory(t *testing.T) {
+	e := newEnv(t)
+	e.putValuesSecret("suffix: topsecretname\n")
+	files := appRepo("")
+	files["modules/named/named.cue"] = namedModule
+	files["instances/db.yaml"] = strings.Replace(dbInstance(e.ns, ""), "./modules/db", "./modules/named", 1)
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "db").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "db-topsecretname")).NotTo(BeNil())
+	e.expectNameHidden("topsecretname", res)
+	mi := e.instance(e.ns, "db")
+	e.g.Expect(mi.Status.Inventory.Entries).To(ContainElement(HaveField("ID", e.ns+"_db-***__ConfigMap")), "masked, still counted")
+	e.g.Expect(mi.Status.Inventory.Count).To(BeEquivalentTo(2))
+
+	e.putValuesSecret("suffix: othersecretname\n")
+	repo.commit("read the Secret again", map[string]string{"instances/db.yaml": strings.Replace(dbInstance(e.ns, "  wait: false\n"), "./modules/db", "./modules/named", 1)})
+	res = e.sync(repo)
+	r := result(res, e.ns, "db")
+	e.g.Expect(r.Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(r.Pruned).To(Equal(1))
+	e.g.Expect(e.gone("v1", "ConfigMap", e.ns, "db-topsecretname")).To(BeTrue(), "the old name is pruned from the real inventory")
+	e.g.Expect(e.configMap(e.ns, "db-othersecretname")).NotTo(BeNil())
+	e.g.Expect(e.configMap(e.ns, "db-plain")).NotTo(BeNil())
+	e.expectNameHidden("othersecretname", res)
+	e.expectNameHidden("topsecretname", res)
+}
+
+// expectNameHidden checks that s is in none of the ModuleInstances, the sync's result,
+// its progress or the events of the test's namespace.
+func (e *env) expectNameHidden(s string, res *reconciler.SyncResult) {
+	e.t.Helper()
+	var mis cairnv1.ModuleInstanceList
+	e.g.Expect(e.c.List(e.ctx, &mis)).To(Succeed())
+	var events corev1.EventList
+	e.g.Expect(e.c.List(e.ctx, &events, client.InNamespace(e.ns))).To(Succeed())
+	for what, v := range map[string]any{"the CRs": mis, "the result": res, "the events": events} {
+		b, _ := json.Marshal(v)
+		e.g.Expect(string(b)).NotTo(ContainSubstring(s), "in %s", what)
+	}
+	e.g.Expect(e.progress.String()).NotTo(ContainSubstring(s), "in the progress")
 }
