@@ -283,6 +283,10 @@ func Unsupported(pattern string) string {
 		return "an empty {} matches nothing"
 	case strings.HasSuffix(pattern, "/"):
 		return "a glob matches files: it may not end in /"
+	case strings.Contains(pattern, `\/`):
+		// doublestar reads an escaped / as a separator in some places and as a
+		// character in others (`**\/**` matches 0/0/0): there is one / in a path.
+		return `an escaped / (\/) is a separator all the same: write /`
 	}
 	return ""
 }
