@@ -283,10 +283,37 @@ func Unsupported(pattern string) string {
 		return "an empty {} matches nothing"
 	case strings.HasSuffix(pattern, "/"):
 		return "a glob matches files: it may not end in /"
+	case nestedBraces(pattern):
+		return "braces inside braces: write the alternatives out ({a,b,c})"
 	case strings.Contains(pattern, `\/`):
 		// doublestar reads an escaped / as a separator in some places and as a
 		// character in others (`**\/**` matches 0/0/0): there is one / in a path.
 		return `an escaped / (\/) is a separator all the same: write /`
 	}
 	return ""
+}
+
+// nestedBraces reports whether a '{' opens inside another brace group (escapes and
+// bracket expressions skipped): doublestar and the automata read some such globs
+// differently ({0*{*}} matches 00 but not 0 in doublestar).
+func nestedBraces(pattern string) bool {
+	depth := 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			i = skipClass(pattern, i)
+		case '{':
+			if depth > 0 {
+				return true
+			}
+			depth++
+		case '}':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return false
 }

@@ -133,3 +133,22 @@ func closure(a *nfa, qs map[int]bool) map[int]bool {
 	}
 	return qs
 }
+
+func TestUnsupportedGlobs(t *testing.T) {
+	g := NewWithT(t)
+	for p, want := range map[string]string{
+		"{0*{*}}":           "braces inside braces",
+		"a/{b,{c,d}}/**":    "braces inside braces",
+		"**\\/**":           "an escaped /",
+		"a/***":             "three or more stars",
+		"tenants/{a,b}/**":  "",
+		"tenants/[{]x}/**":  "",
+		"tenants/team-a/**": "",
+	} {
+		if want == "" {
+			g.Expect(Unsupported(p)).To(BeEmpty(), p)
+		} else {
+			g.Expect(Unsupported(p)).To(ContainSubstring(want), p)
+		}
+	}
+}
