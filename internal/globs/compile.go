@@ -293,27 +293,16 @@ func Unsupported(pattern string) string {
 	return ""
 }
 
-// nestedBraces reports whether a '{' opens inside another brace group (escapes and
-// bracket expressions skipped): doublestar and the automata read some such globs
-// differently ({0*{*}} matches 00 but not 0 in doublestar).
+// nestedBraces reports whether a brace group holds another one (escapes and bracket
+// expressions skipped, as braceGroup does): doublestar and the automata read some
+// such globs differently ({0*{*}} matches 00 but not 0 in doublestar).
 func nestedBraces(pattern string) bool {
-	depth := 0
-	for i := 0; i < len(pattern); i++ {
-		switch pattern[i] {
-		case '\\':
-			i++
-		case '[':
-			i = skipClass(pattern, i)
-		case '{':
-			if depth > 0 {
-				return true
-			}
-			depth++
-		case '}':
-			if depth > 0 {
-				depth--
-			}
-		}
+	open, closing := braceGroup(pattern)
+	if open < 0 {
+		return false
 	}
-	return false
+	if inner, _ := braceGroup(pattern[open+1 : closing]); inner >= 0 {
+		return true
+	}
+	return nestedBraces(pattern[closing+1:])
 }

@@ -23,9 +23,6 @@ var statusRow = regexp.MustCompile(`(?m)^(team-[abc])\s+(\S+)\s+(True|False|Unkn
 // its own runs beside the first: its copy of examples/ names its own registry, its
 // replicas take other ports (printed), and in both every example instance is Ready.
 func TestTwoDemosSideBySide(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts two local clusters")
-	}
 	g := NewWithT(t)
 	root, err := filepath.Abs("../..")
 	g.Expect(err).NotTo(HaveOccurred())

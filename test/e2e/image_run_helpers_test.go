@@ -29,18 +29,18 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // containerTools are the host programs that stand in for a container runtime.
 var containerTools = []string{"unshare", "mount", "setpriv", "chroot", "env"}
 
-// requireContainerTools skips the test unless it runs as root with util-linux and
+// requireContainerTools fails the test unless it runs as root with util-linux and
 // coreutils: mount namespaces, bind mounts and chroot need both.
 func requireContainerTools(t *testing.T) map[string]string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("running the image as a container needs root (mount namespace, bind mounts, chroot); CI runs as root")
+		t.Fatal("running the image as a container needs root (mount namespace, bind mounts, chroot): run make test as root, as .ci/run does")
 	}
 	paths := map[string]string{}
 	for _, tool := range containerTools {
 		p, err := exec.LookPath(tool)
 		if err != nil {
-			t.Skipf("running the image as a container needs %s (util-linux, coreutils): %v", tool, err)
+			t.Fatalf("running the image as a container needs %s (util-linux, coreutils; hack/prereqs.sh installs them): %v", tool, err)
 		}
 		paths[tool] = p
 	}
