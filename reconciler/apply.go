@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // applyConcurrency bounds the apply requests of one instance in flight at once.
@@ -105,7 +106,7 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 	}
 	var err error
 	if err = waitHealthy(ctx, c, rep.live, timeout); err != nil {
-		err = transient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
+		err = outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	} else if prior != nil {
 		err = dryRunAfterDefinitions(ctx, c, first, later, prior)
 	}
@@ -147,19 +148,19 @@ func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Un
 
 // joinFailures reports every failed object in one Failure: stalled when any failure
 // stalls (a retry would not help it), else transient.
-func joinFailures(errs []error) *Failure {
+func joinFailures(errs []error) *outcome.Failure {
 	if len(errs) == 0 {
 		return nil
 	}
-	kind := Transient
+	kind := outcome.Transient
 	reason := cairnv1.ReasonApplyFailed
 	for _, err := range errs {
-		var f *Failure
-		if errors.As(err, &f) && f.Kind == Stalled {
-			kind, reason = Stalled, f.Reason
+		var f *outcome.Failure
+		if errors.As(err, &f) && f.Kind == outcome.Stalled {
+			kind, reason = outcome.Stalled, f.Reason
 		}
 	}
-	return &Failure{Kind: kind, Reason: reason, Err: errors.Join(errs...)}
+	return &outcome.Failure{Kind: kind, Reason: reason, Err: errors.Join(errs...)}
 }
 
 func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
@@ -190,14 +191,14 @@ func forced(u *unstructured.Unstructured) bool {
 // applyFailure types the API server's refusal of u's apply (or its dry-run, step).
 func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 	if isImmutable(err) {
-		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
+		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
 			describe(u), err, cairnv1.ForceAnnotation))
 	}
 	if isTypeMismatch(err) {
-		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
 	}
-	return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+	return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
 }
 
 // isTypeMismatch reports the API server's answer to an apply with a field of the
@@ -230,14 +231,14 @@ func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	live := u.DeepCopy()
 	err := c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
+		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
 	}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy())
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		return nil, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
+		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
 	}
 	live, err = patchApply(ctx, c, u)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -80,10 +81,10 @@ func (s *syncRun) capabilities(ctx context.Context) *clusterCapabilities {
 // chartCapabilities are the capabilities r's chart renders with; a cluster that could
 // not be discovered fails the render (transient: it is retried), never falls back to
 // defaults, which could drop objects that the cluster's APIs would keep.
-func (s *syncRun) chartCapabilities(ctx context.Context, r *instanceRun) (*render.Capabilities, *Failure) {
+func (s *syncRun) chartCapabilities(ctx context.Context, r *instanceRun) (*render.Capabilities, *outcome.Failure) {
 	c := s.capabilities(ctx)
 	if c.err != nil {
-		return nil, transient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
 	}
 	return c.caps, nil
 }

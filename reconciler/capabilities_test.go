@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -150,7 +151,7 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			live.Status.CapabilitiesDigest = tc.recorded
 			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 			if tc.failed {
-				markFailed(live, "new", transient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
+				markFailed(live, "new", outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
 			}
 			s.live[mi.Namespace+"/"+mi.Name] = live
 			s.discoverForCharts(context.Background())

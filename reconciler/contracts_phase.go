@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -109,17 +110,17 @@ func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement
 
 // providerVerdict is why an instance must wait for a provider it requires (nil:
 // it may go ahead): the provider has no outcome yet, or is not ready.
-func providerVerdict(d dependencyState) *Failure {
+func providerVerdict(d dependencyState) *outcome.Failure {
 	kinds := strings.Join(d.kinds, ", ")
 	switch {
 	case !d.declared:
-		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not a valid instance", d.key, kinds))
+		return outcome.NewWaiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not a valid instance", d.key, kinds))
 	case d.outcome == nil:
 		return nil
-	case d.outcome.Result.Action == ActionProgressing:
-		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is progressing: applied, not yet healthy", d.key, kinds))
+	case d.outcome.Result.Action == outcome.ActionProgressing:
+		return outcome.NewWaiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is progressing: applied, not yet healthy", d.key, kinds))
 	case !d.outcome.SatisfiesDependents:
-		return waiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not ready", d.key, kinds))
+		return outcome.NewWaiting(cairnv1.ReasonProviderNotReady, fmt.Errorf("provider %s of %s is not ready", d.key, kinds))
 	}
 	return nil
 }
@@ -141,7 +142,7 @@ func (s *syncRun) failCycles() {
 		for _, key := range cycle {
 			s.cyclic[key] = true
 			if r := s.byKey[key]; r != nil && r.affected {
-				r.setFailure(stalled(cairnv1.ReasonDependencyCycle, err))
+				r.setFailure(outcome.NewStalled(cairnv1.ReasonDependencyCycle, err))
 			}
 		}
 	}
@@ -200,7 +201,7 @@ const maxNamedRequirers = 10
 // dependentsRemain refuses the removal of a provider while instances that stay
 // in Git use kinds it provides: those rendered this time by their objects, the
 // others by their status.requires.
-func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
+func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.Failure {
 	key := live.Namespace + "/" + live.Name
 	kinds := map[schema.GroupKind]bool{}
 	for _, gk := range parseKindNames(live.Status.Provides) {
@@ -215,7 +216,7 @@ func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *Failure {
 	if len(requirers) == 0 {
 		return nil
 	}
-	return stalled(cairnv1.ReasonDependentsRemain, fmt.Errorf(
+	return outcome.NewStalled(cairnv1.ReasonDependentsRemain, fmt.Errorf(
 		"%s left Git but %d instance(s) still use the kinds it provides (%s): %s; remove them first, or in the same commit",
 		key, len(requirers), strings.Join(live.Status.Provides, ", "), namedSome(requirers)))
 }

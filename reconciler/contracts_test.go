@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func crdObject(group, kind string) *unstructured.Unstructured {
@@ -107,8 +108,8 @@ func TestStronglyConnected(t *testing.T) {
 
 func TestProviderVerdict(t *testing.T) {
 	ready := &InstanceOutcome{SatisfiesDependents: true}
-	progressing := &InstanceOutcome{Result: InstanceResult{Action: ActionProgressing}}
-	failed := &InstanceOutcome{Result: InstanceResult{Action: ActionFailed}}
+	progressing := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionProgressing}}
+	failed := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionFailed}}
 	tests := []struct {
 		name    string
 		dep     dependencyState

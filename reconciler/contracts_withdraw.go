@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // crdKind is the kind of a CustomResourceDefinition, as inventories record it.
@@ -105,7 +106,7 @@ func (s *syncRun) failConflicts() []*instanceRun {
 		}
 		for _, key := range keys {
 			if r := s.byKey[key]; r != nil && key != owner && r.affected && r.rendered != nil {
-				r.setFailure(stalled(cairnv1.ReasonContractConflict, err))
+				r.setFailure(outcome.NewStalled(cairnv1.ReasonContractConflict, err))
 				failed = append(failed, r)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // DriftReport is what a drift check found on one instance.
@@ -160,7 +161,7 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 		setOwnerLabels(u, live)
 		entry, existing, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
-			return nil, nil, classify(cairnv1.ReasonApplyFailed, err)
+			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 		switch {
 		case entry.Action == ssa.ConfiguredAction && existing != nil && !ownedBy(existing, key, string(live.UID)):

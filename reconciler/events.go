@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Event actions (events.k8s.io/v1 `action`: what cairn did, or failed to do).
@@ -47,7 +48,7 @@ func (e *Engine) emitTransition(before, after client.Object) {
 // emitRemoval records that an instance that left Git was removed (its CR is gone; the
 // event stays, regarding it, for the events' TTL).
 func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, revision string) {
-	if res.Action == ActionDeleted {
+	if res.Action == outcome.ActionDeleted {
 		e.emit(live, conditionEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
 			note: res.Message, revision: revision})
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // instanceAt is a ModuleInstance whose Ready condition is status/reason/message, last
@@ -90,8 +91,8 @@ func TestEmitTransitionRecordsAnnotatedEvent(t *testing.T) {
 	after := instanceAt("False", cairnv1.ReasonValuesFromFailed, strings.Repeat("é", 600), "sha2")
 	e.emitTransition(before, after)
 	e.emitTransition(after, after) // no change: no event
-	e.emitRemoval(after, InstanceResult{Action: ActionDeleted, Reason: "Removed", Message: "removed from Git: 2 objects deleted"}, "sha3")
-	e.emitRemoval(after, InstanceResult{Action: ActionFailed, Reason: cairnv1.ReasonPruneGuard}, "sha3") // the transition says it
+	e.emitRemoval(after, InstanceResult{Action: outcome.ActionDeleted, Reason: "Removed", Message: "removed from Git: 2 objects deleted"}, "sha3")
+	e.emitRemoval(after, InstanceResult{Action: outcome.ActionFailed, Reason: cairnv1.ReasonPruneGuard}, "sha3") // the transition says it
 
 	g.Expect(rec.Events).To(HaveLen(2))
 	first := <-rec.Events

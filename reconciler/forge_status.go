@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Commit status contexts.
@@ -57,10 +58,10 @@ func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res Instance
 		return
 	}
 	switch res.Action {
-	case ActionFailed:
+	case outcome.ActionFailed:
 		f.post(sha, instanceContext(k), forge.StateFailure, res.Reason+": "+res.Message)
 		return
-	case ActionProgressing: // a later sync of the same commit gives the verdict
+	case outcome.ActionProgressing: // a later sync of the same commit gives the verdict
 		f.post(sha, instanceContext(k), forge.StatePending, "progressing: "+res.Message)
 		return
 	}
@@ -75,9 +76,9 @@ func (f *ForgeReporter) SyncFinished(sha string, res *SyncResult) {
 	ready, failed, progressing := 0, 0, 0
 	for _, i := range res.Instances {
 		switch {
-		case i.Action == ActionFailed:
+		case i.Action == outcome.ActionFailed:
 			failed++
-		case i.Action == ActionProgressing:
+		case i.Action == outcome.ActionProgressing:
 			progressing++
 		case i.Ready:
 			ready++

@@ -8,6 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -73,7 +74,7 @@ func (c contracts) edges() []graph.Edge {
 func (s *syncRun) planGraph(plans []InstancePlan) graph.Graph {
 	failed := map[string]bool{}
 	for _, ip := range plans {
-		failed[ip.Namespace+"/"+ip.Name] = ip.Action == PlanError
+		failed[ip.Namespace+"/"+ip.Name] = ip.Action == outcome.PlanError
 	}
 	g := graph.Graph{Edges: s.contracts.edges()}
 	for _, r := range s.runs {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Health polling starts fast (a Deployment is usually observed within a few hundred
@@ -41,7 +42,7 @@ func waitHealthy(ctx context.Context, c client.Client, objects []*unstructured.U
 	interval := healthFirstInterval
 	for {
 		if failed := failedObjects(pending); len(failed) > 0 {
-			return stalled(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %s", strings.Join(failed, "; ")))
+			return outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %s", strings.Join(failed, "; ")))
 		}
 		select {
 		case <-ctx.Done():
@@ -54,7 +55,7 @@ func waitHealthy(ctx context.Context, c client.Client, objects []*unstructured.U
 			if ctx.Err() != nil {
 				return &notCurrentError{after: wait, pending: pending}
 			}
-			return classify(cairnv1.ReasonHealthCheckFailed, err)
+			return outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)
 		}
 		pending = notCurrent(live)
 		if len(pending) == 0 {
@@ -138,7 +139,7 @@ func getAll(ctx context.Context, c client.Client, objects []*unstructured.Unstru
 // read Ready off objects nobody saw Current. The instance's timeout counts from the
 // apply that started the wait; one sync waits at most Options.HealthWait of it, then
 // hands the instance over as Progressing, and a later sync checks again.
-func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	prior := conditions.Get(r.live, cairnv1.HealthyCondition)
 	unsettled := prior != nil && prior.Status != metav1.ConditionTrue
 	if len(r.appliedLive) == 0 && !unsettled {
@@ -149,7 +150,7 @@ func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instance
 	if unsettled {
 		rest, err := getExisting(ctx, c, notAmong(r.objects, r.appliedLive))
 		if err != nil {
-			return classify(cairnv1.ReasonHealthCheckFailed, err)
+			return outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)
 		}
 		objects = append(append([]*unstructured.Unstructured{}, objects...), rest...)
 	}
@@ -177,17 +178,17 @@ func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instance
 		markHealthy(r.live, len(objects), nil)
 		return nil
 	case errors.As(err, &nc) && handOver && ctx.Err() == nil:
-		f := &Failure{Kind: Progressing, Reason: cairnv1.ReasonProgressing, Err: fmt.Errorf(
+		f := &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: fmt.Errorf(
 			"applied; waiting for %d of %d object(s) to be Current (rechecked until %s): %s", len(nc.pending),
 			len(objects), started.Add(timeout).UTC().Format(time.RFC3339), describeStatuses(nc.pending))}
 		conditions.MarkUnknown(r.live, cairnv1.HealthyCondition, cairnv1.ReasonProgressing, "%s", f.Err.Error())
 		return f
 	case errors.As(err, &nc):
-		err = transient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check timed out after %s: %s",
+		err = outcome.NewTransient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check timed out after %s: %s",
 			timeout, describeStatuses(nc.pending)))
 	}
 	markHealthy(r.live, len(objects), err)
-	return classify(cairnv1.ReasonHealthCheckFailed, err)
+	return outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)
 }
 
 // getExisting reads the objects that exist (one a TTL controller deleted after it

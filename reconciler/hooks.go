@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -50,7 +51,7 @@ func hookObjects(hooks []render.Hook) []*unstructured.Unstructured {
 
 // run runs the hooks of the runner's event among hooks, in order, and returns how
 // many ran.
-func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *Failure) {
+func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *outcome.Failure) {
 	todo := render.HooksFor(hooks, h.event)
 	for i, hk := range todo {
 		if err := h.runOne(ctx, hk); err != nil {
@@ -62,7 +63,7 @@ func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *Failure
 		}
 	}
 	if err := h.deleteSucceeded(ctx, todo); err != nil {
-		return len(todo), classify(cairnv1.ReasonHookFailed, fmt.Errorf("%s hooks: %w", h.event, err))
+		return len(todo), outcome.Classify(cairnv1.ReasonHookFailed, fmt.Errorf("%s hooks: %w", h.event, err))
 	}
 	return len(todo), nil
 }
@@ -78,7 +79,7 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	switch {
 	case live == nil:
 	case !ownedBy(live, h.owner.key, h.owner.uid):
-		return stalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", describe(u)))
+		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", describe(u)))
 	case hk.Deletes(render.HookBeforeCreation):
 		if err := h.deleteHook(ctx, u); err != nil {
 			return err
@@ -118,16 +119,16 @@ func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured
 }
 
 // failure is the instance's failure for a hook that failed with err.
-func (h hookRunner) failure(hk render.Hook, err error) *Failure {
+func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
 	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, describe(hk.Object), hk.Source, err)
-	var f *Failure
+	var f *outcome.Failure
 	switch {
 	case errors.As(err, &f) && f.Reason == cairnv1.ReasonOwnershipConflict:
-		return &Failure{Kind: f.Kind, Reason: f.Reason, Err: msg}
+		return &outcome.Failure{Kind: f.Kind, Reason: f.Reason, Err: msg}
 	case errors.As(err, &f):
-		return &Failure{Kind: f.Kind, Reason: cairnv1.ReasonHookFailed, Err: msg}
+		return &outcome.Failure{Kind: f.Kind, Reason: cairnv1.ReasonHookFailed, Err: msg}
 	}
-	return classify(cairnv1.ReasonHookFailed, msg)
+	return outcome.Classify(cairnv1.ReasonHookFailed, msg)
 }
 
 // runsToCompletion reports whether Helm waits for u: a Job or a Pod.

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -32,14 +33,14 @@ func hookEvents(r *instanceRun) (pre, post string) {
 // after its objects are healthy (see hookEvents), and, when its pre hooks ran
 // already for this render (an earlier attempt that failed or handed its health
 // check over), none before and that event's post hooks after.
-func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *Failure) {
+func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *outcome.Failure) {
 	pre, post = hookEvents(r)
 	if pre == "" {
 		return "", "", nil
 	}
 	rec, err := s.hookRecordOf(ctx, r)
 	if err != nil {
-		return "", "", transient(cairnv1.ReasonHookFailed, err)
+		return "", "", outcome.NewTransient(cairnv1.ReasonHookFailed, err)
 	}
 	pre, post = afterEarlierRun(rec.Ran, r.rendered.Digest, pre, post)
 	return pre, post, nil
@@ -59,7 +60,7 @@ func afterEarlierRun(ran *hookRun, digest, pre, post string) (string, string) {
 
 // runPreHooks runs r's pre hooks of event and records that they ran for its render,
 // with the hooks a removal needs.
-func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
 	if f := s.runHooks(ctx, c, r, event); f != nil || event == "" {
 		return f
 	}
@@ -70,13 +71,13 @@ func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceR
 		err = s.storeHookRecord(ctx, r, r.live, rec)
 	}
 	if err != nil {
-		return transient(cairnv1.ReasonHookFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonHookFailed, err)
 	}
 	return nil
 }
 
 // runHooks runs r's hooks of event, if any, with the instance's client c.
-func (s *syncRun) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+func (s *syncRun) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
@@ -99,7 +100,7 @@ func (r *instanceRun) hooks() []render.Hook {
 // runDeleteHooks runs the pre-delete or post-delete hooks of a removed instance
 // (from its hook record) with the identity it deletes as, within its timeout.
 func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, hooks []render.Hook,
-	event string) *Failure {
+	event string) *outcome.Failure {
 	if len(render.HooksFor(hooks, event)) == 0 {
 		return nil
 	}

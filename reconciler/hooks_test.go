@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -114,7 +115,7 @@ func TestPlanMarkdownListsHooks(t *testing.T) {
 		{Object: hookObject("batch/v1", "Job", "web-setup", nil), Events: []string{render.HookPreInstall, render.HookPreUpgrade}, Weight: 5},
 		{Object: hookObject("v1", "ConfigMap", "web-done", nil), Events: []string{render.HookPostInstall}},
 	}
-	plan := &Plan{Revision: "0123456789abcdef", Instances: []InstancePlan{{Namespace: "team-a", Name: "web", Action: PlanCreate,
+	plan := &Plan{Revision: "0123456789abcdef", Instances: []InstancePlan{{Namespace: "team-a", Name: "web", Action: outcome.PlanCreate,
 		Create: []string{"Deployment/team-a/web"}, Hooks: planHooks(hooks, render.HookPreInstall, render.HookPostInstall)}}}
 	md := plan.Markdown()
 	g.Expect(md).To(ContainSubstring("**Helm hooks** (3, run in this order; not in the inventory):\n\n```\n" +

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 
+	"cairn.dev/cairn/reconciler/outcome"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -10,11 +11,11 @@ import (
 // itself (no spec.serviceAccountName, no Platform defaultServiceAccount): cairn's own
 // RBAC grants it no objects of tenants unless it was installed to (the
 // --allow-apply-as-controller choice of `cairn install --controller`).
-func (s *syncRun) explainIdentity(r *instanceRun, f *Failure) *Failure {
+func (s *syncRun) explainIdentity(r *instanceRun, f *outcome.Failure) *outcome.Failure {
 	if f == nil || s.serviceAccount(r.mi) != "" || !apierrors.IsForbidden(f.Err) {
 		return f
 	}
-	return &Failure{Kind: Stalled, Reason: f.Reason, Err: fmt.Errorf("the instance names no ServiceAccount (spec.serviceAccountName) "+
+	return &outcome.Failure{Kind: outcome.Stalled, Reason: f.Reason, Err: fmt.Errorf("the instance names no ServiceAccount (spec.serviceAccountName) "+
 		"and the Platform no defaultServiceAccount, so it applies as cairn itself, which cairn's RBAC does not allow: "+
 		"name a ServiceAccount, or install cairn with --allow-apply-as-controller: %w", f.Err)}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -18,11 +19,11 @@ import (
 // explained, and then it names both ways out and keeps the API server's words.
 func TestExplainIdentity(t *testing.T) {
 	denied := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("no rule"))
-	forbidden := transient(cairnv1.ReasonApplyFailed, fmt.Errorf("Deployment/team-a/web: failed to read before applying: %w", denied))
-	other := transient(cairnv1.ReasonApplyFailed, errors.New("connection refused"))
+	forbidden := outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("Deployment/team-a/web: failed to read before applying: %w", denied))
+	other := outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("connection refused"))
 	tests := []struct {
 		name, sa, defaultSA string
-		in                  *Failure
+		in                  *outcome.Failure
 		explained           bool
 	}{
 		{name: "no failure", in: nil},
@@ -43,7 +44,7 @@ func TestExplainIdentity(t *testing.T) {
 				g.Expect(got).To(BeIdenticalTo(tt.in))
 				return
 			}
-			g.Expect(got.Kind).To(Equal(Stalled), "no hot retry: RBAC changes with an install")
+			g.Expect(got.Kind).To(Equal(outcome.Stalled), "no hot retry: RBAC changes with an install")
 			g.Expect(got.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 			g.Expect(got.Error()).To(ContainSubstring("applies as cairn itself"))
 			g.Expect(got.Error()).To(ContainSubstring("name a ServiceAccount, or install cairn with --allow-apply-as-controller"))

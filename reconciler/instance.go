@@ -15,9 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
-func (r *instanceRun) setFailure(f *Failure) {
+func (r *instanceRun) setFailure(f *outcome.Failure) {
 	if r.failure == nil {
 		r.failure = f
 	}
@@ -37,7 +38,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(r.mi))
 	defer cancel()
 	if err := s.mirrorInstance(ctx, r); err != nil {
-		r.setFailure(classify(cairnv1.ReasonApplyFailed, err))
+		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
 		r.interrupt(ctx)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
 		return
@@ -51,7 +52,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 
 // applyRecovering is applyInstance with a panic turned into r's failure (see
 // recover.go), so that the outcome is still recorded.
-func (s *syncRun) applyRecovering(ctx context.Context, r *instanceRun) (f *Failure) {
+func (s *syncRun) applyRecovering(ctx context.Context, r *instanceRun) (f *outcome.Failure) {
 	defer func() {
 		if v := recover(); v != nil {
 			f = s.recovered(ctx, r, PhaseApply, v)
@@ -93,7 +94,7 @@ func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
 
 // applyInstance applies the rendered objects as the instance's ServiceAccount, prunes
 // what left the render when allowed, and waits for the changed objects to be healthy.
-func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
+func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Failure {
 	for _, u := range r.objects {
 		setOwnerLabels(u, r.live)
 	}
@@ -103,7 +104,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	r.newInv = r.desiredInventory(s.digestKey).union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
-		return transient(cairnv1.ReasonApplyFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.checkOwnership(ctx, r); f != nil {
 		return f
@@ -112,7 +113,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 		r.warnings = append(r.warnings, fmt.Sprintf("adopted %d existing object(s): %s", len(r.adopted), strings.Join(r.adopted, ", ")))
 	}
 	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
-		return transient(cairnv1.ReasonApplyFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
 		return f
@@ -132,7 +133,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.changes, rep.applied, rep.live, rep.untouched
 	r.warnings = append(r.warnings, rep.notes...)
 	if err != nil {
-		return classify(cairnv1.ReasonApplyFailed, err)
+		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.writeSecrets(ctx, m.Client(), r); f != nil {
 		return f
@@ -148,7 +149,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *Failure {
 
 // awaitInstance waits for the changed objects to be healthy, when the instance
 // waits.
-func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	if !waitEnabled(r.mi) {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
@@ -188,9 +189,9 @@ func (r *instanceRun) failedInventory() inventory {
 
 // pruneInstance deletes the stale objects when the guards allow it; when they refuse,
 // the stale objects stay in the inventory so a later commit can prune them.
-func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *Failure {
+func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *outcome.Failure {
 	if err := s.pruneRefusal(r); err != nil {
-		return classify(cairnv1.ReasonPruneGuard, err)
+		return outcome.Classify(cairnv1.ReasonPruneGuard, err)
 	}
 	if r.prune == nil || len(r.prune.stale) == 0 {
 		return nil
@@ -199,7 +200,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 	cs, err := deleteStale(ctx, m, r.prune, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
-		return classify(cairnv1.ReasonPruneFailed, err)
+		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
 	return nil
 }
@@ -285,7 +286,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		markFailed(mi, s.rev.SHA, r.failure, s.now)
 	} else {
 		if err := s.storeOutcome(ctx, r, mi); err != nil {
-			r.failure = transient(cairnv1.ReasonApplyFailed, err)
+			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 			markFailed(mi, s.rev.SHA, r.failure, s.now)
 		} else {
 			mi.Status.SourceDigest = s.sourceDigest(r)
@@ -302,7 +303,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
-		r.setFailure(transient(cairnv1.ReasonApplyFailed, err))
+		r.setFailure(outcome.NewTransient(cairnv1.ReasonApplyFailed, err))
 	}
 	s.dropLeftInventory(ctx, r)
 	s.transition(before, mi)
@@ -390,7 +391,7 @@ func (s *syncRun) patchStatusRetrying(ctx context.Context, obj, before client.Ob
 	var last error
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		last = patchStatus(ctx, s.e.cluster.client, obj, before)
-		return last == nil || !isTransient(last), nil
+		return last == nil || !outcome.IsTransient(last), nil
 	})
 	if last != nil {
 		return last

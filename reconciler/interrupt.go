@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // finishTimeout bounds the status writes that finish an interrupted sync.
@@ -28,8 +29,8 @@ func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // interruption is the transient failure of an instance whose sync was stopped by ctx.
-func interruption(ctx context.Context, key string) *Failure {
-	return transient(cairnv1.ReasonInterrupted,
+func interruption(ctx context.Context, key string) *outcome.Failure {
+	return outcome.NewTransient(cairnv1.ReasonInterrupted,
 		fmt.Errorf("the sync of %s was interrupted (%v): the next sync resumes it", key, context.Cause(ctx)))
 }
 

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func TestInterruptedIsACancellationNotADeadline(t *testing.T) {
@@ -38,14 +39,14 @@ func TestInterruptedIsACancellationNotADeadline(t *testing.T) {
 				g.Expect(ok).To(BeTrue())
 				g.Expect(time.Until(deadline)).To(BeNumerically("<=", finishTimeout))
 			}
-			r := &instanceRun{mi: &cairnv1.ModuleInstance{}, failure: stalled(cairnv1.ReasonHealthCheckFailed, tc.ctx.Err())}
+			r := &instanceRun{mi: &cairnv1.ModuleInstance{}, failure: outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, tc.ctx.Err())}
 			r.mi.Namespace, r.mi.Name = "team-a", "web"
 			r.interrupt(tc.ctx)
 			if !tc.interrupted {
 				g.Expect(r.failure.Reason).To(Equal(cairnv1.ReasonHealthCheckFailed))
 				return
 			}
-			g.Expect(r.failure.Kind).To(Equal(Transient))
+			g.Expect(r.failure.Kind).To(Equal(outcome.Transient))
 			g.Expect(r.failure.Reason).To(Equal(cairnv1.ReasonInterrupted))
 			g.Expect(r.failure.Error()).To(ContainSubstring("team-a/web was interrupted (terminated signal received)"))
 		})

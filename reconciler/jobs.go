@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Per-kind rules for Jobs (DESIGN.md section 4, step 7): a Job is applied once and
@@ -79,7 +80,7 @@ func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Un
 		}
 		live, err := getLive(ctx, c, u)
 		if err != nil {
-			return nil, nil, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", describe(u), err))
+			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", describe(u), err))
 		}
 		switch decideJob(jobApplied(last, u), live, forced(u)) {
 		case jobApply:

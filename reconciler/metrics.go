@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"cairn.dev/cairn/reconciler/outcome"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -117,12 +118,12 @@ func (m *MetricsReporter) SyncFinished(revision string, res *SyncResult) {
 	counts := map[string]int{"ready": 0, "failed": 0, "progressing": 0, "other": 0}
 	for _, i := range res.Instances {
 		switch {
-		case i.Action == ActionDeleted:
+		case i.Action == outcome.ActionDeleted:
 		case i.Ready:
 			counts["ready"]++
-		case i.Action == ActionFailed:
+		case i.Action == outcome.ActionFailed:
 			counts["failed"]++
-		case i.Action == ActionProgressing:
+		case i.Action == outcome.ActionProgressing:
 			counts["progressing"]++
 		default:
 			counts["other"]++

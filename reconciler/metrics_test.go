@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func TestMetricsReporterCountsOutcomes(t *testing.T) {
@@ -21,12 +22,12 @@ func TestMetricsReporterCountsOutcomes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	a, b := InstanceKey{"team", "a"}, InstanceKey{"team", "b"}
 	m.SyncStarted("sha", []InstanceKey{a, b})
-	ra := InstanceResult{Action: ActionCreated, Reason: "Succeeded", Ready: true, Applied: 4, Created: 3, Unchanged: 2, Duration: 2 * time.Second}
-	rb := InstanceResult{Action: ActionFailed, Reason: "RenderFailed"}
+	ra := InstanceResult{Action: outcome.ActionCreated, Reason: "Succeeded", Ready: true, Applied: 4, Created: 3, Unchanged: 2, Duration: 2 * time.Second}
+	rb := InstanceResult{Action: outcome.ActionFailed, Reason: "RenderFailed"}
 	m.InstanceFinished("sha", a, ra)
 	m.InstanceFinished("sha", b, rb)
 	m.SyncFinished("sha", &SyncResult{Revision: "sha", Instances: []InstanceResult{ra, rb,
-		{Action: ActionProgressing}, {Action: ActionDeleted}}})
+		{Action: outcome.ActionProgressing}, {Action: outcome.ActionDeleted}}})
 
 	g.Expect(testutil.ToFloat64(m.results.WithLabelValues("Created", "Succeeded"))).To(Equal(1.0))
 	g.Expect(testutil.ToFloat64(m.results.WithLabelValues("Failed", "RenderFailed"))).To(Equal(1.0))
@@ -98,7 +99,7 @@ func TestObserveRevisionAndRefusals(t *testing.T) {
 
 	s := &syncRun{e: &Engine{opts: Options{Metrics: m}}, runs: []*instanceRun{
 		{pruneErr: newPruneGuard(nil, "").refuse(limitMaxPercent, "x")}, {},
-		{pruneErr: refusal(limitEmptyRender, failuref(Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
+		{pruneErr: refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
 		pruneErrs: []error{newPruneGuard(nil, "").refuse(limitMaxDeletions, "y")}}
 	s.countRefusals()
 	for limit, want := range map[string]float64{limitMaxPercent: 1, limitEmptyRender: 1, limitMaxDeletions: 1, limitHalfOfInstances: 0} {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Ownership: every applied object belongs to exactly one live instance, known by its
@@ -62,10 +63,10 @@ func (s *syncRun) claimShared() {
 	}
 }
 
-func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *Failure {
+func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcome.Failure {
 	what := describeID(id)
 	if owner != nil {
-		return failuref(Stalled, cairnv1.ReasonOwnershipConflict,
+		return outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict,
 			"%s is owned by instance %s, which renders it too: an object belongs to one instance", what, owner.key())
 	}
 	var others []string
@@ -74,7 +75,7 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *Failur
 			others = append(others, o.key())
 		}
 	}
-	return failuref(Stalled, cairnv1.ReasonOwnershipConflict,
+	return outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict,
 		"%s is rendered by this instance and by %s in the same revision: an object belongs to one instance",
 		what, strings.Join(others, ", "))
 }
@@ -84,7 +85,7 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *Failur
 // and is not r's to take (see claim). An object in a namespace this sync created is not
 // read: nothing in it predates the sync, and what other instances of the sync render
 // there claimShared has checked. The objects r adopts are recorded in r.adopted.
-func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
+func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.Failure {
 	var fresh []*unstructured.Unstructured
 	for _, u := range r.objects {
 		if _, ok := r.oldInv[objectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
@@ -98,7 +99,7 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
 	// no tenant's objects.
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
-		return transient(cairnv1.ReasonApplyFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	var mu sync.Mutex
 	errs := forEachObject(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
@@ -114,11 +115,11 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *Failure {
 	if len(errs) == 0 {
 		return nil
 	}
-	var f *Failure
+	var f *outcome.Failure
 	if errors.As(errors.Join(errs...), &f) { // a failed read: transient, or denied
 		return f
 	}
-	return failuref(Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
+	return outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
 }
 
 // claim decides, reading with c, whether r may write u, which its inventory does not hold: yes when u
@@ -131,7 +132,7 @@ func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u 
 	case meta.IsNoMatchError(err):
 		return false, nil // its definition comes with this render
 	case err != nil:
-		return false, classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+		return false, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
 	case live == nil:
 		return false, nil
 	}
@@ -186,7 +187,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 	}
 	inv, err := s.e.inventories().load(ctx, live)
 	if err != nil {
-		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
+		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
 	}
 	_, holds := inv[id]
 	return !holds, nil

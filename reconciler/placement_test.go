@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
@@ -83,7 +84,7 @@ func TestPlacement(t *testing.T) {
 				return
 			}
 			g.Expect(err).To(MatchError(ContainSubstring(tc.err)))
-			g.Expect(classify("", err).Reason).To(Equal(tc.reason))
+			g.Expect(outcome.Classify("", err).Reason).To(Equal(tc.reason))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -42,7 +43,7 @@ func (e *Engine) PlanChange(ctx context.Context, base, head Revision) (*Plan, er
 	for key, b := range before {
 		if _, stays := after[key]; !stays && !seen[key] {
 			plan.Instances = append(plan.Instances, InstancePlan{Namespace: b.Namespace, Name: b.Name,
-				Action: PlanDelete, Why: "removed from Git", Diff: renderedDiff(b, Rendered{})})
+				Action: outcome.PlanDelete, Why: "removed from Git", Diff: renderedDiff(b, Rendered{})})
 		}
 	}
 	sort.SliceStable(plan.Instances, func(i, j int) bool {

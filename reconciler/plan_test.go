@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -38,10 +39,10 @@ func TestCleanKustomize(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(retryAfter(Transient, 1)).To(Equal(5 * time.Second))
-	g.Expect(retryAfter(Transient, 3)).To(Equal(20 * time.Second))
-	g.Expect(retryAfter(Transient, 30)).To(Equal(5 * time.Minute))
-	g.Expect(retryAfter(Stalled, 1)).To(Equal(30 * time.Minute))
+	g.Expect(retryAfter(outcome.Transient, 1)).To(Equal(5 * time.Second))
+	g.Expect(retryAfter(outcome.Transient, 3)).To(Equal(20 * time.Second))
+	g.Expect(retryAfter(outcome.Transient, 30)).To(Equal(5 * time.Minute))
+	g.Expect(retryAfter(outcome.Stalled, 1)).To(Equal(30 * time.Minute))
 }
 
 func TestRemovalOrderPutsDependentsFirst(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -65,13 +66,13 @@ func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMa
 	case meta.IsNoMatchError(err):
 		ns, provided := crds[gvk.GroupKind()]
 		if !provided {
-			return false, stalled(cairnv1.ReasonKindNotServed,
+			return false, outcome.NewStalled(cairnv1.ReasonKindNotServed,
 				fmt.Errorf("%s: the cluster does not serve %s and no instance provides it (a CustomResourceDefinition in its render)",
 					describe(u), gvk.String()))
 		}
 		namespaced = ns
 	default:
-		return false, transient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
+		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
 	}
 	switch {
 	case !namespaced:

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // countingMapper serves only ConfigMap and counts its lookups.
@@ -66,7 +67,7 @@ func TestSetScopeTakesTheClustersScopeOfAServedKind(t *testing.T) {
 
 	_, err = setScope(kindObject("nobody.example.com/v1", "Gadget", "x"), "team-a", mapper, crds)
 	g.Expect(err).To(MatchError(ContainSubstring("does not serve")))
-	var f *Failure
+	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue())
 	g.Expect(f.Reason).To(Equal(cairnv1.ReasonKindNotServed))
 }

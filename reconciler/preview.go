@@ -13,6 +13,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // Plan is what a sync of a revision would do to the live cluster.
@@ -32,12 +33,12 @@ type InstancePlan struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Action is Create, Update, Unchanged, Delete, Skip or Error.
-	Action    PlanAction `json:"action"`
-	Why       string     `json:"why,omitempty"`
-	Create    []string   `json:"create,omitempty"`
-	Configure []string   `json:"configure,omitempty"`
-	Unchanged int        `json:"unchanged,omitempty"`
-	Prune     []string   `json:"prune,omitempty"`
+	Action    outcome.PlanAction `json:"action"`
+	Why       string             `json:"why,omitempty"`
+	Create    []string           `json:"create,omitempty"`
+	Configure []string           `json:"configure,omitempty"`
+	Unchanged int                `json:"unchanged,omitempty"`
+	Prune     []string           `json:"prune,omitempty"`
 	// Adopt lists the existing objects no instance owns that the instance takes over
 	// (spec.adopt).
 	Adopt []string `json:"adopt,omitempty"`
@@ -122,12 +123,12 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	}
 	for _, live := range s.held {
 		f := s.heldFailure(live)
-		plan.Instances = append(plan.Instances, InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: PlanError,
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: outcome.PlanError,
 			Reason: f.Reason, Error: f.Error(), PruneVerdict: "refused: its file could not be read"})
 	}
 	for _, inv := range set.Invalid {
 		ns, name := splitKey(inv.Object)
-		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: PlanError, Reason: inv.Reason, Error: inv.Error()})
+		plan.Instances = append(plan.Instances, InstancePlan{Namespace: ns, Name: name, Action: outcome.PlanError, Reason: inv.Reason, Error: inv.Error()})
 	}
 	sort.SliceStable(plan.Instances, func(i, j int) bool {
 		a, b := plan.Instances[i], plan.Instances[j]
@@ -152,24 +153,24 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 	}
 	switch {
 	case r.suspended():
-		ip.Action = PlanSkip
+		ip.Action = outcome.PlanSkip
 		return ip
 	case !r.affected:
-		ip.Action = PlanUnchanged
+		ip.Action = outcome.PlanUnchanged
 		s.previewGenerated(ctx, r, &ip)
 		return ip
 	case r.failure != nil:
-		ip.Action, ip.Reason, ip.Error = PlanError, r.failure.Reason, r.failure.Error()
+		ip.Action, ip.Reason, ip.Error = outcome.PlanError, r.failure.Reason, r.failure.Error()
 		return ip
 	}
 	if f := s.checkOwnership(ctx, r); f != nil {
-		ip.Action, ip.Reason, ip.Error = PlanError, f.Reason, f.Error()
+		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()
 		return ip
 	}
 	ip.Adopt = r.adopted
-	ip.Action = PlanUpdate
+	ip.Action = outcome.PlanUpdate
 	if r.live == nil {
-		ip.Action = PlanCreate
+		ip.Action = outcome.PlanCreate
 	}
 	s.dryRun(ctx, r, &ip)
 	s.previewHooks(ctx, r, &ip)
@@ -203,7 +204,7 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 		}
 		entry, _, _, err := m.Diff(ctx, u, opts)
 		if err != nil {
-			ip.Action, ip.Reason, ip.Error = PlanError, cairnv1.ReasonApplyFailed, err.Error()
+			ip.Action, ip.Reason, ip.Error = outcome.PlanError, cairnv1.ReasonApplyFailed, err.Error()
 			return
 		}
 		switch entry.Action {
@@ -232,7 +233,7 @@ func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
 }
 
 func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
-	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: PlanDelete, Why: "removed from Git", PruneVerdict: "allowed"}
+	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: outcome.PlanDelete, Why: "removed from Git", PruneVerdict: "allowed"}
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {
 		ip.Error = rs.err.Error()

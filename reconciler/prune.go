@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // defaultProtectedKinds are never pruned unless an instance opts in.
@@ -193,13 +194,13 @@ func (g pruneGuard) checkInstance(s *pruneSet) error {
 	return nil
 }
 
-func (g pruneGuard) refuse(limit, format string, args ...any) *Failure {
+func (g pruneGuard) refuse(limit, format string, args ...any) *outcome.Failure {
 	hint := fmt.Sprintf("; add the trailer \"%s: <n>\" to the commit message to allow n deletions", cairnv1.AllowPruneTrailer)
 	if g.tenants {
 		hint = fmt.Sprintf("; add the trailer \"%s: <n>\" to a commit that changes the instance's file "+
 			"(for a removed instance, a file of its owner) to allow n deletions", cairnv1.AllowPruneTrailer)
 	}
-	return refusal(limit, failuref(Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...))
+	return refusal(limit, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "prune refused: "+format+hint, args...))
 }
 
 // The prune guards, as cairn_prune_refusals_total names them.
@@ -220,7 +221,7 @@ func (e *guardError) Error() string { return e.err.Error() }
 func (e *guardError) Unwrap() error { return e.err }
 
 // refusal marks f as a refusal by the guard limit; its message is unchanged.
-func refusal(limit string, f *Failure) *Failure {
+func refusal(limit string, f *outcome.Failure) *outcome.Failure {
 	f.Err = &guardError{limit: limit, err: f.Err}
 	return f
 }
@@ -240,17 +241,17 @@ func refusedBy(err error) string {
 func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
 	objects, err := s.stale.objects()
 	if err != nil {
-		return nil, stalled(cairnv1.ReasonPruneFailed, err)
+		return nil, outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
 	all := ssa.NewChangeSet()
 	for _, stage := range deleteStages(objects) {
 		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s)
 		all.Append(entries)
 		if err != nil {
-			return all, classify(cairnv1.ReasonPruneFailed, err)
+			return all, outcome.Classify(cairnv1.ReasonPruneFailed, err)
 		}
 		if err := waitGone(ctx, m.Client(), terminating, timeout); err != nil {
-			return all, transient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
+			return all, outcome.NewTransient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
 		}
 	}
 	return all, nil

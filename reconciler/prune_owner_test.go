@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -94,7 +95,7 @@ func TestPruneGuardPerTenant(t *testing.T) {
 				owners[s.owner] = true
 				g.Expect(s.refused).To(MatchError(ContainSubstring(want)), s.key)
 				g.Expect(s.refused).To(MatchError(ContainSubstring("to a commit that changes the instance's file")), s.key)
-				g.Expect(s.refused.(*Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
+				g.Expect(s.refused.(*outcome.Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
 				g.Expect(errs).To(ContainElement(BeIdenticalTo(s.refused)), "counted once per owner")
 			}
 			g.Expect(errs).To(HaveLen(len(owners)), "one refusal per refused owner")

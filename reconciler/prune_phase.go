@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // checkPrunes computes what each rendered instance and each removed instance would
@@ -58,7 +59,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	}
 	old, err := s.lastInventory(ctx, r)
 	if err != nil {
-		r.setFailure(transient(cairnv1.ReasonPruneFailed, err))
+		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
 	if r.live == nil && len(old) == 0 {
@@ -67,13 +68,13 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 	r.oldInv = old
 	own := r.desiredInventory(s.digestKey) // generated Secrets included: they never leave with the render
 	if len(own) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
-		r.pruneErr = refusal(limitEmptyRender, failuref(Stalled, cairnv1.ReasonPruneGuard,
+		r.pruneErr = refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard,
 			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old)))
 		return nil
 	}
 	stale := old.minus(own).minus(desired)
 	if r.withheld, err = s.keepWithdrawn(ctx, r, stale); err != nil {
-		r.setFailure(transient(cairnv1.ReasonPruneFailed, err))
+		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
 	stale = stale.minus(r.withheld)

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func TestAllowPruneTrailer(t *testing.T) {
@@ -71,7 +72,7 @@ func TestPruneGuard(t *testing.T) {
 				g.Expect(errs).To(HaveLen(1))
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantSync)))
 				g.Expect(err).To(BeIdenticalTo(errs[0]))
-				g.Expect(err.(*Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
+				g.Expect(err.(*outcome.Failure).Reason).To(Equal(cairnv1.ReasonPruneGuard))
 			}
 			g.Expect(refusedBy(err)).To(Equal(tc.syncLimit))
 			err = guard.checkInstance(tc.sets[0])

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/sign"
 )
 
@@ -29,14 +30,14 @@ const (
 // records it on r. A render already published is not pushed again (its signature
 // is added if it lacks one). Failing to publish fails the instance before anything
 // is applied: every applied state has its signed artifact.
-func (s *syncRun) publish(ctx context.Context, r *instanceRun) *Failure {
+func (s *syncRun) publish(ctx context.Context, r *instanceRun) *outcome.Failure {
 	target := s.platform.Spec.Render.Publish
 	if target == nil || s.readOnly {
 		return nil
 	}
 	st := s.supplyChain(ctx).regs[target.Registry]
 	if st == nil {
-		return stalled(cairnv1.ReasonPublishFailed, fmt.Errorf("publish Registry %s is not declared", target.Registry))
+		return outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("publish Registry %s is not declared", target.Registry))
 	}
 	if st.failure != nil {
 		return st.failure
@@ -47,7 +48,7 @@ func (s *syncRun) publish(ctx context.Context, r *instanceRun) *Failure {
 	}
 	data, err := renderedYAML(r)
 	if err != nil {
-		return stalled(cairnv1.ReasonPublishFailed, err)
+		return outcome.NewStalled(cairnv1.ReasonPublishFailed, err)
 	}
 	repo := strings.Trim(target.Repository, "/") + "/" + r.mi.Namespace + "/" + r.mi.Name
 	tag := strings.ReplaceAll(r.rendered.Digest, ":", "-")
@@ -96,12 +97,12 @@ func (s *syncRun) previousPublishRevision(r *instanceRun, dgst string) string {
 	return s.rev.SHA
 }
 
-func publishFailure(ref string, err error) *Failure {
+func publishFailure(ref string, err error) *outcome.Failure {
 	err = fmt.Errorf("failed to publish %s: %w", ref, err)
 	if sign.Transient(err) {
-		return transient(cairnv1.ReasonPublishFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonPublishFailed, err)
 	}
-	return stalled(cairnv1.ReasonPublishFailed, err)
+	return outcome.NewStalled(cairnv1.ReasonPublishFailed, err)
 }
 
 // renderedYAML is the objects as applied, without the instance UID (the artifact
@@ -132,10 +133,10 @@ func objectsYAML(objects []*unstructured.Unstructured) ([]byte, error) {
 }
 
 // signer loads st's signing key once per sync.
-func (sc *supplyChain) signer(ctx context.Context, st *registryState) (*sign.PrivateKey, *Failure) {
+func (sc *supplyChain) signer(ctx context.Context, st *registryState) (*sign.PrivateKey, *outcome.Failure) {
 	st.signOnce.Do(func() {
 		if st.reg.Spec.Signing == nil {
-			st.signErr = stalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s has no signing key (spec.signing.keySecretRef): cairn publishes only signed artifacts", st.reg.Name))
+			st.signErr = outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s has no signing key (spec.signing.keySecretRef): cairn publishes only signed artifacts", st.reg.Name))
 			return
 		}
 		name := st.reg.Spec.Signing.KeySecretRef.Name
@@ -146,12 +147,12 @@ func (sc *supplyChain) signer(ctx context.Context, st *registryState) (*sign.Pri
 		}
 		key := s.Data["cosign.key"]
 		if len(key) == 0 {
-			st.signErr = stalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s: Secret %s has no cosign.key", st.reg.Name, name))
+			st.signErr = outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s: Secret %s has no cosign.key", st.reg.Name, name))
 			return
 		}
 		pk, err := sign.LoadPrivateKey(key, s.Data["cosign.password"])
 		if err != nil {
-			st.signErr = stalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s: Secret %s: the signing key cannot be loaded (wrong cosign.password?): %s", st.reg.Name, name, sign.Reason(err)))
+			st.signErr = outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s: Secret %s: the signing key cannot be loaded (wrong cosign.password?): %s", st.reg.Name, name, sign.Reason(err)))
 			return
 		}
 		st.signer = pk

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -57,11 +58,11 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 	e.opts.Metrics.observeRevision(rev)
 	root, err := rev.Tree.Sub(e.opts.Path)
 	if err != nil {
-		return nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
+		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))
 	}
 	set, loadErr := e.load(ctx, root)
 	if loadErr != nil {
-		res, err := e.failRevision(ctx, rev, stalled(cairnv1.ReasonInvalidDeclaration, loadErr))
+		res, err := e.failRevision(ctx, rev, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, loadErr))
 		return &RevisionState{unusable: res}, err
 	}
 	s, err := e.newSyncRun(ctx, rev, root, set, false)
@@ -128,7 +129,7 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 	r := st.s.byKey[key]
 	if r == nil {
 		ns, name := splitKey(key)
-		return InstanceOutcome{Result: InstanceResult{Namespace: ns, Name: name, Action: ActionSkipped,
+		return InstanceOutcome{Result: InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionSkipped,
 			Reason: "NotDeclared", Message: "not declared at " + shortSHA(st.Revision())}}
 	}
 	if !r.affected {
@@ -235,8 +236,8 @@ func (st *RevisionState) dependency(key string, kinds []string) dependencyState 
 // dependencyVerdict decides whether an instance with these dependencies may be
 // applied: pending when one has no outcome yet at this revision, else the first
 // reason it must wait (nil: it may go ahead).
-func dependencyVerdict(deps []dependencyState) (*Failure, bool) {
-	var f *Failure
+func dependencyVerdict(deps []dependencyState) (*outcome.Failure, bool) {
+	var f *outcome.Failure
 	for _, d := range deps {
 		if d.kinds != nil {
 			f = firstFailure(f, providerVerdict(d))
@@ -247,19 +248,19 @@ func dependencyVerdict(deps []dependencyState) (*Failure, bool) {
 		}
 		switch {
 		case !d.declared:
-			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not a valid instance", d.key)))
+			f = firstFailure(f, outcome.NewWaiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not a valid instance", d.key)))
 		case d.outcome == nil:
 			return nil, true
-		case d.outcome.Result.Action == ActionProgressing:
-			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is progressing: applied, not yet healthy", d.key)))
+		case d.outcome.Result.Action == outcome.ActionProgressing:
+			f = firstFailure(f, outcome.NewWaiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is progressing: applied, not yet healthy", d.key)))
 		case !d.outcome.SatisfiesDependents:
-			f = firstFailure(f, waiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key)))
+			f = firstFailure(f, outcome.NewWaiting(cairnv1.ReasonDependencyNotReady, fmt.Errorf("dependency %s is not ready", d.key)))
 		}
 	}
 	return f, false
 }
 
-func firstFailure(have, next *Failure) *Failure {
+func firstFailure(have, next *outcome.Failure) *outcome.Failure {
 	if have != nil {
 		return have
 	}

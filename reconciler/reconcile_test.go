@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -69,9 +70,9 @@ func TestInDependencyOrderRunsIndependentKeysTogether(t *testing.T) {
 }
 
 func TestDependencyVerdict(t *testing.T) {
-	ready := &InstanceOutcome{Result: InstanceResult{Action: ActionUnchanged, Ready: true}, SatisfiesDependents: true}
-	failed := &InstanceOutcome{Result: InstanceResult{Action: ActionFailed}}
-	progressing := &InstanceOutcome{Result: InstanceResult{Action: ActionProgressing}}
+	ready := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionUnchanged, Ready: true}, SatisfiesDependents: true}
+	failed := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionFailed}}
+	progressing := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionProgressing}}
 	dep := func(key string, o *InstanceOutcome) dependencyState {
 		return dependencyState{key: key, declared: true, outcome: o}
 	}
@@ -99,7 +100,7 @@ func TestDependencyVerdict(t *testing.T) {
 				return
 			}
 			g.Expect(f).NotTo(BeNil())
-			g.Expect(f.Kind).To(Equal(Waiting))
+			g.Expect(f.Kind).To(Equal(outcome.Waiting))
 			g.Expect(f.Reason).To(Equal(cairnv1.ReasonDependencyNotReady))
 			g.Expect(f.Error()).To(Equal(tc.wait))
 		})
@@ -157,7 +158,7 @@ func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
 func TestIsAffected(t *testing.T) {
 	failedAt := func(rev string, retryIn time.Duration) func(*syncRun, *cairnv1.ModuleInstance) {
 		return func(s *syncRun, mi *cairnv1.ModuleInstance) {
-			markFailed(mi, rev, transient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
+			markFailed(mi, rev, outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
 		}
 	}
 	for _, tc := range []struct {
@@ -315,28 +316,28 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		run       *instanceRun
-		action    Action
-		retry     FailureKind
+		action    outcome.Action
+		retry     outcome.Kind
 		ready     bool
 		satisfies bool
 		requeue   bool
 	}{
-		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), ActionUpdated, "", true, true, false},
-		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), ActionCreated, "", true, true, false},
-		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), ActionUnchanged, "", true, true, false},
+		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
+		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), outcome.ActionCreated, "", true, true, false},
+		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), outcome.ActionUnchanged, "", true, true, false},
 		{"failed", mk(func(r *instanceRun) {
-			r.failure = transient(cairnv1.ReasonApplyFailed, errors.New("boom"))
+			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom"))
 			markFailed(r.live, "new", r.failure, now)
-		}), ActionFailed, Transient, false, false, true},
+		}), outcome.ActionFailed, outcome.Transient, false, false, true},
 		{"progressing", mk(func(r *instanceRun) {
-			r.failure = &Failure{Kind: Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("not yet")}
+			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("not yet")}
 			markFailed(r.live, "new", r.failure, now)
-		}), ActionProgressing, Progressing, false, false, true},
+		}), outcome.ActionProgressing, outcome.Progressing, false, false, true},
 		{"failed before, retry not due", mk(func(r *instanceRun) {
 			r.affected, r.why = false, "not retried before"
-			markFailed(r.live, "new", stalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
-		}), ActionFailed, Stalled, false, false, true},
-		{"suspended after a good sync", mk(func(r *instanceRun) { r.affected, r.mi.Spec.Suspend = false, true }), ActionSkipped, "", true, true, false},
+			markFailed(r.live, "new", outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
+		}), outcome.ActionFailed, outcome.Stalled, false, false, true},
+		{"suspended after a good sync", mk(func(r *instanceRun) { r.affected, r.mi.Spec.Suspend = false, true }), outcome.ActionSkipped, "", true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -356,9 +357,9 @@ func TestCountInstancesAndNextRetry(t *testing.T) {
 	g := NewWithT(t)
 	soon, later := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
 	res := &SyncResult{Instances: []InstanceResult{
-		{Action: ActionUpdated, Ready: true}, {Action: ActionUnchanged, Ready: true},
-		{Action: ActionFailed, NextRetryAt: &later}, {Action: ActionProgressing, NextRetryAt: &soon},
-		{Action: ActionDeleted},
+		{Action: outcome.ActionUpdated, Ready: true}, {Action: outcome.ActionUnchanged, Ready: true},
+		{Action: outcome.ActionFailed, NextRetryAt: &later}, {Action: outcome.ActionProgressing, NextRetryAt: &soon},
+		{Action: outcome.ActionDeleted},
 	}}
 	g.Expect(countInstances(res)).To(Equal(cairnv1.InstanceCounts{Total: 4, Ready: 2, Failed: 1, Progressing: 1}))
 	g.Expect(res.NextRetry()).To(Equal(soon))

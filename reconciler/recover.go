@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // A panic while one instance is rendered, placed or applied is a bug in cairn (or in
@@ -57,11 +58,11 @@ func panicSummary(v any) string {
 
 // recovered is r's failure for the panic v recovered while it was in phase; the
 // stack is logged, never put in the failure.
-func (s *syncRun) recovered(ctx context.Context, r *instanceRun, phase string, v any) *Failure {
+func (s *syncRun) recovered(ctx context.Context, r *instanceRun, phase string, v any) *outcome.Failure {
 	msg := panicSummary(v)
 	s.e.logger(ctx).Error(fmt.Errorf("panic: %s", msg), "recovered a panic: the instance fails with InternalError",
 		"instance", r.key(), "revision", s.rev.SHA, "phase", phase, "stack", string(debug.Stack()))
-	return stalled(cairnv1.ReasonInternalError, fmt.Errorf(
+	return outcome.NewStalled(cairnv1.ReasonInternalError, fmt.Errorf(
 		"internal error during the %s of %s: %s (a bug in cairn; the stack is in cairn's log)", phase, r.key(), msg))
 }
 

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // TestRecoveredPanicFailsOnlyTheInstance: a panic in an instance's phase becomes
@@ -29,7 +30,7 @@ func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
 		_ = objects[len(logs.String())+3] // a runtime error: its message is quoted
 	}()
 	g.Expect(r.failure).NotTo(BeNil())
-	g.Expect(r.failure.Kind).To(Equal(Stalled))
+	g.Expect(r.failure.Kind).To(Equal(outcome.Stalled))
 	g.Expect(r.failure.Reason).To(Equal(cairnv1.ReasonInternalError))
 	g.Expect(r.failure.Error()).To(HavePrefix("internal error during the render of team-a/app: runtime error: index out of range [3] with length 0"))
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -24,7 +25,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
 		if suspendAnnotated(live) { // an emergency stop holds the removal too
-			res.Action, res.Reason = ActionSkipped, cairnv1.ReasonSuspended
+			res.Action, res.Reason = outcome.ActionSkipped, cairnv1.ReasonSuspended
 			res.Message = "removed from Git but suspended in the cluster: nothing is deleted until `cairn resume`"
 			s.results = append(s.results, res)
 			continue
@@ -35,7 +36,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 		}
 		began := time.Now()
 		if f := s.removeInstance(ctx, live, &res); f != nil {
-			res.Action, res.Reason, res.Message, res.Retry = ActionFailed, f.Reason, f.Error(), f.Kind
+			res.Action, res.Reason, res.Message, res.Retry = outcome.ActionFailed, f.Reason, f.Error(), f.Kind
 			s.recordRemovalFailure(ctx, live, f)
 			res.NextRetryAt = retryTime(live)
 		}
@@ -46,20 +47,20 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	}
 }
 
-func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *Failure {
+func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *outcome.Failure {
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.pruneSet != nil && rs.refused != nil {
-		return classify(cairnv1.ReasonPruneGuard, rs.refused)
+		return outcome.Classify(cairnv1.ReasonPruneGuard, rs.refused)
 	}
 	if f := s.dependentsRemain(live); f != nil {
 		return f // nothing of it is deleted
 	}
 	if rs.err != nil {
-		return transient(cairnv1.ReasonPruneFailed, rs.err)
+		return outcome.NewTransient(cairnv1.ReasonPruneFailed, rs.err)
 	}
 	m, err := s.e.cluster.Manager(live.Namespace, s.removalIdentity(live))
 	if err != nil {
-		return transient(cairnv1.ReasonPruneFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 	}
 	if !pruneEnabled(live) {
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
@@ -68,7 +69,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	var hooks hookRecord
 	if hasHookRecord(live) {
 		if hooks, err = s.e.inventories().loadHooks(ctx, live); err != nil {
-			return transient(cairnv1.ReasonPruneFailed, err)
+			return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 		}
 	}
 	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPreDelete); f != nil {
@@ -81,15 +82,15 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		err = deleteLeftHooks(ctx, hookRunner{c: m.Client(), owner: hookOwnerOf(live)}, hooks.Left)
 	}
 	if err != nil {
-		return classify(cairnv1.ReasonPruneFailed, err)
+		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
 	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPostDelete); f != nil {
 		return f
 	}
 	if err := s.deleteCR(ctx, live); err != nil {
-		return transient(cairnv1.ReasonPruneFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 	}
-	res.Action, res.Reason, res.Message = ActionDeleted, "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
+	res.Action, res.Reason, res.Message = outcome.ActionDeleted, "Removed", fmt.Sprintf("removed from Git: %d objects deleted%s", res.Pruned, keptNote(ps))
 	return nil
 }
 
@@ -97,20 +98,20 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 // objects in place, without cairn's labels (see orphanObjects), as the instance's
 // identity.
 func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
-	res *InstanceResult) *Failure {
+	res *InstanceResult) *outcome.Failure {
 	objects, err := rs.orphan.objects()
 	if err != nil {
-		return stalled(cairnv1.ReasonPruneFailed, err)
+		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
 	n, err := orphanObjects(ctx, c, objects, rs.key, string(live.UID))
 	if err != nil {
-		return classify(cairnv1.ReasonPruneFailed, err)
+		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
 	if err := s.deleteCR(ctx, live); err != nil {
-		return transient(cairnv1.ReasonPruneFailed, err)
+		return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 	}
-	res.Action, res.Reason = ActionDeleted, "Removed"
+	res.Action, res.Reason = outcome.ActionDeleted, "Removed"
 	res.Message = fmt.Sprintf("removed from Git: prune is false, orphaned %d objects (left in place without cairn's labels)", n)
 	return nil
 }
@@ -132,10 +133,10 @@ func (s *syncRun) heldFile(live *cairnv1.ModuleInstance) (string, bool) {
 
 // heldFailure says why a held instance is neither applied nor removed, with the problem
 // of its file.
-func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *Failure {
+func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *outcome.Failure {
 	file, _ := s.heldFile(live)
 	if src := live.Annotations[sourceAnnotation]; src == "" {
-		return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+		return outcome.Failuref(outcome.Stalled, cairnv1.ReasonInvalidDeclaration,
 			"instance is not declared in the files that could be read, and its CR does not record its source file: "+
 				"not removing it while files could not be read (%s)", file)
 	}
@@ -146,7 +147,7 @@ func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *Failure {
 			break
 		}
 	}
-	return failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+	return outcome.Failuref(outcome.Stalled, cairnv1.ReasonInvalidDeclaration,
 		"declared in %s, which could not be read (%s): keeping its objects and last good state, not removing it", file, why)
 }
 
@@ -154,7 +155,7 @@ func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *Failure {
 func (s *syncRun) holdInstances(ctx context.Context) {
 	for _, live := range s.held {
 		f := s.heldFailure(live)
-		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: ActionFailed, Reason: f.Reason, Message: f.Error(), Retry: f.Kind}
+		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: outcome.ActionFailed, Reason: f.Reason, Message: f.Error(), Retry: f.Kind}
 		if !s.readOnly {
 			s.recordRemovalFailure(ctx, live, f)
 		}
@@ -190,7 +191,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 	return nil
 }
 
-func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *Failure) {
+func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *outcome.Failure) {
 	before := live.DeepCopy()
 	markFailed(live, s.rev.SHA, f, s.now)
 	if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/fairslots"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -172,11 +173,11 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
 	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.kinds, pl, scopes); err != nil {
-		r.failure = classify(cairnv1.ReasonApplyFailed, err)
+		r.failure = outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}
 	if err := checkGeneratedSecrets(res.Objects, r.mi, pl); err != nil {
-		r.failure = classify(cairnv1.ReasonSecretConflict, err)
+		r.failure = outcome.Classify(cairnv1.ReasonSecretConflict, err)
 		return
 	}
 	r.rendered, r.objects, r.warnings = keyedDigest(res, s.digestKey), res.Objects, res.Warnings
@@ -188,20 +189,20 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 // renderFailure types a render error: a registry that could not be reached, or a
 // deadline that passed while every render worker was busy with other renders, is
 // transient; everything else about a render is decided by its inputs and stalls.
-func renderFailure(key string, err error) *Failure {
-	if f := (*Failure)(nil); errors.As(err, &f) {
+func renderFailure(key string, err error) *outcome.Failure {
+	if f := (*outcome.Failure)(nil); errors.As(err, &f) {
 		// A refusal of the supply chain (a module's signature) keeps its type.
-		return &Failure{Kind: f.Kind, Reason: f.Reason, Err: fmt.Errorf("failed to render %s: %w", key, err)}
+		return &outcome.Failure{Kind: f.Kind, Reason: f.Reason, Err: fmt.Errorf("failed to render %s: %w", key, err)}
 	}
 	reason := renderReason(err)
 	err = fmt.Errorf("failed to render %s: %w", key, err)
 	switch {
 	case reason == render.ReasonFetchFailed, errors.Is(err, render.ErrWorkersBusy):
-		return transient(reason, err)
+		return outcome.NewTransient(reason, err)
 	case reason == render.ReasonLimitExceeded:
-		return stalled(cairnv1.ReasonLimitExceeded, err)
+		return outcome.NewStalled(cairnv1.ReasonLimitExceeded, err)
 	}
-	return stalled(reason, err)
+	return outcome.NewStalled(reason, err)
 }
 
 func renderReason(err error) string {
@@ -217,7 +218,7 @@ func renderReason(err error) string {
 // are relative to; repo is the whole repository, which a kustomize path is relative
 // to (as Flux's spec.path: a Kustomization under clusters/production builds
 // apps/production).
-func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *Failure) {
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *outcome.Failure) {
 	p := set.Platform
 	req := render.Request{
 		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set), Tenant: tenantOf(set, mi),
@@ -250,7 +251,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo
 	case m.CUE != nil:
 		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
 	default:
-		return req, failuref(Stalled, cairnv1.ReasonInvalidDeclaration,
+		return req, outcome.Failuref(outcome.Stalled, cairnv1.ReasonInvalidDeclaration,
 			"%s: module needs one of cue, chart, local, kustomize or timoni", mi.Namespace+"/"+mi.Name)
 	}
 	return req, nil

@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -46,12 +47,12 @@ func TestARenderThatWaitedForBusyWorkersIsRetried(t *testing.T) {
 	busy := &render.Error{Reason: render.ReasonRenderTimeout,
 		Err: fmt.Errorf("render exceeded its deadline while waiting for a render worker: %w (%w)", render.ErrWorkersBusy, ctx.Err())}
 	f := renderFailure("team-b/web", fmt.Errorf("kustomize directory apps/web: %w", busy))
-	g.Expect(f.Kind).To(Equal(Transient))
+	g.Expect(f.Kind).To(Equal(outcome.Transient))
 	g.Expect(f.Reason).To(Equal(render.ReasonRenderTimeout))
 	g.Expect(f.Err.Error()).To(HavePrefix("failed to render team-b/web: kustomize directory apps/web: "))
 
 	own := &render.Error{Reason: render.ReasonRenderTimeout, Err: errors.New("render exceeded its deadline during the kustomize build")}
-	g.Expect(renderFailure("team-a/slow", own).Kind).To(Equal(Stalled))
+	g.Expect(renderFailure("team-a/slow", own).Kind).To(Equal(outcome.Stalled))
 	limit := &render.Error{Reason: render.ReasonLimitExceeded, Err: errors.New("memory budget")}
-	g.Expect(renderFailure("team-a/big", limit).Kind).To(Equal(Stalled))
+	g.Expect(renderFailure("team-a/big", limit).Kind).To(Equal(outcome.Stalled))
 }

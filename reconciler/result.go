@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // summary is the Ready message of a successful sync.
@@ -54,7 +55,7 @@ func warningNote(warnings []string) string {
 // reason and kind), else one info line (with the warnings, if any).
 func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
 	log := s.e.logger(ctx).WithValues("instance", r.key(), "revision", s.rev.SHA)
-	if r.failure != nil && r.failure.Kind == Progressing {
+	if r.failure != nil && r.failure.Kind == outcome.Progressing {
 		log.Info("instance applied, not yet healthy; rechecked later", "message", r.failure.Error())
 		return
 	}
@@ -71,7 +72,7 @@ func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
 }
 
 func (r *instanceRun) outcome() string {
-	if r.failure != nil && r.failure.Kind == Progressing {
+	if r.failure != nil && r.failure.Kind == outcome.Progressing {
 		return "progressing: " + r.failure.Error()
 	}
 	if r.failure != nil {
@@ -89,21 +90,21 @@ func (r *instanceRun) result() InstanceResult {
 	}
 	switch {
 	case r.suspended():
-		res.Action, res.Reason, res.Message = ActionSkipped, "Suspended", "suspended"
+		res.Action, res.Reason, res.Message = outcome.ActionSkipped, "Suspended", "suspended"
 	case !r.affected && !isReady(r.live) && r.live != nil:
 		res = r.deferredResult(res)
 	case !r.affected:
-		res.Action, res.Reason, res.Message = ActionUnchanged, "", r.why+r.secretNote
-	case r.failure != nil && r.failure.Kind == Progressing:
-		res.Action, res.Reason, res.Message, res.Retry = ActionProgressing, r.failure.Reason, r.failure.Error(), Progressing
+		res.Action, res.Reason, res.Message = outcome.ActionUnchanged, "", r.why+r.secretNote
+	case r.failure != nil && r.failure.Kind == outcome.Progressing:
+		res.Action, res.Reason, res.Message, res.Retry = outcome.ActionProgressing, r.failure.Reason, r.failure.Error(), outcome.Progressing
 		res.NextRetryAt = retryTime(r.live)
 	case r.failure != nil:
-		res.Action, res.Reason, res.Message, res.Retry = ActionFailed, r.failure.Reason, r.failure.Error(), r.failure.Kind
+		res.Action, res.Reason, res.Message, res.Retry = outcome.ActionFailed, r.failure.Reason, r.failure.Error(), r.failure.Kind
 		res.NextRetryAt = retryTime(r.live)
 	case r.live != nil && len(r.live.Status.History) == 1:
-		res.Action, res.Reason, res.Message = ActionCreated, r.readyReason(), r.summary()
+		res.Action, res.Reason, res.Message = outcome.ActionCreated, r.readyReason(), r.summary()
 	default:
-		res.Action, res.Reason, res.Message = ActionUpdated, r.readyReason(), r.summary()
+		res.Action, res.Reason, res.Message = outcome.ActionUpdated, r.readyReason(), r.summary()
 	}
 	return res
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // retryDue decides whether a sync of revision at now retries live, an instance that
@@ -30,24 +31,24 @@ func retryDue(live *cairnv1.ModuleInstance, revision string, now time.Time) (boo
 }
 
 // failureKindOf reads back how the last failure of mi is retried.
-func failureKindOf(mi *cairnv1.ModuleInstance) FailureKind {
+func failureKindOf(mi *cairnv1.ModuleInstance) outcome.Kind {
 	switch {
 	case conditions.IsTrue(mi, "Stalled"):
-		return Stalled
+		return outcome.Stalled
 	case conditions.GetReason(mi, "Ready") == cairnv1.ReasonDependencyNotReady:
-		return Waiting
+		return outcome.Waiting
 	case conditions.GetReason(mi, "Ready") == cairnv1.ReasonProgressing:
-		return Progressing
+		return outcome.Progressing
 	}
-	return Transient
+	return outcome.Transient
 }
 
 // deferredResult is the result of a failed instance whose retry is not due: it is
 // still failed, with its last reason, and says when it is retried.
 func (r *instanceRun) deferredResult(res InstanceResult) InstanceResult {
-	res.Action, res.Retry = ActionFailed, failureKindOf(r.live)
-	if res.Retry == Progressing {
-		res.Action = ActionProgressing
+	res.Action, res.Retry = outcome.ActionFailed, failureKindOf(r.live)
+	if res.Retry == outcome.Progressing {
+		res.Action = outcome.ActionProgressing
 	}
 	res.Reason = conditions.GetReason(r.live, "Ready")
 	res.Message = r.why + ": " + conditions.GetMessage(r.live, "Ready")
@@ -73,7 +74,7 @@ func (r *SyncResult) NextRetry() time.Time {
 	}
 	var next time.Time
 	for _, i := range r.Instances {
-		if (i.Action == ActionFailed || i.Action == ActionProgressing) && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
+		if (i.Action == outcome.ActionFailed || i.Action == outcome.ActionProgressing) && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
 			next = *i.NextRetryAt
 		}
 	}

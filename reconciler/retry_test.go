@@ -8,18 +8,19 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func TestRetryDue(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	failed := func(kind FailureKind, failures int32, at time.Time, rev string) *cairnv1.ModuleInstance {
+	failed := func(kind outcome.Kind, failures int32, at time.Time, rev string) *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Status.Failures = failures - 1
-		f := failuref(kind, cairnv1.ReasonApplyFailed, "boom")
+		f := outcome.Failuref(kind, cairnv1.ReasonApplyFailed, "boom")
 		switch kind {
-		case Waiting:
+		case outcome.Waiting:
 			f.Reason = cairnv1.ReasonDependencyNotReady
-		case Progressing:
+		case outcome.Progressing:
 			f.Reason = cairnv1.ReasonProgressing
 		}
 		if rev == "interrupted" {
@@ -35,18 +36,18 @@ func TestRetryDue(t *testing.T) {
 		want    bool
 		wantWhy string
 	}{
-		{"a new commit retries a stalled instance at once", failed(Stalled, 1, now, "old"), "new", true, "new revision"},
-		{"stalled: not before 30 minutes", failed(Stalled, 1, now.Add(-29*time.Minute), "sha"), "sha", false, "2026-12-01T10:01:00Z (Stalled)"},
-		{"stalled: after 30 minutes", failed(Stalled, 1, now.Add(-30*time.Minute), "sha"), "sha", true, "Stalled retry due"},
-		{"transient, first failure: 5s", failed(Transient, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Transient retry due"},
-		{"transient, first failure: not at 4s", failed(Transient, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Transient)"},
-		{"transient, third failure: 20s", failed(Transient, 3, now.Add(-19*time.Second), "sha"), "sha", false, "10:00:01Z"},
-		{"transient backoff is capped at 5m", failed(Transient, 20, now.Add(-5*time.Minute), "sha"), "sha", true, "retry due"},
-		{"waiting backs off like transient", failed(Waiting, 2, now.Add(-10*time.Second), "sha"), "sha", true, "Waiting retry due"},
-		{"progressing: rechecked after 5s", failed(Progressing, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Progressing retry due"},
-		{"progressing: not at 4s", failed(Progressing, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Progressing)"},
-		{"progressing rechecks are capped at 30s", failed(Progressing, 20, now.Add(-30*time.Second), "sha"), "sha", true, "Progressing retry due"},
-		{"interrupted: resumed at once, as its message says", failed(Transient, 3, now, "interrupted"), "interrupted", true, "resuming an interrupted sync"},
+		{"a new commit retries a stalled instance at once", failed(outcome.Stalled, 1, now, "old"), "new", true, "new revision"},
+		{"stalled: not before 30 minutes", failed(outcome.Stalled, 1, now.Add(-29*time.Minute), "sha"), "sha", false, "2026-12-01T10:01:00Z (Stalled)"},
+		{"stalled: after 30 minutes", failed(outcome.Stalled, 1, now.Add(-30*time.Minute), "sha"), "sha", true, "Stalled retry due"},
+		{"transient, first failure: 5s", failed(outcome.Transient, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Transient retry due"},
+		{"transient, first failure: not at 4s", failed(outcome.Transient, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Transient)"},
+		{"transient, third failure: 20s", failed(outcome.Transient, 3, now.Add(-19*time.Second), "sha"), "sha", false, "10:00:01Z"},
+		{"transient backoff is capped at 5m", failed(outcome.Transient, 20, now.Add(-5*time.Minute), "sha"), "sha", true, "retry due"},
+		{"waiting backs off like transient", failed(outcome.Waiting, 2, now.Add(-10*time.Second), "sha"), "sha", true, "Waiting retry due"},
+		{"progressing: rechecked after 5s", failed(outcome.Progressing, 1, now.Add(-5*time.Second), "sha"), "sha", true, "Progressing retry due"},
+		{"progressing: not at 4s", failed(outcome.Progressing, 1, now.Add(-4*time.Second), "sha"), "sha", false, "(Progressing)"},
+		{"progressing rechecks are capped at 30s", failed(outcome.Progressing, 20, now.Add(-30*time.Second), "sha"), "sha", true, "Progressing retry due"},
+		{"interrupted: resumed at once, as its message says", failed(outcome.Transient, 3, now, "interrupted"), "interrupted", true, "resuming an interrupted sync"},
 		{"no retry time recorded: retried", &cairnv1.ModuleInstance{Status: cairnv1.ModuleInstanceStatus{LastAttemptedRevision: "sha"}}, "sha", true, "retrying a failed sync"},
 	}
 	for _, c := range cases {
@@ -79,17 +80,17 @@ func TestNextRetryIsTheEarliestFailedInstance(t *testing.T) {
 	g.Expect(RetryDue(*at(time.Second), *at(0))).To(BeFalse())
 }
 
-var errFake = failuref(Stalled, "X", "x")
+var errFake = outcome.Failuref(outcome.Stalled, "X", "x")
 
 func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	g := NewWithT(t)
 	live := &cairnv1.ModuleInstance{}
-	markFailed(live, "sha", failuref(Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
+	markFailed(live, "sha", outcome.Failuref(outcome.Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
 	g.Expect(conditions.IsTrue(live, "Stalled")).To(BeTrue())
 	r := &instanceRun{mi: live, live: live, why: "not retried before x (Stalled)"}
 	res := r.result()
 	g.Expect(res.Action).To(BeEquivalentTo("Failed"))
-	g.Expect(res.Retry).To(Equal(Stalled))
+	g.Expect(res.Retry).To(Equal(outcome.Stalled))
 	g.Expect(res.Reason).To(Equal(cairnv1.ReasonRenderFailed))
 	g.Expect(res.Message).To(Equal("not retried before x (Stalled): bad module"))
 	g.Expect(*res.NextRetryAt).To(Equal(time.Unix(0, 0).Add(30 * time.Minute)))
@@ -98,7 +99,7 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	g := NewWithT(t)
 	live := &cairnv1.ModuleInstance{}
-	markFailed(live, "sha", failuref(Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
+	markFailed(live, "sha", outcome.Failuref(outcome.Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
 	g.Expect(conditions.IsUnknown(live, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetReason(live, "Ready")).To(Equal(cairnv1.ReasonProgressing))
 	g.Expect(conditions.IsTrue(live, "Reconciling")).To(BeTrue())
@@ -107,6 +108,6 @@ func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	r := &instanceRun{mi: live, live: live, why: "not retried before x (Progressing)"}
 	res := r.result()
 	g.Expect(res.Action).To(BeEquivalentTo("Progressing"))
-	g.Expect(res.Retry).To(Equal(Progressing))
+	g.Expect(res.Retry).To(Equal(outcome.Progressing))
 	g.Expect(res.Ready).To(BeFalse())
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/secretgen"
 )
 
@@ -29,14 +30,14 @@ func (d *secretDecl) resolve(now time.Time) error {
 	if d.regenerate {
 		data, err := secretgen.Generate(d.spec, now)
 		if err != nil {
-			return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
+			return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
 		}
 		d.data, d.generatedAt, d.specAnnotation = data, now.UTC().Format(time.RFC3339), d.digest
 		return nil
 	}
 	data, err := secretgen.Fill(d.spec, d.source.Data, now)
 	if err != nil {
-		return stalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
+		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("spec.secrets[%d] (%s): %w", d.index, d.spec.Name, err))
 	}
 	d.data = data
 	d.generatedAt = d.source.Annotations[cairnv1.GeneratedAtAnnotation]
@@ -88,7 +89,7 @@ func (d *secretDecl) writeTarget(ctx context.Context, c client.Client, t *secret
 	}
 	obj := d.secretFor(t, t.live.DeepCopy())
 	if err := c.Update(ctx, obj, client.FieldOwner(cairnv1.FieldManager)); err != nil {
-		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to %s: %w", d.describe(t), t.action, err))
+		return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to %s: %w", d.describe(t), t.action, err))
 	}
 	return nil
 }
@@ -98,10 +99,10 @@ func (d *secretDecl) create(ctx context.Context, c client.Client, t *secretTarge
 	err := c.Create(ctx, obj, client.FieldOwner(cairnv1.FieldManager))
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		return transient(cairnv1.ReasonApplyFailed, fmt.Errorf(
+		return outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: created by someone else since it was read: left as it is, the next sync reads it again", d.describe(t)))
 	case err != nil:
-		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to create: %w", d.describe(t), err))
+		return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to create: %w", d.describe(t), err))
 	}
 	return nil
 }
@@ -112,7 +113,7 @@ func (d *secretDecl) recreate(ctx context.Context, c client.Client, t *secretTar
 	uid := t.live.UID
 	err := c.Delete(ctx, t.live, client.Preconditions{UID: &uid, ResourceVersion: &t.live.ResourceVersion})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete to change its type: %w", d.describe(t), err))
+		return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete to change its type: %w", d.describe(t), err))
 	}
 	return d.create(ctx, c, t)
 }

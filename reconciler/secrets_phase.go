@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -26,13 +27,13 @@ type SecretPlan struct {
 // Secrets of r and decides what to do with each, before anything of r is written: a
 // Secret that is not the instance's, or a read that is forbidden, fails the
 // instance with nothing written.
-func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	if len(r.mi.Spec.Secrets) == 0 {
 		return nil
 	}
 	decls, err := readSecrets(ctx, c, r.mi, string(r.live.UID), s.now, nil)
 	if err != nil {
-		return classify(cairnv1.ReasonApplyFailed, err)
+		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	r.secrets = decls
 	return nil
@@ -42,7 +43,7 @@ func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *i
 // are applied (so they were validated first, and the namespaces the render creates
 // exist); a workload started a moment earlier finds its Secret at its next retry.
 // What writeSecretsForHooks wrote already is left as it is.
-func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *Failure {
+func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	return s.writeInstanceSecrets(ctx, c, r, false)
 }
 
@@ -50,17 +51,17 @@ func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instance
 // of event run, when there are any: a hook Job that mounts a generated Secret finds
 // it (it would wait for it until the hook's timeout, on every retry). A copy whose
 // namespace the render creates is written after the apply, by writeSecrets.
-func (s *syncRun) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *Failure {
+func (s *syncRun) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
 	return s.writeInstanceSecrets(ctx, c, r, true)
 }
 
-func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *Failure {
+func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *outcome.Failure {
 	for _, d := range r.secrets {
 		if err := d.writeTargets(ctx, c, s.now, s.reporter(ctx, r), early); err != nil {
-			return classify(cairnv1.ReasonApplyFailed, err)
+			return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
 	return nil
@@ -238,8 +239,8 @@ func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretP
 func (s *syncRun) previewGenerated(ctx context.Context, r *instanceRun, ip *InstancePlan) {
 	plans, err := s.previewSecrets(ctx, r)
 	if err != nil {
-		f := classify(cairnv1.ReasonApplyFailed, err)
-		ip.Action, ip.Reason, ip.Error = PlanError, f.Reason, f.Error()
+		f := outcome.Classify(cairnv1.ReasonApplyFailed, err)
+		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()
 		return
 	}
 	ip.Secrets = plans

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 const (
@@ -32,14 +33,14 @@ func markSucceeded(mi *cairnv1.ModuleInstance, revision, reason, message string,
 
 // markFailed records a failed attempt of revision on mi; the last applied revision,
 // digests and inventory are left as they were.
-func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now time.Time) {
+func markFailed(mi *cairnv1.ModuleInstance, revision string, f *outcome.Failure, now time.Time) {
 	mi.Status.ObservedGeneration = mi.Generation
 	mi.Status.LastAttemptedRevision = revision
 	mi.Status.Failures++
 	retry := metav1.NewTime(now.Add(retryAfter(f.Kind, mi.Status.Failures)))
 	mi.Status.NextRetryAt = &retry
 	msg := f.Error()
-	if f.Kind == Progressing { // applied, health not known yet: kstatus InProgress
+	if f.Kind == outcome.Progressing { // applied, health not known yet: kstatus InProgress
 		conditions.MarkUnknown(mi, "Ready", f.Reason, "%s", msg)
 		conditions.Delete(mi, "Stalled")
 		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
@@ -48,7 +49,7 @@ func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now tim
 	}
 	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
 	switch f.Kind {
-	case Stalled:
+	case outcome.Stalled:
 		conditions.MarkStalled(mi, f.Reason, "%s", msg)
 		conditions.Delete(mi, "Reconciling")
 	default:
@@ -60,11 +61,11 @@ func markFailed(mi *cairnv1.ModuleInstance, revision string, f *Failure, now tim
 
 // retryAfter is 5s·2ⁿ capped at 5m for transient and waiting failures, 30m for
 // stalled ones, and 5s·2ⁿ capped at 30s for a health check handed over (Progressing).
-func retryAfter(kind FailureKind, failures int32) time.Duration {
+func retryAfter(kind outcome.Kind, failures int32) time.Duration {
 	switch kind {
-	case Stalled:
+	case outcome.Stalled:
 		return stalledRecheck
-	case Progressing:
+	case outcome.Progressing:
 		return backoff(failures, healthRecheckMax)
 	}
 	return backoff(failures, maxBackoff)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
 )
@@ -63,11 +64,11 @@ type registryState struct {
 	// them from (cairn render); its artifacts are reported as not verified.
 	keysOffline bool
 	// failure makes the Registry unusable: every artifact from it fails with it.
-	failure *Failure
+	failure *outcome.Failure
 	// signer is loaded on first use (publish only).
 	signOnce sync.Once
 	signer   *sign.PrivateKey
-	signErr  *Failure
+	signErr  *outcome.Failure
 }
 
 // supplyChain resolves, verifies and pulls the OCI artifacts of one sync, and
@@ -90,7 +91,7 @@ type supplyChain struct {
 type resolution struct {
 	once   sync.Once
 	status cairnv1.ArtifactStatus
-	fail   *Failure
+	fail   *outcome.Failure
 }
 
 // newSupplyChain loads every declared Registry's credentials, CAs and keys. A
@@ -148,7 +149,7 @@ func (sc *supplyChain) load(ctx context.Context, reg *cairnv1.Registry) *registr
 		}
 		c, err := sign.NewClient(ep)
 		if err != nil {
-			st.failure = stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: %w", reg.Name, err))
+			st.failure = outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: %w", reg.Name, err))
 		}
 		st.client = c
 	}
@@ -156,13 +157,13 @@ func (sc *supplyChain) load(ctx context.Context, reg *cairnv1.Registry) *registr
 }
 
 // loadAccess reads the Registry's credentials and CA bundle.
-func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *Failure {
+func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *outcome.Failure {
 	spec := st.reg.Spec
 	if spec.SecretRef != nil && sc.secrets == nil && sc.registryConfig != nil {
 		// Offline: the Secret is in the cluster; the explicit docker config stands in.
 		creds, err := sign.DockerConfigCredentials(sc.registryConfig, spec.Hostname)
 		if err != nil {
-			return stalled(cairnv1.ReasonUnsupportedSecret, fmt.Errorf("Registry %s: --registry-config: %w", st.reg.Name, err))
+			return outcome.NewStalled(cairnv1.ReasonUnsupportedSecret, fmt.Errorf("Registry %s: --registry-config: %w", st.reg.Name, err))
 		}
 		st.creds = creds
 	} else if spec.SecretRef != nil {
@@ -172,7 +173,7 @@ func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *Failu
 		}
 		creds, err := sign.CredentialsFromSecret(spec.Hostname, string(s.Type), s.Data)
 		if err != nil {
-			return stalled(cairnv1.ReasonUnsupportedSecret, fmt.Errorf("Registry %s: Secret %s: %w", st.reg.Name, spec.SecretRef.Name, err))
+			return outcome.NewStalled(cairnv1.ReasonUnsupportedSecret, fmt.Errorf("Registry %s: Secret %s: %w", st.reg.Name, spec.SecretRef.Name, err))
 		}
 		st.creds = creds
 	} else if sc.registryConfig != nil {
@@ -183,7 +184,7 @@ func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *Failu
 	}
 	if spec.CAConfigMap != "" {
 		if sc.secrets == nil {
-			return stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: ConfigMap %s cannot be read without a cluster", st.reg.Name, spec.CAConfigMap))
+			return outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: ConfigMap %s cannot be read without a cluster", st.reg.Name, spec.CAConfigMap))
 		}
 		cm, err := sc.secrets.ConfigMap(ctx, spec.CAConfigMap)
 		if err != nil {
@@ -191,7 +192,7 @@ func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *Failu
 		}
 		ca := cm.Data["ca.crt"]
 		if ca == "" {
-			return stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: ConfigMap %s has no ca.crt", st.reg.Name, spec.CAConfigMap))
+			return outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: ConfigMap %s has no ca.crt", st.reg.Name, spec.CAConfigMap))
 		}
 		st.caPEM = []byte(ca)
 	}
@@ -199,7 +200,7 @@ func (sc *supplyChain) loadAccess(ctx context.Context, st *registryState) *Failu
 }
 
 // loadKeys reads the Registry's trusted cosign public keys.
-func (sc *supplyChain) loadKeys(ctx context.Context, st *registryState) *Failure {
+func (sc *supplyChain) loadKeys(ctx context.Context, st *registryState) *outcome.Failure {
 	v := st.reg.Spec.Verify
 	if v == nil || v.Cosign == nil {
 		return nil
@@ -220,11 +221,11 @@ func (sc *supplyChain) loadKeys(ctx context.Context, st *registryState) *Failure
 		}
 		data := s.Data[key]
 		if len(data) == 0 {
-			return stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s has no key %q", st.reg.Name, pk.SecretRef.Name, key))
+			return outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s has no key %q", st.reg.Name, pk.SecretRef.Name, key))
 		}
 		pub, err := sign.LoadPublicKey(data)
 		if err != nil {
-			return stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s key %q: %w", st.reg.Name, pk.SecretRef.Name, key, err))
+			return outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s key %q: %w", st.reg.Name, pk.SecretRef.Name, key, err))
 		}
 		st.keys = append(st.keys, pub)
 		ids = append(ids, pub.ID())
@@ -234,9 +235,9 @@ func (sc *supplyChain) loadKeys(ctx context.Context, st *registryState) *Failure
 	return nil
 }
 
-func (sc *supplyChain) secret(ctx context.Context, registry, name string) (*corev1.Secret, *Failure) {
+func (sc *supplyChain) secret(ctx context.Context, registry, name string) (*corev1.Secret, *outcome.Failure) {
 	if sc.secrets == nil {
-		return nil, stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s cannot be read without a cluster", registry, name))
+		return nil, outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: Secret %s cannot be read without a cluster", registry, name))
 	}
 	s, err := sc.secrets.Secret(ctx, name)
 	if err != nil {
@@ -247,11 +248,11 @@ func (sc *supplyChain) secret(ctx context.Context, registry, name string) (*core
 
 // missing types a Secret or ConfigMap that could not be read: absent may be fixed by
 // creating it, so it is retried; the error never carries the object's data.
-func missing(registry, kind, name string, err error) *Failure {
+func missing(registry, kind, name string, err error) *outcome.Failure {
 	if apierrors.IsNotFound(err) {
-		return transient(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: %s %s not found in cairn's namespace", registry, kind, name))
+		return outcome.NewTransient(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: %s %s not found in cairn's namespace", registry, kind, name))
 	}
-	return transient(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: failed to read %s %s: %s", registry, kind, name, apiReason(err)))
+	return outcome.NewTransient(cairnv1.ReasonRegistryNotReady, fmt.Errorf("Registry %s: failed to read %s %s: %s", registry, kind, name, apiReason(err)))
 }
 
 func apiReason(err error) string {
@@ -283,7 +284,7 @@ func (sc *supplyChain) verifyID(st *registryState) string {
 }
 
 // moduleRegistry is the render's view of the Platform's module registry.
-func (sc *supplyChain) moduleRegistry(name string) (*render.ModuleRegistry, *Failure) {
+func (sc *supplyChain) moduleRegistry(name string) (*render.ModuleRegistry, *outcome.Failure) {
 	st := sc.regs[name]
 	if st == nil {
 		return nil, nil
@@ -402,32 +403,32 @@ func (sc *supplyChain) refuse(policy cairnv1.VerifyMode, res *resolution, err er
 
 // artifactFailure types a sign error: bad or missing signatures and refused access
 // stall; an unreachable registry is transient.
-func artifactFailure(err error) *Failure {
-	var f *Failure
+func artifactFailure(err error) *outcome.Failure {
+	var f *outcome.Failure
 	if errors.As(err, &f) {
 		return f
 	}
 	switch sign.Reason(err) {
 	case sign.ReasonSignatureMissing:
-		return stalled(cairnv1.ReasonSignatureMissing, err)
+		return outcome.NewStalled(cairnv1.ReasonSignatureMissing, err)
 	case sign.ReasonSignatureInvalid, sign.ReasonInvalidKey:
-		return stalled(cairnv1.ReasonSignatureInvalid, err)
+		return outcome.NewStalled(cairnv1.ReasonSignatureInvalid, err)
 	}
 	reason := sign.Reason(err) // FetchFailed, Unauthorized, NotFound, DigestMismatch, TooLarge, ...
 	if reason == "" {
 		reason = cairnv1.ReasonArtifactFailed
 	}
 	if sign.Transient(err) {
-		return transient(reason, err)
+		return outcome.NewTransient(reason, err)
 	}
-	return stalled(reason, err)
+	return outcome.NewStalled(reason, err)
 }
 
 // registryForHost returns the Registry declared for host.
-func (sc *supplyChain) registryForHost(host string) (*registryState, *Failure) {
+func (sc *supplyChain) registryForHost(host string) (*registryState, *outcome.Failure) {
 	st := sc.byHost[host]
 	if st == nil {
-		return nil, stalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("no Registry declares host %s: declare one (with its credentials and keys) to pull from it", host))
+		return nil, outcome.NewStalled(cairnv1.ReasonRegistryNotReady, fmt.Errorf("no Registry declares host %s: declare one (with its credentials and keys) to pull from it", host))
 	}
 	return st, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -69,12 +70,12 @@ func ociModule(mi *cairnv1.ModuleInstance) (ref chartRef, timoni, ok bool, err e
 // registry modules are checked by the renderer as it fetches them, through the same
 // per-sync resolutions.
 func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform, mi *cairnv1.ModuleInstance) (
-	[]cairnv1.ArtifactStatus, *chartInput, *Failure) {
+	[]cairnv1.ArtifactStatus, *chartInput, *outcome.Failure) {
 	var out []cairnv1.ArtifactStatus
 	m := mi.Spec.Module
 	if ref, timoni, ok, err := ociModule(mi); ok {
 		if err != nil {
-			return nil, nil, stalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("%s/%s: %w", mi.Namespace, mi.Name, err))
+			return nil, nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("%s/%s: %w", mi.Namespace, mi.Name, err))
 		}
 		st, f := sc.registryForHost(ref.host)
 		if f != nil {
@@ -121,12 +122,12 @@ func (sc *supplyChain) resolveChart(ctx context.Context, st *registryState, ref 
 	}
 	if ref.tag != "" && st.failure == nil {
 		desc, err := st.client.Resolve(ctx, ref.repo, ref.tag)
-		var f *Failure
+		var f *outcome.Failure
 		switch {
 		case err != nil:
 			f = artifactFailure(err)
 		case desc.Digest.String() != ref.digest:
-			f = stalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("%s:%s resolves to %s, not the declared digest %s",
+			f = outcome.NewStalled(cairnv1.ReasonArtifactFailed, fmt.Errorf("%s:%s resolves to %s, not the declared digest %s",
 				ref.host+"/"+ref.repo, ref.tag, desc.Digest, ref.digest))
 		}
 		if f != nil {

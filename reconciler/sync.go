@@ -16,6 +16,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -36,9 +37,9 @@ type InstanceResult struct {
 	Namespace, Name string
 	// Action is Created, Updated, Unchanged, Deleted, Skipped, Failed or Progressing
 	// (applied, not yet Current when the sync stopped waiting; see Options.HealthWait).
-	Action Action
+	Action outcome.Action
 	// Retry says how a failure is retried: Transient, Waiting, Stalled or Progressing.
-	Retry   FailureKind `json:",omitempty"`
+	Retry   outcome.Kind `json:",omitempty"`
 	Ready   bool
 	Reason  string
 	Message string
@@ -61,7 +62,7 @@ func (r *SyncResult) Failed() bool {
 		return true
 	}
 	for _, i := range r.Instances {
-		if i.Action == ActionFailed {
+		if i.Action == outcome.ActionFailed {
 			return true
 		}
 	}
@@ -107,7 +108,7 @@ func (e *Engine) load(ctx context.Context, root fs.FS) (*declarations.Set, error
 
 // failRevision records an unusable revision on the Platform CR and the forge, and
 // changes nothing else.
-func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*SyncResult, error) {
+func (e *Engine) failRevision(ctx context.Context, rev Revision, f *outcome.Failure) (*SyncResult, error) {
 	res := &SyncResult{Revision: rev.SHA, Error: f}
 	res.RetryAt = time.Now().Add(retryAfter(f.Kind, 1))
 	if rev.SHA != "" {
@@ -136,10 +137,10 @@ func (e *Engine) failRevision(ctx context.Context, rev Revision, f *Failure) (*S
 // read at sha ("" when the head could not be resolved); nothing else changes.
 func (e *Engine) RecordSourceFailure(ctx context.Context, sha string, err error) {
 	reason := gitsource.Reason(err)
-	f := stalled(cairnv1.ReasonSourceFailed, fmt.Errorf("%s: %w", reason, err))
+	f := outcome.NewStalled(cairnv1.ReasonSourceFailed, fmt.Errorf("%s: %w", reason, err))
 	switch reason {
 	case "Timeout", "FetchFailed", "AuthFailed", "RefNotFound":
-		f.Kind = Transient
+		f.Kind = outcome.Transient
 	}
 	_, _ = e.failRevision(ctx, Revision{SHA: sha}, f)
 }
@@ -213,16 +214,16 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 	}
 	key, err := e.digestKey(ctx, !readOnly)
 	if err != nil {
-		return nil, classify(cairnv1.ReasonApplyFailed, err)
+		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	s.digestKey = key
 	if !readOnly {
 		if err := s.mirrorPlatform(ctx); err != nil {
-			return nil, classify(cairnv1.ReasonApplyFailed, err)
+			return nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
 	if err := s.listLive(ctx); err != nil {
-		return nil, classify(cairnv1.ReasonApplyFailed, err)
+		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	return s, nil
 }
@@ -276,7 +277,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 			continue
 		}
 		before := live.DeepCopy()
-		markFailed(live, s.rev.SHA, stalled(inv.Reason, inv), s.now)
+		markFailed(live, s.rev.SHA, outcome.NewStalled(inv.Reason, inv), s.now)
 		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
 			s.e.logger(ctx).Error(err, "failed to record an invalid declaration", "instance", inv.Object, "revision", s.rev.SHA)
 		}
@@ -286,7 +287,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 
 func invalidResult(inv *declarations.Error) InstanceResult {
 	ns, name := splitKey(inv.Object)
-	return InstanceResult{Namespace: ns, Name: name, Action: ActionFailed, Reason: inv.Reason, Message: inv.Error()}
+	return InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionFailed, Reason: inv.Reason, Message: inv.Error()}
 }
 
 func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
@@ -324,16 +325,16 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 func countInstances(res *SyncResult) cairnv1.InstanceCounts {
 	var c cairnv1.InstanceCounts
 	for _, i := range res.Instances {
-		if i.Action == ActionDeleted {
+		if i.Action == outcome.ActionDeleted {
 			continue
 		}
 		c.Total++
 		switch {
 		case i.Ready:
 			c.Ready++
-		case i.Action == ActionFailed:
+		case i.Action == outcome.ActionFailed:
 			c.Failed++
-		case i.Action == ActionProgressing:
+		case i.Action == outcome.ActionProgressing:
 			c.Progressing++
 		}
 	}

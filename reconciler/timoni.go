@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -24,13 +25,13 @@ func timoniRequest(req *render.Request, m *cairnv1.TimoniModule) {
 // setKubeVersion gives a Timoni module's render the cluster's Kubernetes version (its
 // kubeVersion tag); a cluster that could not be discovered fails the render
 // (transient: retried), as for charts.
-func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *render.Request) *Failure {
+func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *render.Request) *outcome.Failure {
 	if req.Timoni == nil {
 		return nil
 	}
 	c := s.capabilities(ctx)
 	if c.err != nil {
-		return transient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
+		return outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
 	}
 	req.Timoni.KubeVersion = c.caps.KubeVersion
 	return nil

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // The first apply stage (CRDs, Namespaces, cluster roles) is written before the rest
@@ -38,7 +39,7 @@ func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Uns
 	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
 		live, err := getLive(ctx, c, u)
 		if err != nil {
-			return classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -131,13 +132,13 @@ func (r *applyReport) forget(ids map[string]bool) {
 
 // asFailure is err as a Failure (a stalled ApplyFailed one when it is none), copied
 // so that its message can be extended.
-func asFailure(err error) *Failure {
-	var f *Failure
+func asFailure(err error) *outcome.Failure {
+	var f *outcome.Failure
 	if errors.As(err, &f) {
 		c := *f
 		return &c
 	}
-	return stalled(cairnv1.ReasonApplyFailed, err)
+	return outcome.NewStalled(cairnv1.ReasonApplyFailed, err)
 }
 
 func describeAll(objects []*unstructured.Unstructured) string {

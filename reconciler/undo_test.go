@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 func toUnstructured(g *WithT, obj client.Object, gvk schema.GroupVersionKind) *unstructured.Unstructured {
@@ -69,7 +70,7 @@ func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorS
 	return c, prior, rep
 }
 
-var errCRInvalid = stalled(cairnv1.ReasonApplyFailed, errors.New(
+var errCRInvalid = outcome.NewStalled(cairnv1.ReasonApplyFailed, errors.New(
 	`Widget/fresh/w dry-run failed: spec.size: Invalid value: "string": spec.size in body must be of type integer`))
 
 // TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged: after the rest of a
@@ -92,9 +93,9 @@ func TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged(t *testing.T
 
 	err := undoFirstStage(context.Background(), c, prior, rep, errCRInvalid)
 
-	var f *Failure
+	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue())
-	g.Expect(f.Kind).To(Equal(Stalled))
+	g.Expect(f.Kind).To(Equal(outcome.Stalled))
 	g.Expect(f.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	g.Expect(f.Error()).To(ContainSubstring("spec.size: Invalid value"))
 	g.Expect(f.Error()).To(ContainSubstring("written first to validate the rest and taken back: ClusterRole/reader, Namespace/fresh"))
@@ -219,9 +220,9 @@ func TestANamespaceBeingDeletedIsTransient(t *testing.T) {
 	g := NewWithT(t)
 	err := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c",
 		errors.New("unable to create new content in namespace fresh because it is being terminated"))
-	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Stalled), "forbidden, without the cause")
+	g.Expect(outcome.Classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(outcome.Stalled), "forbidden, without the cause")
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
-	g.Expect(classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(Transient))
+	g.Expect(outcome.Classify(cairnv1.ReasonApplyFailed, err).Kind).To(Equal(outcome.Transient))
 }
 
 // TestAFieldOfTheWrongTypeStalls: the API server answers an apply whose field has the
@@ -237,15 +238,15 @@ func TestAFieldOfTheWrongTypeStalls(t *testing.T) {
 	mismatch := apierrors.NewInternalError(errors.New(
 		"failed to create typed patch object (ns/w; example.com/v1, Kind=Widget): .spec.size: expected numeric (int or float), got string"))
 	err := applyFailure(w, "dry-run", mismatch)
-	var f *Failure
+	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue())
-	g.Expect(f.Kind).To(Equal(Stalled))
+	g.Expect(f.Kind).To(Equal(outcome.Stalled))
 	g.Expect(f.Reason).To(Equal(cairnv1.ReasonApplyFailed))
 	g.Expect(f.Error()).To(ContainSubstring("Widget/ns/w dry-run failed"))
 	g.Expect(f.Error()).To(ContainSubstring(".spec.size: expected numeric (int or float), got string"))
 
 	g.Expect(errors.As(applyFailure(w, "apply", apierrors.NewInternalError(errors.New("etcd timeout"))), &f)).To(BeTrue())
-	g.Expect(f.Kind).To(Equal(Transient))
+	g.Expect(f.Kind).To(Equal(outcome.Transient))
 }
 
 // TestDryRunAfterAChangedCRDWaitsForItsSchema: right after a CRD that existed is

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // minMaskedLength is the shortest value from a Secret that is masked in messages:
@@ -27,7 +28,7 @@ const mask = "***"
 // read from Secrets in mi's namespace as its identity and merged in order, with
 // spec.values merged over them. It also returns the strings of those Secrets, which
 // messages and plans must mask. Without valuesFrom it returns spec.values as it is.
-func (s *syncRun) instanceValues(ctx context.Context, mi *cairnv1.ModuleInstance) ([]byte, []string, *Failure) {
+func (s *syncRun) instanceValues(ctx context.Context, mi *cairnv1.ModuleInstance) ([]byte, []string, *outcome.Failure) {
 	var spec []byte
 	if mi.Spec.Values != nil {
 		spec = mi.Spec.Values.Raw
@@ -36,11 +37,11 @@ func (s *syncRun) instanceValues(ctx context.Context, mi *cairnv1.ModuleInstance
 		return spec, nil, nil
 	}
 	if mi.Namespace == s.e.namespace() { // refused with the declaration already; never read here
-		return nil, nil, stalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("spec.valuesFrom: namespace %s is cairn's own namespace, never read", mi.Namespace))
+		return nil, nil, outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("spec.valuesFrom: namespace %s is cairn's own namespace, never read", mi.Namespace))
 	}
 	m, err := s.e.cluster.Manager(mi.Namespace, s.serviceAccount(mi))
 	if err != nil {
-		return nil, nil, transient(cairnv1.ReasonValuesFromFailed, err)
+		return nil, nil, outcome.NewTransient(cairnv1.ReasonValuesFromFailed, err)
 	}
 	merged := map[string]any{}
 	var secrets []string
@@ -55,36 +56,36 @@ func (s *syncRun) instanceValues(ctx context.Context, mi *cairnv1.ModuleInstance
 	if len(spec) > 0 {
 		var over map[string]any
 		if err := json.Unmarshal(spec, &over); err != nil {
-			return nil, nil, stalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("spec.values is not an object: %w", err))
+			return nil, nil, outcome.NewStalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("spec.values is not an object: %w", err))
 		}
 		mergeValues(merged, over)
 	}
 	out, err := json.Marshal(merged)
 	if err != nil {
-		return nil, nil, stalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("failed to encode the values: %w", err))
+		return nil, nil, outcome.NewStalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("failed to encode the values: %w", err))
 	}
 	return out, secrets, nil
 }
 
 // readValues reads one spec.valuesFrom entry: a YAML or JSON object under a key of a
 // Secret. Errors name the Secret and key, never what they hold.
-func readValues(ctx context.Context, c client.Client, ns string, i int, ref cairnv1.SecretKeyReference) (map[string]any, string, *Failure) {
+func readValues(ctx context.Context, c client.Client, ns string, i int, ref cairnv1.SecretKeyReference) (map[string]any, string, *outcome.Failure) {
 	where := fmt.Sprintf("spec.valuesFrom[%d]: Secret %s/%s", i, ns, ref.Name)
 	var sec corev1.Secret
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &sec)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, "", transient(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s not found", where))
+		return nil, "", outcome.NewTransient(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s not found", where))
 	case err != nil:
-		return nil, "", classify(cairnv1.ReasonValuesFromFailed, fmt.Errorf("failed to read %s: %w", where, err))
+		return nil, "", outcome.Classify(cairnv1.ReasonValuesFromFailed, fmt.Errorf("failed to read %s: %w", where, err))
 	}
 	raw, ok := sec.Data[ref.Key]
 	if !ok {
-		return nil, "", stalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s has no key %q", where, ref.Key))
+		return nil, "", outcome.NewStalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s has no key %q", where, ref.Key))
 	}
 	var v map[string]any
 	if err := yaml.Unmarshal(raw, &v); err != nil || v == nil {
-		return nil, "", stalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s key %q does not hold a YAML object of values", where, ref.Key))
+		return nil, "", outcome.NewStalled(cairnv1.ReasonValuesFromFailed, fmt.Errorf("%s key %q does not hold a YAML object of values", where, ref.Key))
 	}
 	return v, string(raw), nil
 }
@@ -137,13 +138,13 @@ func maskText(text string, secrets []string) string {
 }
 
 // maskFailure returns f with the secret strings masked in its message.
-func maskFailure(f *Failure, secrets []string) *Failure {
+func maskFailure(f *outcome.Failure, secrets []string) *outcome.Failure {
 	if f == nil || len(secrets) == 0 {
 		return f
 	}
 	msg := f.Error()
 	if masked := maskText(msg, secrets); masked != msg {
-		return &Failure{Kind: f.Kind, Reason: f.Reason, Err: fmt.Errorf("%s", masked)}
+		return &outcome.Failure{Kind: f.Kind, Reason: f.Reason, Err: fmt.Errorf("%s", masked)}
 	}
 	return f
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -88,7 +89,7 @@ func TestMarkHealthy(t *testing.T) {
 	markHealthy(mi, 2, nil)
 	g.Expect(conditions.IsTrue(mi, cairnv1.HealthyCondition)).To(BeTrue())
 	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(Equal("2 applied object(s) are Current"))
-	markHealthy(mi, 1, stalled(cairnv1.ReasonHealthCheckFailed, errors.New("health check failed: Deployment/team-a/web: Progress deadline exceeded")))
+	markHealthy(mi, 1, outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, errors.New("health check failed: Deployment/team-a/web: Progress deadline exceeded")))
 	g.Expect(conditions.IsFalse(mi, cairnv1.HealthyCondition)).To(BeTrue())
 	g.Expect(conditions.GetReason(mi, cairnv1.HealthyCondition)).To(Equal(cairnv1.ReasonHealthCheckFailed))
 	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(ContainSubstring("Deployment/team-a/web"))

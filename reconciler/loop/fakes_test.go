@@ -8,6 +8,7 @@ import (
 
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // fakeEngine records the revisions it is asked to sync and the drift checks.
@@ -44,7 +45,7 @@ func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconcil
 	e.refreshed = append(e.refreshed, rev.Refreshed)
 	res := &reconciler.SyncResult{Revision: rev.SHA}
 	if e.retry != nil {
-		res.Instances = []reconciler.InstanceResult{{Namespace: "a", Name: "b", Action: reconciler.ActionFailed, NextRetryAt: e.retry}}
+		res.Instances = []reconciler.InstanceResult{{Namespace: "a", Name: "b", Action: outcome.ActionFailed, NextRetryAt: e.retry}}
 	}
 	return res, nil
 }

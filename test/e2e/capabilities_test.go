@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/sign"
 )
 
@@ -118,7 +118,7 @@ func TestChartsSeeTheClusterCapabilities(t *testing.T) {
 	future := result(res, e.ns, "future")
 	e.g.Expect(future.Action).To(BeEquivalentTo("Failed"), "%+v", future)
 	e.g.Expect(future.Reason).To(Equal("ChartInvalid"))
-	e.g.Expect(future.Retry).To(Equal(reconciler.Stalled))
+	e.g.Expect(future.Retry).To(Equal(outcome.Stalled))
 	e.g.Expect(future.Message).To(ContainSubstring(url + "future@sha256:"))
 	e.g.Expect(future.Message).To(ContainSubstring("chart future 0.1.0 requires kubeVersion >=99.0.0, which excludes Kubernetes " + info.GitVersion))
 	e.g.Expect(e.instanceCR(e.ns, "future").Status.Inventory).To(BeNil(), "nothing applied")

@@ -19,6 +19,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -266,9 +267,9 @@ func TestUnreachableAPIServerIsTransient(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("connection refused")))
 	res, err := engine.Sync(e.ctx, rev)
 	g.Expect(res).To(BeNil())
-	var f *reconciler.Failure
+	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue(), "%v", err)
-	g.Expect(f.Kind).To(Equal(reconciler.Transient))
+	g.Expect(f.Kind).To(Equal(outcome.Transient))
 	g.Expect(f.Error()).To(ContainSubstring("connection refused"))
 	_, err = engine.Plan(e.ctx, rev)
 	g.Expect(err).To(MatchError(ContainSubstring("connection refused")))

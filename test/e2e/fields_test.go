@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/test/harness"
 )
 
@@ -107,7 +108,7 @@ func TestRegistryTimeoutBoundsEachRequest(t *testing.T) {
 	took := time.Since(begin)
 	r := result(res, e.ns, "hello")
 	e.g.Expect(r.Action).To(BeEquivalentTo("Failed"), "%+v", res)
-	e.g.Expect(r.Retry).To(Equal(reconciler.Transient), "%+v", r)
+	e.g.Expect(r.Retry).To(Equal(outcome.Transient), "%+v", r)
 	e.g.Expect(took).To(BeNumerically("<", 20*time.Second), "bounded by the Registry's timeout, not the default: %+v", r)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // claimInstanceYAML declares an instance of the claim module (a PersistentVolumeClaim
@@ -62,7 +63,7 @@ func TestHealthWaitNeverHoldsTheSync(t *testing.T) {
 	e.g.Expect(claim.Action).To(BeEquivalentTo("Progressing"), "%+v", res)
 	e.g.Expect(claim.Message).To(ContainSubstring("PersistentVolumeClaim/" + e.ns + "/claim"))
 	after := result(res, e.ns, "after")
-	e.g.Expect(after.Retry).To(Equal(reconciler.Waiting), "%+v", after)
+	e.g.Expect(after.Retry).To(Equal(outcome.Waiting), "%+v", after)
 	e.g.Expect(after.Message).To(ContainSubstring("is progressing"))
 	e.g.Expect(e.configMap(e.ns, "after-y")).To(BeNil(), "the dependent waits for its dependency")
 
@@ -201,11 +202,11 @@ func TestAStuckDeletionNeverHoldsTheSync(t *testing.T) {
 	e.g.Expect(time.Since(began)).To(BeNumerically("<", 50*time.Second), "neither the 1m instance timeout nor the 10m default was waited out")
 	ra := result(res, e.ns, "a")
 	e.g.Expect(ra.Reason).To(Equal(cairnv1.ReasonPruneFailed), "%+v", res)
-	e.g.Expect(ra.Retry).To(Equal(reconciler.Transient))
+	e.g.Expect(ra.Retry).To(Equal(outcome.Transient))
 	e.g.Expect(ra.Message).To(ContainSubstring("still terminating"))
 	rg := result(res, e.ns, "gone")
 	e.g.Expect(rg.Reason).To(Equal(cairnv1.ReasonPruneFailed), "%+v", res)
-	e.g.Expect(rg.Retry).To(Equal(reconciler.Transient))
+	e.g.Expect(rg.Retry).To(Equal(outcome.Transient))
 	e.g.Expect(e.instance(e.ns, "gone")).NotTo(BeNil(), "the CR stays until its objects are gone")
 	e.g.Expect(result(res, e.ns, "b").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.configMap(e.ns, "b-z2")).NotTo(BeNil())

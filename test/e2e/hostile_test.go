@@ -18,6 +18,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -240,9 +241,9 @@ func TestSecondPlatformRefusesTheWholeRevision(t *testing.T) {
 	bad := repo.commit("second platform", map[string]string{"platform-2.yaml": platformYAML(""), "instances/a.yaml": a.yaml()})
 	res := e.sync(repo)
 	e.g.Expect(res.Instances).To(BeEmpty())
-	var f *reconciler.Failure
+	var f *outcome.Failure
 	e.g.Expect(errors.As(res.Error, &f)).To(BeTrue(), "%v", res.Error)
-	e.g.Expect(f.Kind).To(Equal(reconciler.Stalled))
+	e.g.Expect(f.Kind).To(Equal(outcome.Stalled))
 	e.g.Expect(f.Reason).To(Equal(cairnv1.ReasonInvalidDeclaration))
 	var de *declarations.Error
 	e.g.Expect(errors.As(res.Error, &de)).To(BeTrue())

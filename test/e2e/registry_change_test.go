@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // TestRegistryKeyChangeReverifiesItsChartInstances: a chart instance is Ready under
@@ -40,7 +40,7 @@ func TestRegistryKeyChangeReverifiesItsChartInstances(t *testing.T) {
 	got := result(res, e.ns, "hello")
 	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", got)
 	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonSignatureInvalid), got.Message)
-	e.g.Expect(got.Retry).To(Equal(reconciler.Stalled))
+	e.g.Expect(got.Retry).To(Equal(outcome.Stalled))
 	e.g.Expect(result(res, e.ns, "bystander").Action).To(BeEquivalentTo("Unchanged"), "an instance using no Registry is not re-rendered")
 	mi := e.instanceCR(e.ns, "hello")
 	e.g.Expect(isTrue(mi, cairnv1.VerifiedCondition)).To(BeFalse())

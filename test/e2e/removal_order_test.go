@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/test/harness"
 )
 
@@ -120,7 +120,7 @@ func TestRemovalDeletesInReverseApplyOrderEachStageGone(t *testing.T) {
 
 	repo.commit("remove order", map[string]string{"instances/order.yaml": ""})
 	mark := time.Now()
-	done := make(chan reconciler.Action, 1)
+	done := make(chan outcome.Action, 1)
 	go func() { done <- result(e.sync(repo), e.ns, "order").Action }()
 	e.g.Eventually(func() bool { return e.get("apps/v1", "Deployment", e.ns, "order").GetDeletionTimestamp() != nil },
 		30*time.Second, 100*time.Millisecond).Should(BeTrue())
@@ -135,7 +135,7 @@ func TestRemovalDeletesInReverseApplyOrderEachStageGone(t *testing.T) {
 	d = e.get("apps/v1", "Deployment", e.ns, "order")
 	d.SetFinalizers(nil)
 	e.g.Expect(e.c.Update(e.ctx, d)).To(Succeed())
-	e.g.Eventually(done, time.Minute).Should(Receive(Equal(reconciler.ActionDeleted)))
+	e.g.Eventually(done, time.Minute).Should(Receive(Equal(outcome.ActionDeleted)))
 
 	var order []string
 	var afterRelease []bool

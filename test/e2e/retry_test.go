@@ -11,6 +11,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // syncRendering syncs repo and returns the result and the instances it rendered.
@@ -43,8 +44,8 @@ func TestFailedInstancesAreRetriedOnTheirSchedule(t *testing.T) {
 	repo.commit("an invalid Service", map[string]string{"instances/a.yaml": bad})
 	res, rendered := e.syncRendering(repo)
 	e.g.Expect(rendered).To(ConsistOf("a", "b"))
-	e.g.Expect(result(res, e.ns, "a").Retry).To(Equal(reconciler.Stalled))
-	e.g.Expect(result(res, e.ns, "b").Retry).To(Equal(reconciler.Waiting))
+	e.g.Expect(result(res, e.ns, "a").Retry).To(Equal(outcome.Stalled))
+	e.g.Expect(result(res, e.ns, "b").Retry).To(Equal(outcome.Waiting))
 	bNext := e.instance(e.ns, "b").Status.NextRetryAt.Time
 	e.g.Expect(res.NextRetry()).To(BeTemporally("~", bNext, time.Second), "the earliest retry is b's")
 

@@ -24,7 +24,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // rawChart is a chart archive built entry by entry, so that it can be hostile.
@@ -139,7 +139,7 @@ func TestHostileChartsAreRefused(t *testing.T) {
 	for _, c := range cases {
 		got := result(res, e.ns, c.name)
 		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), c.name)
-		e.g.Expect(got.Retry).To(Equal(reconciler.Stalled), c.name)
+		e.g.Expect(got.Retry).To(Equal(outcome.Stalled), c.name)
 		e.g.Expect(got.Reason).To(BeElementOf("ChartInvalid", "LimitExceeded"), "%s: %+v", c.name, got)
 		e.g.Expect(got.Message).To(ContainSubstring(c.want), c.name)
 		mi := e.instanceCR(e.ns, c.name)
@@ -223,7 +223,7 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 		t.Helper()
 		e.g.Expect(e.get("v1", "ConfigMap", e.ns, "hello-greeting").Object["data"]).To(HaveKeyWithValue("greeting", "first"))
 	}
-	step := func(msg, greeting, version string, retry reconciler.FailureKind, reason, text string) {
+	step := func(msg, greeting, version string, retry outcome.Kind, reason, text string) {
 		t.Helper()
 		repo.commit(msg, map[string]string{"instances/hello.yaml": instance(version, greeting)})
 		got := result(e.sync(repo), e.ns, "hello")
@@ -235,19 +235,19 @@ func TestRegistryFaultsKeepTheLastGoodState(t *testing.T) {
 	}
 
 	proxy.mode.Store("500")
-	step("registry 500", "during-500", "0.1.0", reconciler.Transient, "FetchFailed", "500")
+	step("registry 500", "during-500", "0.1.0", outcome.Transient, "FetchFailed", "500")
 
 	proxy.mode.Store("corrupt")
 	proxy.corrupt.Store(good.String())
-	step("digest mismatch", "during-corruption", "0.1.0", reconciler.Stalled, "DigestMismatch", "DigestMismatch")
+	step("digest mismatch", "during-corruption", "0.1.0", outcome.Stalled, "DigestMismatch", "DigestMismatch")
 
 	proxy.mode.Store("")
-	step("missing version", "missing", "9.9.9", reconciler.Stalled, "NotFound", "9.9.9")
+	step("missing version", "missing", "9.9.9", outcome.Stalled, "NotFound", "9.9.9")
 
 	// The tag moves to other, unsigned content: refused, the old digest stays applied.
 	moved := pushChart(t, e.ctx, rc, repoPath, chartArchive(t, "hello", "0.1.0", "moved"), nil)
 	e.g.Expect(moved).NotTo(Equal(good))
-	step("tag moved", "after-move", "0.1.0", reconciler.Stalled, cairnv1.ReasonSignatureMissing, moved.String())
+	step("tag moved", "after-move", "0.1.0", outcome.Stalled, cairnv1.ReasonSignatureMissing, moved.String())
 	e.g.Expect(e.instanceCR(e.ns, "hello").Status.SourceDigest).To(Equal(good.String()))
 
 	// A declared digest that the version no longer resolves to is refused, naming both.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
 )
@@ -85,7 +85,7 @@ func TestSignedChartFromAuthenticatedRegistry(t *testing.T) {
 		got := result(res, e.ns, "hello")
 		e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", got)
 		e.g.Expect(got.Reason).To(Equal(reason), "%+v", got)
-		e.g.Expect(got.Retry).To(Equal(reconciler.Stalled))
+		e.g.Expect(got.Retry).To(Equal(outcome.Stalled))
 		mi := e.instanceCR(e.ns, "hello")
 		e.g.Expect(isTrue(mi, cairnv1.VerifiedCondition)).To(BeFalse())
 		e.g.Expect(mi.Status.LastAppliedRevision).NotTo(Equal(mi.Status.LastAttemptedRevision))
@@ -303,7 +303,7 @@ func TestPublishSignedRenders(t *testing.T) {
 	got := result(res, e.ns, "web")
 	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"))
 	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonPublishFailed))
-	e.g.Expect(got.Retry).To(Equal(reconciler.Transient))
+	e.g.Expect(got.Retry).To(Equal(outcome.Transient))
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-b")).To(BeNil(), "an unpublished render was applied")
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil())
 	mi = e.instanceCR(e.ns, "web")

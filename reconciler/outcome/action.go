@@ -1,4 +1,4 @@
-package reconciler
+package outcome
 
 // Action is what a sync did to an instance (InstanceResult.Action).
 type Action string
