@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -32,12 +33,12 @@ func (r *instanceRun) ready() bool {
 	return r.failure == nil
 }
 
-// syncInstance mirrors the CR, then applies, prunes and waits, and records the outcome.
+// syncInstance takes the CR the revision step wrote, then applies, prunes and waits, and records the outcome.
 func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	r.started = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(r.mi))
 	defer cancel()
-	if err := s.mirrorInstance(ctx, r); err != nil {
+	if err := r.takeMirrored(); err != nil {
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
 		r.interrupt(ctx)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
@@ -81,14 +82,60 @@ func (s *syncRun) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 }
 
 func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
-	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
-		return err
-	}
-	mi := r.mi.DeepCopy()
-	if err := mirror(ctx, s.e.cluster.client, mi, s.instanceAnnotations(r)); err != nil {
+	mi, err := s.writeInput(ctx, r)
+	if err != nil {
 		return err
 	}
 	r.live = mi
+	return nil
+}
+
+// writeInput writes r's input into its CR, creating its namespace when missing: the
+// spec from Git and the annotations that say which input it is (see
+// instanceAnnotations). It returns the CR as written.
+func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.ModuleInstance, error) {
+	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
+		return nil, err
+	}
+	mi := r.mi.DeepCopy()
+	if err := mirror(ctx, s.e.cluster.client, mi, s.instanceAnnotations(r)); err != nil {
+		return nil, err
+	}
+	return mi, nil
+}
+
+// writeInputs is the revision step's write: the input of every instance the
+// revision affects goes into its CR, at most Options.Concurrency at once, before
+// anything renders; an instance the revision does not affect is not written to (a
+// commit that changes no instance's input writes no ModuleInstance). Until its
+// reconcile starts, an instance's plan, render and prune verdicts still see the CR as
+// it was (r.live); the reconcile works on the CR as written (takeMirrored).
+func (s *syncRun) writeInputs(ctx context.Context) {
+	sem := make(chan struct{}, max(s.e.opts.Concurrency, 1))
+	var wg sync.WaitGroup
+	for _, r := range s.runs {
+		if !r.affected {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.mirrored, r.mirrorErr = s.writeInput(ctx, r)
+		})
+	}
+	wg.Wait()
+}
+
+// takeMirrored makes the CR the revision step wrote r's current CR, or says why
+// there is none.
+func (r *instanceRun) takeMirrored() error {
+	if r.mirrorErr != nil {
+		return r.mirrorErr
+	}
+	if r.mirrored == nil {
+		return fmt.Errorf("the input of %s was not written at this revision", r.key())
+	}
+	r.live = r.mirrored
 	return nil
 }
 
@@ -268,6 +315,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	defer cancel()
 	mi := r.live
 	if r.affected {
+		mi.Status.LastAttemptedInput = r.inputDigest
 		mi.Status.Artifacts = r.artifacts
 		markVerified(mi, r.artifacts)
 	}

@@ -23,12 +23,18 @@ const (
 	// cairn reads: while that file cannot be read, the instance is neither applied nor
 	// removed (see heldFile).
 	sourceAnnotation = "cairn.dev/source"
+	// inputDigestAnnotation is the digest of everything the instance's render reads
+	// (see inputDigest), and inputRevisionAnnotation the revision it was written at:
+	// the input the revision step hands to the instance reconcile.
+	inputDigestAnnotation   = "cairn.dev/input-digest"
+	inputRevisionAnnotation = "cairn.dev/input-revision"
 )
 
 // instanceAnnotations are the annotations cairn sets on the CR of r's instance.
 func (s *syncRun) instanceAnnotations(r *instanceRun) map[string]string {
 	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
-	return map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File}
+	return map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File,
+		inputDigestAnnotation: r.inputDigest, inputRevisionAnnotation: s.rev.SHA}
 }
 
 // mirror server-side applies the declaration obj (spec from Git) as cairn and reads

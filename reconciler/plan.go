@@ -25,8 +25,15 @@ type instanceRun struct {
 	specDigest   string
 	sourceDigest string   // local modules: digest of the module directory
 	sourceDirs   []string // the repository directories sourceDigest covers
-	affected     bool
-	why          string
+	// inputDigest covers everything the render reads (see inputDigest).
+	inputDigest string
+	affected    bool
+	why         string
+	// mirrored is the CR as the revision step wrote the instance's input into it
+	// (see writeInputs); the instance reconcile works on it. mirrorErr says why it
+	// could not be written.
+	mirrored  *cairnv1.ModuleInstance
+	mirrorErr error
 
 	rendered *render.Result
 	// unplaced is the render of this sync until its objects are placed (placeAll).
@@ -112,12 +119,12 @@ func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
 	r.specDigest = s.specDigest(mi)
 	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
+	r.inputDigest = inputDigest(r.specDigest, r.sourceDigest)
 	r.affected, r.why = s.isAffected(r)
 	return r
 }
 
 func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
-	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
 	switch {
 	case r.mi.Spec.Suspend:
 		return false, "suspended"
@@ -140,17 +147,8 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	switch {
 	case r.live.Generation != r.live.Status.ObservedGeneration:
 		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
-	case r.live.Annotations[specDigestAnnotation] != r.specDigest && s.declarationTouched(origin.File):
-		return true, "declaration changed"
-	case r.mi.Spec.Module.Local != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		(s.changes.touches(cleanLocal(r.mi.Spec.Module.Local.Path)) || slices.ContainsFunc(r.sourceDirs, s.changes.touches)):
-		return true, "local module changed"
-	case r.mi.Spec.Module.Timoni != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		slices.ContainsFunc(r.sourceDirs, s.changes.touches):
-		return true, "Timoni module directory changed"
-	case r.mi.Spec.Module.Kustomize != nil && r.sourceDigest != r.live.Status.SourceDigest &&
-		slices.ContainsFunc(r.sourceDirs, s.changes.touchesRepo):
-		return true, "kustomize directory or one of its bases changed"
+	case r.live.Status.LastAttemptedInput != r.inputDigest:
+		return true, inputChange(r)
 	case isReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
 	case !isReady(r.live):
@@ -160,18 +158,31 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	return false, "unchanged"
 }
 
-// declarationTouched reports whether the instance's file, the Platform's or a
-// Registry's file changed.
-func (s *syncRun) declarationTouched(file string) bool {
-	if s.changes.touches(file) {
-		return true
+// inputDigest is the digest of everything an instance's render reads: specDigest
+// (its declaration, the Platform's spec and the Registries it uses) and
+// sourceDigest (the files of its module in the repository). The revision step
+// writes it on the CR (inputDigestAnnotation) and each attempt records it
+// (status.lastAttemptedInput): a commit that leaves it unchanged leaves the
+// instance alone, whatever paths the commit touched.
+func inputDigest(specDigest, sourceDigest string) string {
+	return digestJSON([]string{specDigest, sourceDigest})
+}
+
+// inputChange says what changed in r's input since its last attempt.
+func inputChange(r *instanceRun) string {
+	switch m := r.mi.Spec.Module; {
+	case r.live.Status.LastAttemptedInput == "":
+		return "input digest not recorded yet (the first sync by this version of cairn): rendered again"
+	case r.live.Annotations[specDigestAnnotation] != r.specDigest:
+		return "declaration changed"
+	case r.sourceDigest != r.live.Status.SourceDigest && m.Local != nil:
+		return "local module changed"
+	case r.sourceDigest != r.live.Status.SourceDigest && m.Timoni != nil:
+		return "Timoni module directory changed"
+	case r.sourceDigest != r.live.Status.SourceDigest && m.Kustomize != nil:
+		return "kustomize directory or one of its bases changed"
 	}
-	for key, o := range s.set.Origins {
-		if !strings.HasPrefix(key, cairnv1.ModuleInstanceKind+"/") && s.changes.touches(o.File) {
-			return true
-		}
-	}
-	return false
+	return "input written at " + shortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
 
 func (s *syncRun) markDependents(r *instanceRun) {

@@ -21,13 +21,6 @@ func TestChangesTouches(t *testing.T) {
 	g.Expect(newChanges(Revision{}, ".").touches("anything")).To(BeTrue(), "an unknown diff touches everything")
 	g.Expect(newChanges(Revision{Changed: []string{}}, ".").touches("a")).To(BeFalse())
 
-	// A kustomize build reads directories of the whole repository, --path or not.
-	g.Expect(c.touchesRepo("other")).To(BeTrue())
-	g.Expect(c.touchesRepo("./platform/modules/app")).To(BeTrue())
-	g.Expect(c.touchesRepo("modules/app")).To(BeFalse(), "repository paths, not --path's")
-	g.Expect(c.touchesRepo(".")).To(BeTrue(), "the root holds every change")
-	g.Expect(newChanges(Revision{Changed: []string{}}, "platform").touchesRepo(".")).To(BeFalse())
-	g.Expect(newChanges(Revision{}, "platform").touchesRepo("x")).To(BeTrue(), "an unknown diff touches everything")
 }
 
 func TestCleanKustomize(t *testing.T) {

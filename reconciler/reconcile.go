@@ -85,6 +85,7 @@ func (s *syncRun) prepare(ctx context.Context) {
 	if !s.readOnly {
 		s.e.opts.Reporter.SyncStarted(s.rev.SHA, s.touched())
 		s.markInvalid(ctx)
+		s.writeInputs(ctx)
 	}
 	s.renderAll(ctx)
 	s.inferContracts(nil)

@@ -150,9 +150,17 @@ func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
 	mi := s.set.Instance(ns, name).DeepCopy()
 	mi.Generation = 1
 	mi.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
-	mi.Status.SourceDigest = "digest-now"
+	src, _ := s.repositorySource(mi)
+	mi.Status.SourceDigest = src
+	mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), src)
 	markSucceeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 	return mi
+}
+
+// declarationChanged makes mi's CR record an older declaration, as its last attempt.
+func declarationChanged(mi *cairnv1.ModuleInstance) {
+	mi.Annotations[specDigestAnnotation] = "before"
+	mi.Status.LastAttemptedInput = "before"
 }
 
 func TestIsAffected(t *testing.T) {
@@ -174,26 +182,34 @@ func TestIsAffected(t *testing.T) {
 		{name: "new instance", instance: "web", noCR: true, affected: true, why: "new instance"},
 		{name: "unchanged", instance: "web", changed: []string{"instances/web.yaml"}, why: "unchanged"},
 		{name: "declaration changed", instance: "web", changed: []string{"instances/web.yaml"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
-		{name: "a digest change the diff does not touch is not looked at", instance: "web", changed: []string{"instances/cache.yaml"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, why: "unchanged"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
+		{name: "a commit that leaves its input as it was leaves it alone, whatever paths it touches", instance: "web",
+			changed: []string{"instances/web.yaml", "platform.yaml", "modules/api/main.cue"}, why: "unchanged"},
 		{name: "the Platform's file changed", instance: "web", changed: []string{"platform.yaml"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
 		{name: "an unknown diff looks at every digest", instance: "web", changed: nil,
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Annotations[specDigestAnnotation] = "before" }, affected: true, why: "declaration changed"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
 		{name: "edited in the cluster", instance: "web", changed: []string{},
 			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Generation = 2 }, affected: true,
 			why: "spec changed since the last sync (an interrupted sync or an edit in the cluster)"},
 		{name: "local module changed", instance: "api", changed: []string{"modules/api/main.cue"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.SourceDigest = "digest-before" }, affected: true, why: "local module changed"},
-		{name: "local module digest differs, its directory untouched", instance: "api", changed: []string{"modules/other/x.cue"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.SourceDigest = "digest-before" }, why: "unchanged"},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+				mi.Status.SourceDigest, mi.Status.LastAttemptedInput = "digest-before", "before"
+			}, affected: true, why: "local module changed"},
+		{name: "an input written but never attempted (a crash between the revision step and the reconcile)", instance: "api",
+			changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+				mi.Annotations[inputRevisionAnnotation] = "0123456789abcdef"
+				mi.Status.LastAttemptedInput = "before"
+			}, affected: true, why: "input written at 0123456789ab not synced yet"},
+		{name: "a CR an older cairn synced, with no input digest", instance: "web", changed: []string{},
+			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.LastAttemptedInput = "" }, affected: true,
+			why: "input digest not recorded yet"},
 		{name: "suspended in Git", instance: "web", live: func(s *syncRun, _ *cairnv1.ModuleInstance) {
 			s.set.Instance("team-a", "web").Spec.Suspend = true
 		}, why: "suspended"},
 		{name: "suspended in the cluster", instance: "web", changed: []string{"instances/web.yaml"}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[cairnv1.SuspendAnnotation] = "true"
-			mi.Annotations[specDigestAnnotation] = "before"
+			declarationChanged(mi)
 		}, why: "suspended in the cluster (cairn suspend)"},
 		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { markSuspended(mi, false) },
 			affected: true, why: "resumed"},
@@ -228,9 +244,8 @@ func TestIsAffected(t *testing.T) {
 			}
 			r := &instanceRun{mi: s.set.Instance("team-a", tc.instance), live: live}
 			r.specDigest = s.specDigest(r.mi)
-			if r.mi.Spec.Module.Local != nil {
-				r.sourceDigest = s.moduleDigest(r.mi.Spec.Module.Local.Path)
-			}
+			r.sourceDigest, _ = s.repositorySource(r.mi)
+			r.inputDigest = inputDigest(r.specDigest, r.sourceDigest)
 			affected, why := s.isAffected(r)
 			g.Expect(affected).To(Equal(tc.affected))
 			g.Expect(why).To(HavePrefix(tc.why))
@@ -249,14 +264,14 @@ func TestPlanMarksDependentsAndFindsRemoved(t *testing.T) {
 	}{
 		{name: "nothing changed", changed: []string{}},
 		{name: "a dependency changed: its dependent follows", changed: []string{"instances/db.yaml"},
-			edit:     func(s *syncRun) { s.live["team-a/db"].Annotations[specDigestAnnotation] = "before" },
+			edit:     func(s *syncRun) { declarationChanged(s.live["team-a/db"]) },
 			affected: []string{"team-a/db", "team-a/web"}},
 		{name: "a dependent changed: its dependency stays", changed: []string{"instances/web.yaml"},
-			edit:     func(s *syncRun) { s.live["team-a/web"].Annotations[specDigestAnnotation] = "before" },
+			edit:     func(s *syncRun) { declarationChanged(s.live["team-a/web"]) },
 			affected: []string{"team-a/web"}},
 		{name: "a suspended dependent does not follow", changed: []string{"instances/db.yaml"},
 			edit: func(s *syncRun) {
-				s.live["team-a/db"].Annotations[specDigestAnnotation] = "before"
+				declarationChanged(s.live["team-a/db"])
 				s.live["team-a/web"].Annotations[cairnv1.SuspendAnnotation] = "true"
 			},
 			affected: []string{"team-a/db"}},

@@ -33,19 +33,19 @@ type Revision struct {
 	Refreshed []string
 }
 
-// changes holds the changed paths relative to the declarations path, and all of
-// them relative to the repository root (a kustomize build may read any directory).
+// changes holds the changed paths relative to the declarations path: the prune
+// guards read which files a commit touched (see prune_owner.go). Whether an
+// instance is affected is decided by its input digest, not by the paths.
 type changes struct {
 	known bool
 	paths []string
-	repo  []string
 }
 
 func newChanges(rev Revision, root string) changes {
 	if rev.Changed == nil {
 		return changes{}
 	}
-	c := changes{known: true, repo: rev.Changed}
+	c := changes{known: true}
 	prefix := strings.TrimPrefix(path.Clean(root)+"/", "./")
 	for _, p := range rev.Changed {
 		if prefix == "" || strings.HasPrefix(p, prefix) {
@@ -59,11 +59,6 @@ func newChanges(rev Revision, root string) changes {
 // declarations path) changed; an unknown diff touches everything.
 func (c changes) touches(p string) bool {
 	return !c.known || touchedIn(c.paths, p)
-}
-
-// touchesRepo is touches for a path relative to the repository root.
-func (c changes) touchesRepo(p string) bool {
-	return !c.known || touchedIn(c.repo, p)
 }
 
 func touchedIn(changed []string, p string) bool {

@@ -248,6 +248,13 @@ type ModuleInstanceStatus struct {
 	// LastAttemptedRevision is the SHA of the last attempt.
 	// +optional
 	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+	// LastAttemptedInput is the input digest (the cairn.dev/input-digest annotation
+	// the revision step wrote: the declaration, the Platform and Registry settings
+	// its render uses, and the files of its module in the repository) of the last
+	// attempt, successful or not. An instance whose input digest equals it is not
+	// rendered again by a new commit (see docs/architecture.md).
+	// +optional
+	LastAttemptedInput string `json:"lastAttemptedInput,omitempty"`
 	// SourceDigest is the digest of the module source used.
 	// +optional
 	SourceDigest string `json:"sourceDigest,omitempty"`
