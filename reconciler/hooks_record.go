@@ -46,7 +46,7 @@ type hookRun struct {
 // or it is a chart (whose record may have been written by an attempt whose status
 // was not).
 func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
-	return mi.Status.HookRecord != "" || mi.Spec.Module.Chart != nil
+	return mi.Status.HookRecord != "" || (moduleKindOf(mi) != nil && moduleKindOf(mi).hooks())
 }
 
 // hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,

@@ -27,17 +27,8 @@ func (m *MetricsReporter) observeRender(mi *cairnv1.ModuleInstance, cached bool,
 
 // moduleType is the label of an instance's kind of module.
 func moduleType(mi *cairnv1.ModuleInstance) string {
-	switch m := mi.Spec.Module; {
-	case m.Chart != nil:
-		return "helm"
-	case m.CUE != nil:
-		return "cue"
-	case m.Local != nil:
-		return "local"
-	case m.Timoni != nil:
-		return "timoni"
-	case m.Kustomize != nil:
-		return "kustomize"
+	if k := moduleKindOf(mi); k != nil {
+		return k.label()
 	}
 	return "other"
 }

@@ -170,17 +170,13 @@ func inputDigest(specDigest, sourceDigest string) string {
 
 // inputChange says what changed in r's input since its last attempt.
 func inputChange(r *instanceRun) string {
-	switch m := r.mi.Spec.Module; {
+	switch k := moduleKindOf(r.mi); {
 	case r.live.Status.LastAttemptedInput == "":
 		return "input digest not recorded yet (the first sync by this version of cairn): rendered again"
 	case r.live.Annotations[specDigestAnnotation] != r.specDigest:
 		return "declaration changed"
-	case r.sourceDigest != r.live.Status.SourceDigest && m.Local != nil:
-		return "local module changed"
-	case r.sourceDigest != r.live.Status.SourceDigest && m.Timoni != nil:
-		return "Timoni module directory changed"
-	case r.sourceDigest != r.live.Status.SourceDigest && m.Kustomize != nil:
-		return "kustomize directory or one of its bases changed"
+	case r.sourceDigest != r.live.Status.SourceDigest && k != nil && k.sourceChange() != "":
+		return k.sourceChange()
 	}
 	return "input written at " + shortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
@@ -235,7 +231,7 @@ func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv
 		for _, reg := range set.Registries {
 			used[reg.Name] = used[reg.Name] || (err == nil && reg.Spec.Hostname == ref.host)
 		}
-	} else if mi.Spec.Module.CUE != nil || (len(p.Catalogs) > 0 && mi.Spec.Module.Timoni == nil) {
+	} else if k := moduleKindOf(mi); k != nil && k.usesModuleRegistry(p) {
 		used[p.ModuleRegistry] = true
 	}
 	if p.Render.Publish != nil {
@@ -293,27 +289,11 @@ func splitKey(key string) (string, string) {
 }
 
 // repositorySource returns the digest of what mi's module reads from the repository
-// and the directories that holds ("" and none for a registry module or chart): a
-// local module's directory (relative to the declarations path), or a kustomize
-// directory's kustomization directories (its bases and components too, relative to
-// the repository root, as its path is). A kustomize directory that would be refused
-// has no digest: its render says why.
+// and the directories that holds ("" and none for a registry module or chart): see
+// moduleKind.source.
 func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
-	switch m := mi.Spec.Module; {
-	case m.Local != nil:
-		return s.linkedModuleDigest(m.Local.Path)
-	case m.Timoni != nil && m.Timoni.Path != "":
-		return s.linkedModuleDigest(m.Timoni.Path)
-	case m.Kustomize != nil:
-		roots, err := render.KustomizeRoots(s.rev.Tree, cleanKustomize(m.Kustomize.Path))
-		if err != nil {
-			return "", nil
-		}
-		h := sha256.New()
-		for _, dir := range roots {
-			fmt.Fprintf(h, "%s\x00%s\x00", dir, s.rev.Tree.DigestDir(dir))
-		}
-		return "sha256:" + hex.EncodeToString(h.Sum(nil)), roots
+	if k := moduleKindOf(mi); k != nil {
+		return k.source(s)
 	}
 	return "", nil
 }

@@ -230,30 +230,19 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo
 	for _, c := range p.Spec.Catalogs {
 		req.Catalogs = append(req.Catalogs, render.Catalog{Module: c.Module, Version: c.Version})
 	}
-	switch m := mi.Spec.Module; {
-	case m.Chart != nil:
-		return req, nil
-	case m.Kustomize != nil:
-		req.Source, req.KustomizePath = repo, cleanKustomize(m.Kustomize.Path)
-		return req, nil
-	case m.Timoni != nil:
-		timoniRequest(&req, m.Timoni)
-		return req, nil
-	}
-	reg, f := sc.moduleRegistry(p.Spec.ModuleRegistry)
-	if f != nil && (mi.Spec.Module.CUE != nil || len(p.Spec.Catalogs) > 0) {
-		return req, f
-	}
-	req.Registry = reg
-	switch m := mi.Spec.Module; {
-	case m.Local != nil:
-		req.LocalPath = cleanLocal(m.Local.Path)
-	case m.CUE != nil:
-		req.CUEModule = &render.CUEModuleRef{Path: m.CUE.Path, Version: m.CUE.Version}
-	default:
+	k := moduleKindOf(mi)
+	if k == nil {
 		return req, outcome.Failuref(outcome.Stalled, cairnv1.ReasonInvalidDeclaration,
 			"%s: module needs one of cue, chart, local, kustomize or timoni", mi.Namespace+"/"+mi.Name)
 	}
+	var reg *render.ModuleRegistry
+	if k.rendersWithRegistry() {
+		var f *outcome.Failure
+		if reg, f = sc.moduleRegistry(p.Spec.ModuleRegistry); f != nil && k.usesModuleRegistry(p.Spec) {
+			return req, f
+		}
+	}
+	k.request(&req, repo, reg)
 	return req, nil
 }
 
@@ -270,8 +259,8 @@ func renderLimits(set *declarations.Set, mi *cairnv1.ModuleInstance, opts Option
 // local module's files, or the path and version of a registry module (registry
 // versions are immutable).
 func (s *syncRun) moduleID(r *instanceRun) string {
-	if m := r.mi.Spec.Module.CUE; m != nil {
-		id := m.Path + "@" + m.Version
+	if m := moduleKindOf(r.mi); m != nil && m.registryModule() != nil {
+		id := m.registryModule().Path + "@" + m.registryModule().Version
 		for _, a := range r.artifacts {
 			id += "@" + a.Digest // the module and catalogs as resolved in this sync
 		}

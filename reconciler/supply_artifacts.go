@@ -54,13 +54,8 @@ func parseOCI(what, url, version, dgst string) (chartRef, error) {
 // ociModule is the OCI artifact mi's module is pulled from (a chart or a Timoni
 // module of url), parsed; ok is false for the other modules.
 func ociModule(mi *cairnv1.ModuleInstance) (ref chartRef, timoni, ok bool, err error) {
-	switch m := mi.Spec.Module; {
-	case m.Chart != nil:
-		ref, err = parseChart(m.Chart)
-		return ref, false, true, err
-	case m.Timoni != nil && m.Timoni.URL != "":
-		ref, err = parseTimoni(m.Timoni)
-		return ref, true, true, err
+	if k := moduleKindOf(mi); k != nil {
+		return k.oci()
 	}
 	return chartRef{}, false, false, nil
 }
@@ -92,13 +87,12 @@ func (sc *supplyChain) verifyArtifacts(ctx context.Context, p *cairnv1.Platform,
 		}
 		return out, in, nil
 	}
-	switch {
-	case m.CUE != nil:
+	if k := moduleKindOf(mi); k != nil && k.registryModule() != nil {
 		st := sc.regs[p.Spec.ModuleRegistry]
 		if st == nil {
 			return nil, nil, nil // the renderer reports the missing registry
 		}
-		mods := []render.Catalog{{Module: m.CUE.Path, Version: m.CUE.Version}}
+		mods := []render.Catalog{{Module: k.registryModule().Path, Version: k.registryModule().Version}}
 		for _, c := range p.Spec.Catalogs {
 			mods = append(mods, render.Catalog{Module: c.Module, Version: c.Version})
 		}

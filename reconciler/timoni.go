@@ -59,18 +59,13 @@ func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *renderC
 // usesCapabilities reports whether mi's render sees the cluster's capabilities: all
 // of them for a chart, the Kubernetes version for a Timoni module.
 func usesCapabilities(mi *cairnv1.ModuleInstance) bool {
-	return mi.Spec.Module.Chart != nil || mi.Spec.Module.Timoni != nil
+	return moduleKindOf(mi) != nil && moduleKindOf(mi).seesCluster()
 }
 
 // digestFor is the digest of what mi's render sees of c (see usesCapabilities).
 func (c *clusterCapabilities) digestFor(mi *cairnv1.ModuleInstance) string {
-	switch {
-	case c == nil || c.err != nil:
-		return ""
-	case mi.Spec.Module.Chart != nil:
-		return c.digest
-	case mi.Spec.Module.Timoni != nil:
-		return digestJSON(map[string]string{"kubeVersion": c.caps.KubeVersion})
+	if k := moduleKindOf(mi); k != nil {
+		return k.capabilities(c)
 	}
 	return ""
 }
