@@ -115,6 +115,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 		return nil, err
 	}
 	s.prepare(ctx)
+	s.render(ctx)
 	for _, r := range s.runs {
 		plan.Instances = append(plan.Instances, s.previewInstance(ctx, r))
 	}

@@ -13,13 +13,16 @@ import (
 
 // A sync is two reconciles that the CLI and the controller share: the revision step
 // (PrepareRevision: load the declarations, mirror the Platform and Registries, decide
-// the affected and removed instances, render, and the sync-wide prune verdicts) and
-// the instance reconcile (ReconcileInstance: mirror, apply, prune, wait, record).
+// the affected and removed instances and write their input into their CRs; it
+// renders nothing) and the instance reconcile (ReconcileInstance: render — for now
+// the whole revision's, once, with the sync-wide verdicts — apply, prune, wait,
+// record).
 // Finish removes the instances that left Git and records the revision. Engine.Sync
 // runs the three in-process, the instances in dependsOn order.
 
 // RevisionState is what the revision step decided for one revision: the instances
-// it affects, rendered, and the verdicts the instance reconciles act on. It is safe
+// it affects, and, once the first instance reconcile has rendered them, their
+// renders and the verdicts the instance reconciles act on. It is safe
 // for concurrent ReconcileInstance calls.
 type RevisionState struct {
 	s *syncRun
@@ -27,6 +30,7 @@ type RevisionState struct {
 	// all: nothing is reconciled, Finish returns it.
 	unusable *SyncResult
 	slots    chan struct{} // apply slots: at most Options.Concurrency instances apply at once
+	renders  sync.Once     // the renders of the revision (see rendered)
 
 	mu       sync.Mutex
 	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
@@ -77,8 +81,9 @@ func newRevisionState(s *syncRun) *RevisionState {
 	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)), outcomes: map[string]*InstanceOutcome{}}
 }
 
-// prepare plans, renders and decides the prune verdicts: the revision step of a
-// sync, and all of a plan (which writes nothing), so the two never disagree.
+// prepare is the revision step: it plans (which instances the revision affects,
+// which left Git) and writes the affected instances' input into their CRs. It
+// renders nothing: the renders are the instance reconciles' (see render).
 func (s *syncRun) prepare(ctx context.Context) {
 	s.discoverForCharts(ctx) // once per revision: what the charts see of the cluster
 	s.plan()
@@ -87,6 +92,16 @@ func (s *syncRun) prepare(ctx context.Context) {
 		s.markInvalid(ctx)
 		s.writeInputs(ctx)
 	}
+}
+
+// render renders the affected instances and decides, over all of their renders,
+// what needs the whole set: the kinds' scopes, the provider contracts, the prune
+// verdicts (moves, the per-tenant caps) and the objects two instances render. A
+// plan runs it right after prepare; a sync runs it once, as its instance
+// reconciles start (RevisionState.rendered), so that the revision step renders
+// nothing. Until step 6 of docs/architecture.md lands, every apply of the revision
+// waits for it.
+func (s *syncRun) render(ctx context.Context) {
 	s.renderAll(ctx)
 	s.inferContracts(nil)
 	if !interrupted(ctx) {
@@ -127,6 +142,7 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 	if out := st.outcome(key); out != nil {
 		return *out
 	}
+	st.rendered(ctx)
 	r := st.s.byKey[key]
 	if r == nil {
 		ns, name := splitKey(key)
@@ -275,7 +291,14 @@ func (st *RevisionState) ReconcileAll(ctx context.Context) {
 	if st.unusable != nil {
 		return
 	}
+	st.rendered(ctx) // the contracts the order reads come from the renders
 	inDependencyOrder(st.Instances(), st.unreconciledDependencies, func(key string) { st.ReconcileInstance(ctx, key) })
+}
+
+// rendered renders the revision's affected instances the first time an instance
+// reconcile (or Finish) needs them, once.
+func (st *RevisionState) rendered(ctx context.Context) {
+	st.renders.Do(func() { st.s.render(ctx) })
 }
 
 // unreconciledDependencies are the dependencies of key that have no outcome yet.
@@ -335,6 +358,7 @@ func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 	}
 	s := st.s
 	if !interrupted(ctx) {
+		st.rendered(ctx) // the removals' prune verdicts are decided with the renders
 		s.rotateUnaffected(ctx)
 		s.removeInstances(ctx)
 	}
