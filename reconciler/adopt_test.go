@@ -38,7 +38,7 @@ func labelled(obj client.Object, instance, uid string) client.Object {
 func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	g := NewWithT(t)
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name} }
-	left, err := encodeGzipJSON(inv("ns_gone_batch_Job").entries())
+	left, err := encodeGzipJSON(inv("ns_gone_batch_Job").Entries())
 	g.Expect(err).NotTo(HaveOccurred())
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-x")}, "ns.a", "old-uid"),
@@ -86,7 +86,7 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	}).Build()
 	e := &Engine{cluster: &Cluster{client: c}}
 	deleted := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
-	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").entries(), Count: 2}
+	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").Entries(), Count: 2}
 	g.Expect(e.KeepInventoryOfDeleted(ctx, deleted)).To(Succeed())
 
 	s := &syncRun{e: e, managed: map[schema.GroupKind]managedObjects{}}

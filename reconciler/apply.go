@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -51,7 +52,7 @@ type applyReport struct {
 // object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
 // follow their own rules first (see settleJobs).
 func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	last inventory, key []byte, timeout time.Duration) (*applyReport, error) {
+	last apply.Inventory, key []byte, timeout time.Duration) (*applyReport, error) {
 	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
 	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, key, rep)
 	if err != nil {
@@ -93,7 +94,7 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 // established), the stage is taken back (see undoFirstStage), so that nothing of the
 // change stays written.
 func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured, validate bool,
-	last inventory, rep *applyReport, timeout time.Duration) error {
+	last apply.Inventory, rep *applyReport, timeout time.Duration) error {
 	var prior priorState
 	if validate && len(first) > 0 && len(later) > 0 {
 		var err error
@@ -125,7 +126,7 @@ func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
 
 // applyStage applies objects concurrently; every object is tried, and the errors of
 // all that failed are returned together, each naming its object.
-func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
+func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last apply.Inventory,
 	rep *applyReport) error {
 	var mu sync.Mutex
 	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
@@ -135,7 +136,7 @@ func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Un
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		rep.applied[objectID(u)] = true
+		rep.applied[apply.ObjectID(u)] = true
 		rep.live = append(rep.live, live)
 		rep.add(u, actionFor(u, last))
 		return nil
@@ -163,8 +164,8 @@ func joinFailures(errs []error) *outcome.Failure {
 	return &outcome.Failure{Kind: kind, Reason: reason, Err: errors.Join(errs...)}
 }
 
-func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
-	if _, ok := last[objectID(u)]; ok {
+func actionFor(u *unstructured.Unstructured, last apply.Inventory) ssa.Action {
+	if _, ok := last[apply.ObjectID(u)]; ok {
 		return ssa.ConfiguredAction
 	}
 	return ssa.CreatedAction
@@ -193,12 +194,12 @@ func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 	if isImmutable(err) {
 		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
-			describe(u), err, cairnv1.ForceAnnotation))
+			apply.Describe(u), err, cairnv1.ForceAnnotation))
 	}
 	if isTypeMismatch(err) {
-		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", apply.Describe(u), step, err))
 	}
-	return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+	return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", apply.Describe(u), step, err))
 }
 
 // isTypeMismatch reports the API server's answer to an apply with a field of the
@@ -231,14 +232,14 @@ func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	live := u.DeepCopy()
 	err := c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
+		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", apply.Describe(u), err))
 	}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy())
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
+		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", apply.Describe(u), err))
 	}
 	live, err = patchApply(ctx, c, u)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // deleteConcurrency bounds the deletions of one stage in flight at once.
@@ -117,7 +118,7 @@ func changeSetEntry(u *unstructured.Unstructured, action ssa.Action) ssa.ChangeS
 // confirmed, and the kind is unknown or forbidden to the identity (a refused
 // instance), so there is nothing of it to delete.
 func neverApplied(ps *pruneSet, u *unstructured.Unstructured, err error) bool {
-	if e, ok := ps.stale[objectID(u)]; !ok || e.Hash != "" {
+	if e, ok := ps.stale[apply.ObjectID(u)]; !ok || e.Hash != "" {
 		return false
 	}
 	return meta.IsNoMatchError(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err)
@@ -133,7 +134,7 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err):
 		return ssa.SkippedAction, nil, nil
 	case err != nil:
-		return "", nil, fmt.Errorf("%s: failed to read before deleting: %w", describe(u), err)
+		return "", nil, fmt.Errorf("%s: failed to read before deleting: %w", apply.Describe(u), err)
 	case !ownedBy(live, key, uid):
 		return ssa.SkippedAction, nil, nil
 	}
@@ -143,7 +144,7 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return ssa.SkippedAction, nil, nil
 	case err != nil:
-		return "", nil, fmt.Errorf("%s delete failed: %w", describe(u), err)
+		return "", nil, fmt.Errorf("%s delete failed: %w", apply.Describe(u), err)
 	}
 	return ssa.DeletedAction, live, nil
 }
@@ -172,7 +173,7 @@ func orphanOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("%s: failed to read before orphaning: %w", describe(u), err)
+		return false, fmt.Errorf("%s: failed to read before orphaning: %w", apply.Describe(u), err)
 	case !ownedBy(live, key, uid):
 		return false, nil
 	}
@@ -183,7 +184,7 @@ func orphanOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("%s: failed to remove cairn's labels: %w", describe(u), err)
+		return false, fmt.Errorf("%s: failed to remove cairn's labels: %w", apply.Describe(u), err)
 	}
 	return true, nil
 }
@@ -218,7 +219,7 @@ func waitGone(ctx context.Context, c client.Client, objects []*unstructured.Unst
 	for len(objects) > 0 {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d object(s) still terminating after %s, e.g. %s", len(objects), timeout, describe(objects[0]))
+			return fmt.Errorf("%d object(s) still terminating after %s, e.g. %s", len(objects), timeout, apply.Describe(objects[0]))
 		case <-time.After(interval):
 		}
 		interval = min(interval*2, healthMaxInterval)
@@ -231,7 +232,7 @@ func waitGone(ctx context.Context, c client.Client, objects []*unstructured.Unst
 				continue
 			}
 			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("%s: failed to read while waiting for deletion: %w", describe(u), err)
+				return fmt.Errorf("%s: failed to read while waiting for deletion: %w", apply.Describe(u), err)
 			}
 			left = append(left, u)
 		}

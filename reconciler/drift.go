@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -134,7 +135,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 	}
 	rep.Foreign = foreign
 	for _, u := range drifted {
-		rep.Drifted = append(rep.Drifted, describe(u))
+		rep.Drifted = append(rep.Drifted, apply.Describe(u))
 	}
 	if rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep); rep.Err != nil {
 		return rep
@@ -165,7 +166,7 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 		}
 		switch {
 		case entry.Action == ssa.ConfiguredAction && existing != nil && !ownedBy(existing, key, string(live.UID)):
-			foreign = append(foreign, describe(u))
+			foreign = append(foreign, apply.Describe(u))
 		case entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction:
 			drifted = append(drifted, u)
 		}
@@ -185,7 +186,7 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := applyObjects(ctx, m, drifted, inventory{}, s.digestKey, s.timeout(live))
+			res, err := applyObjects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live))
 			corrected += len(res.applied)
 			if err != nil {
 				return corrected, err

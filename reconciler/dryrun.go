@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/render"
 )
 
@@ -74,7 +75,7 @@ const schemaSettle = 5 * time.Second
 func dryRunAfterDefinitions(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured,
 	prior priorState) error {
 	err := dryRunStage(ctx, c, later)
-	changedCRD := func(u *unstructured.Unstructured) bool { return ssautils.IsCRD(u) && prior[objectID(u)] != nil }
+	changedCRD := func(u *unstructured.Unstructured) bool { return ssautils.IsCRD(u) && prior[apply.ObjectID(u)] != nil }
 	if err == nil || !slices.ContainsFunc(first, changedCRD) {
 		return err
 	}

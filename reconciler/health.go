@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -89,7 +90,7 @@ func failedObjects(objects []*unstructured.Unstructured) []string {
 	var out []string
 	for _, u := range objects {
 		if res, err := status.Compute(u); err == nil && res.Status == status.FailedStatus {
-			out = append(out, describe(u)+": "+res.Message)
+			out = append(out, apply.Describe(u)+": "+res.Message)
 		}
 	}
 	return out
@@ -102,7 +103,7 @@ func describeStatuses(objects []*unstructured.Unstructured) string {
 		if res, err := status.Compute(u); err == nil {
 			msg = string(res.Status) + ": " + res.Message
 		}
-		parts = append(parts, describe(u)+" ("+msg+")")
+		parts = append(parts, apply.Describe(u)+" ("+msg+")")
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, "; ")
@@ -126,7 +127,7 @@ func getAll(ctx context.Context, c client.Client, objects []*unstructured.Unstru
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("%s: failed to read for the health check: %w", describe(objects[i]), err)
+			return nil, fmt.Errorf("%s: failed to read for the health check: %w", apply.Describe(objects[i]), err)
 		}
 	}
 	return out, nil
@@ -202,7 +203,7 @@ func getExisting(ctx context.Context, c client.Client, objects []*unstructured.U
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, fmt.Errorf("%s: failed to read for the health check: %w", describe(u), err)
+			return nil, fmt.Errorf("%s: failed to read for the health check: %w", apply.Describe(u), err)
 		default:
 			out = append(out, live)
 		}
@@ -214,11 +215,11 @@ func getExisting(ctx context.Context, c client.Client, objects []*unstructured.U
 func notAmong(all, some []*unstructured.Unstructured) []*unstructured.Unstructured {
 	seen := make(map[string]bool, len(some))
 	for _, u := range some {
-		seen[objectID(u)] = true
+		seen[apply.ObjectID(u)] = true
 	}
 	var out []*unstructured.Unstructured
 	for _, u := range all {
-		if !seen[objectID(u)] {
+		if !seen[apply.ObjectID(u)] {
 			out = append(out, u)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -74,22 +75,22 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	u := hk.Object
 	live, err := getLive(ctx, h.c, u)
 	if err != nil {
-		return fmt.Errorf("failed to read %s: %w", describe(u), err)
+		return fmt.Errorf("failed to read %s: %w", apply.Describe(u), err)
 	}
 	switch {
 	case live == nil:
 	case !ownedBy(live, h.owner.key, h.owner.uid):
-		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", describe(u)))
+		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", apply.Describe(u)))
 	case hk.Deletes(render.HookBeforeCreation):
 		if err := h.deleteHook(ctx, u); err != nil {
 			return err
 		}
 	case runsToCompletion(u):
 		return fmt.Errorf("%s exists from an earlier run and its delete policies (%s) do not delete it before it runs again",
-			describe(u), strings.Join(hk.DeletePolicies, ","))
+			apply.Describe(u), strings.Join(hk.DeletePolicies, ","))
 	}
 	if _, err := patchApply(ctx, h.c, u); err != nil {
-		return fmt.Errorf("failed to apply %s: %w", describe(u), err)
+		return fmt.Errorf("failed to apply %s: %w", apply.Describe(u), err)
 	}
 	return waitHook(ctx, h.c, u)
 }
@@ -120,7 +121,7 @@ func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured
 
 // failure is the instance's failure for a hook that failed with err.
 func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
-	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, describe(hk.Object), hk.Source, err)
+	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, apply.Describe(hk.Object), hk.Source, err)
 	var f *outcome.Failure
 	switch {
 	case errors.As(err, &f) && f.Reason == cairnv1.ReasonOwnershipConflict:

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/render"
 )
 
@@ -101,19 +102,19 @@ func (st inventoryStore) removeHooks(ctx context.Context, mi *cairnv1.ModuleInst
 // nextHookRecord is the record after a successful sync of r: the delete hooks of its
 // render, and the install and upgrade hooks of its render added to those left before.
 func nextHookRecord(prev hookRecord, hooks []render.Hook) hookRecord {
-	left := inventoryFromEntries(prev.Left)
+	left := apply.InventoryFromEntries(prev.Left)
 	var rec hookRecord
 	for _, h := range hooks {
 		if h.RunsOn(render.HookPreDelete) || h.RunsOn(render.HookPostDelete) {
 			rec.Delete = append(rec.Delete, h)
 		}
 		if len(h.Events) > 0 && !onlyDelete(h) {
-			id := objectID(h.Object)
+			id := apply.ObjectID(h.Object)
 			left[id] = cairnv1.InventoryEntry{ID: id, Version: h.Object.GetAPIVersion()}
 		}
 	}
 	if len(left) > 0 {
-		rec.Left = left.entries()
+		rec.Left = left.Entries()
 	}
 	return rec
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -101,7 +102,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 	for _, u := range hookObjects(r.hooks()) {
 		setOwnerLabels(u, r.live)
 	}
-	r.newInv = r.desiredInventory(s.digestKey).union(r.withheld) // a withdrawn CRD in use stays r's
+	r.newInv = r.desiredInventory(s.digestKey).Union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
@@ -163,8 +164,8 @@ func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanc
 // pendingInventory is recorded before anything is written: the last inventory plus
 // the new objects with no hash, so a crash never forgets an object cairn may have
 // created and never takes an unapplied object for applied.
-func (r *instanceRun) pendingInventory() inventory {
-	out := r.oldInv.union(inventory{})
+func (r *instanceRun) pendingInventory() apply.Inventory {
+	out := r.oldInv.Union(apply.Inventory{})
 	for id, e := range r.newInv {
 		if _, ok := out[id]; !ok {
 			out[id] = cairnv1.InventoryEntry{ID: id, Version: e.Version}
@@ -176,9 +177,9 @@ func (r *instanceRun) pendingInventory() inventory {
 // failedInventory is recorded after a failed attempt: the pending inventory with the
 // objects the API server accepted marked as applied, or the last inventory itself
 // when the apply left nothing written (see applyReport.untouched).
-func (r *instanceRun) failedInventory() inventory {
+func (r *instanceRun) failedInventory() apply.Inventory {
 	if r.untouched {
-		return r.oldInv.union(inventory{})
+		return r.oldInv.Union(apply.Inventory{})
 	}
 	out := r.pendingInventory()
 	for id := range r.appliedIDs {
@@ -212,14 +213,14 @@ func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
 // applyBaseline is the inventory whose hashes spare unchanged objects their apply:
 // the last one, or none when the instance now applies as another identity, so that
 // every object is applied again and the API server checks its RBAC again.
-func (s *syncRun) applyBaseline(r *instanceRun) inventory {
+func (s *syncRun) applyBaseline(r *instanceRun) apply.Inventory {
 	if r.forced {
-		return inventory{}
+		return apply.Inventory{}
 	}
 	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == s.serviceAccount(r.mi) {
 		return r.oldInv
 	}
-	out := make(inventory, len(r.oldInv))
+	out := make(apply.Inventory, len(r.oldInv))
 	for id, e := range r.oldInv {
 		e.Hash = "-" // applied (a Job that ran stays as it is), but not as this identity
 		out[id] = e
@@ -242,8 +243,8 @@ func waitEnabled(mi *cairnv1.ModuleInstance) bool {
 
 // persistInventory records inv before objects are created or deleted, so that a
 // crash in the middle never forgets an object cairn created.
-func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inventory) error {
-	if len(inv.minus(r.oldInv)) == 0 {
+func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) error {
+	if len(inv.Minus(r.oldInv)) == 0 {
 		return nil
 	}
 	before := r.live.DeepCopy()

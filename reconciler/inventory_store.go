@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // inlineInventoryLimit is the number of entries kept in the status; larger inventories
@@ -75,13 +76,13 @@ func (st inventoryStore) secretKey(mi *cairnv1.ModuleInstance, ref string) clien
 }
 
 // load reads the last inventory of mi from its status or its Secret.
-func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
+func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
 	inv := mi.Status.Inventory
 	if inv == nil {
-		return inventory{}, nil
+		return apply.Inventory{}, nil
 	}
 	if inv.SecretRef == nil {
-		return inventoryFromEntries(inv.Entries), nil
+		return apply.InventoryFromEntries(inv.Entries), nil
 	}
 	var s corev1.Secret
 	key := st.secretKey(mi, inv.SecretRef.Name)
@@ -92,7 +93,7 @@ func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (
 	if err := decodeGzipJSON(s.Data[inventorySecretKey], &entries); err != nil {
 		return nil, fmt.Errorf("failed to decode inventory Secret %s: %w", key, err)
 	}
-	return inventoryFromEntries(entries), nil
+	return apply.InventoryFromEntries(entries), nil
 }
 
 // store sets inv on mi's status, spilling it into a Secret when large. An inventory
@@ -100,8 +101,8 @@ func (st inventoryStore) load(ctx context.Context, mi *cairnv1.ModuleInstance) (
 // instanceValues) is kept whole in the Secret too, and the status shows its entries
 // masked: prune reads the Secret, so it still finds the object. The status itself is
 // written by the caller.
-func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, inv inventory, masks []string) error {
-	entries := inv.entries()
+func (st inventoryStore) store(ctx context.Context, mi *cairnv1.ModuleInstance, inv apply.Inventory, masks []string) error {
+	entries := inv.Entries()
 	masked := maskedEntries(entries, masks)
 	if len(entries) <= inlineInventoryLimit && masked == nil {
 		mi.Status.Inventory = &cairnv1.Inventory{Entries: entries, Count: int32(len(entries))}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // TestInventorySecretName: one name per instance in cairn's namespace, a valid name
@@ -48,7 +49,7 @@ func TestInventoryStoreKeepsLargeInventoriesInCairnsNamespace(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(Scheme).Build()
 	st := inventoryStore{c: c, namespace: "cairn-system"}
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
-	big := inventory{}
+	big := apply.Inventory{}
 	for i := range inlineInventoryLimit + 1 {
 		id := fmt.Sprintf("team-a_cm-%d__ConfigMap", i)
 		big[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
@@ -60,7 +61,7 @@ func TestInventoryStoreKeepsLargeInventoriesInCairnsNamespace(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(back).To(HaveLen(len(big)))
 
-	data, err := encodeGzipJSON(big.entries()[:3])
+	data, err := encodeGzipJSON(big.Entries()[:3])
 	g.Expect(err).NotTo(HaveOccurred())
 	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "cairn-inventory-old"},
 		Data: map[string][]byte{inventorySecretKey: data}}
@@ -85,7 +86,7 @@ func TestInventoryOfASecretDerivedNameIsMaskedInTheStatus(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(Scheme).Build()
 	st := inventoryStore{c: c, namespace: "cairn-system"}
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
-	inv := inventory{}
+	inv := apply.Inventory{}
 	for _, id := range []string{"team-a_web__ConfigMap", "team-a_db-hunter2hunter__ConfigMap"} {
 		inv[id] = cairnv1.InventoryEntry{ID: id, Version: "v1", Hash: "h"}
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -35,8 +36,8 @@ func isJob(u *unstructured.Unstructured) bool {
 }
 
 // jobApplied reports whether the inventory records that cairn applied the Job.
-func jobApplied(inv inventory, u *unstructured.Unstructured) bool {
-	e, ok := inv[objectID(u)]
+func jobApplied(inv apply.Inventory, u *unstructured.Unstructured) bool {
+	e, ok := inv[apply.ObjectID(u)]
 	return ok && e.Hash != ""
 }
 
@@ -71,7 +72,7 @@ func jobStarted(live *unstructured.Unstructured) bool {
 // settleJobs applies the Job rules to the changed Jobs among objects before anything
 // is written: it keeps (records as unchanged, with a note) the Jobs that ran, and
 // returns the objects still to apply and the forced Jobs to recreate after them.
-func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
+func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last apply.Inventory,
 	key []byte, rep *applyReport) (rest, recreates []*unstructured.Unstructured, err error) {
 	for _, u := range objects {
 		if !isJob(u) || unchangedSince(last, u, key) {
@@ -80,7 +81,7 @@ func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Un
 		}
 		live, err := getLive(ctx, c, u)
 		if err != nil {
-			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", describe(u), err))
+			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", apply.Describe(u), err))
 		}
 		switch decideJob(jobApplied(last, u), live, forced(u)) {
 		case jobApply:
@@ -102,7 +103,7 @@ func recreateJobs(ctx context.Context, c client.Client, jobs []*unstructured.Uns
 		if err != nil {
 			return err
 		}
-		rep.applied[objectID(u)] = true
+		rep.applied[apply.ObjectID(u)] = true
 		rep.live = append(rep.live, live)
 		rep.add(u, ssa.ConfiguredAction)
 	}
@@ -112,16 +113,16 @@ func recreateJobs(ctx context.Context, c client.Client, jobs []*unstructured.Uns
 func keptJobNote(u, live *unstructured.Unstructured) string {
 	if live == nil {
 		return fmt.Sprintf("%s ran and is gone (ttlSecondsAfterFinished): not created again; annotate it %s: \"true\" to run it again",
-			describe(u), cairnv1.ForceAnnotation)
+			apply.Describe(u), cairnv1.ForceAnnotation)
 	}
 	return fmt.Sprintf("%s has run: left as it is, not updated; annotate it %s: \"true\" to recreate it",
-		describe(u), cairnv1.ForceAnnotation)
+		apply.Describe(u), cairnv1.ForceAnnotation)
 }
 
 // unchangedSince reports whether u's hash and version equal its inventory entry.
-func unchangedSince(last inventory, u *unstructured.Unstructured, key []byte) bool {
-	e, ok := last[objectID(u)]
-	return ok && e.Hash == objectHash(u, key) && e.Version == u.GetAPIVersion()
+func unchangedSince(last apply.Inventory, u *unstructured.Unstructured, key []byte) bool {
+	e, ok := last[apply.ObjectID(u)]
+	return ok && e.Hash == apply.ObjectHash(u, key) && e.Version == u.GetAPIVersion()
 }
 
 // getLive reads the live object of u; nil when it does not exist.
@@ -137,7 +138,7 @@ func getLive(ctx context.Context, c client.Client, u *unstructured.Unstructured)
 
 // withoutAppliedJobs leaves out of a drift check the Jobs cairn applied: a Job that
 // ran is not corrected, and one its TTL removed is not created again.
-func withoutAppliedJobs(objects []*unstructured.Unstructured, inv inventory) []*unstructured.Unstructured {
+func withoutAppliedJobs(objects []*unstructured.Unstructured, inv apply.Inventory) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objects))
 	for _, u := range objects {
 		if !isJob(u) || !jobApplied(inv, u) {

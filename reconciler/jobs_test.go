@@ -3,6 +3,7 @@ package reconciler
 import (
 	"testing"
 
+	"cairn.dev/cairn/reconciler/apply"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -50,10 +51,10 @@ func TestWithoutAppliedJobs(t *testing.T) {
 	fresh.SetName("fresh")
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "team-a"}}}
-	inv := inventoryOf([]*unstructured.Unstructured{ran, cm}, newDigestKey())
-	inv[objectID(fresh)] = inventoryOf([]*unstructured.Unstructured{fresh}, nil)[objectID(fresh)]
-	e := inv[objectID(fresh)]
+	inv := apply.InventoryOf([]*unstructured.Unstructured{ran, cm}, newDigestKey())
+	inv[apply.ObjectID(fresh)] = apply.InventoryOf([]*unstructured.Unstructured{fresh}, nil)[apply.ObjectID(fresh)]
+	e := inv[apply.ObjectID(fresh)]
 	e.Hash = "" // pending: recorded before its apply, never applied
-	inv[objectID(fresh)] = e
+	inv[apply.ObjectID(fresh)] = e
 	g.Expect(withoutAppliedJobs([]*unstructured.Unstructured{ran, fresh, cm}, inv)).To(Equal([]*unstructured.Unstructured{fresh, cm}))
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -120,12 +121,12 @@ func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind st
 
 // refuse is ObjectForbidden: the object may not be rendered at all.
 func (p placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
-	return outcome.NewStalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+	return outcome.NewStalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
 // deny is NamespaceDenied: the object may not go to that namespace.
 func (p placement) deny(u *unstructured.Unstructured, format string, args ...any) error {
-	return outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+	return outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
 func groupKind(group, kind string) string {

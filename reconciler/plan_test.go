@@ -65,7 +65,7 @@ func TestRemovalOrderPutsDependentsFirst(t *testing.T) {
 
 func TestInventoryRoundTripsThroughSecretEncoding(t *testing.T) {
 	g := NewWithT(t)
-	in := inv("a_b__ConfigMap", "_c__Namespace").entries()
+	in := inv("a_b__ConfigMap", "_c__Namespace").Entries()
 	data, err := encodeGzipJSON(in)
 	g.Expect(err).NotTo(HaveOccurred())
 	var out []cairnv1.InventoryEntry

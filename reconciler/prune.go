@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -72,19 +73,19 @@ func allowPruneTrailer(msg string) int {
 // pruneSet is what one instance would delete in this sync.
 type pruneSet struct {
 	key     string
-	uid     string    // the live instance's UID, checked on the objects ("": not checked)
-	stale   inventory // ids to delete (protected kinds already set aside)
-	kept    []string  // protected objects left in place
-	before  int       // objects in the last inventory
-	removed bool      // the instance left Git
-	owner   string    // the tenant whose file declares the instance; "": the platform team's
-	covered bool      // the commit's cairn-allow-prune trailer may speak for it (see trailerCovers)
-	refused error     // the sync-wide verdict on it (see checkSync)
+	uid     string          // the live instance's UID, checked on the objects ("": not checked)
+	stale   apply.Inventory // ids to delete (protected kinds already set aside)
+	kept    []string        // protected objects left in place
+	before  int             // objects in the last inventory
+	removed bool            // the instance left Git
+	owner   string          // the tenant whose file declares the instance; "": the platform team's
+	covered bool            // the commit's cairn-allow-prune trailer may speak for it (see trailerCovers)
+	refused error           // the sync-wide verdict on it (see checkSync)
 }
 
 // split sets protected kinds aside unless the instance opts in.
-func (g pruneGuard) split(key string, stale inventory, optIn bool) *pruneSet {
-	ps := &pruneSet{key: key, stale: inventory{}}
+func (g pruneGuard) split(key string, stale apply.Inventory, optIn bool) *pruneSet {
+	ps := &pruneSet{key: key, stale: apply.Inventory{}}
 	for id, e := range stale {
 		meta, err := object.ParseObjMetadata(id)
 		if err == nil && g.protected[meta.GroupKind.Kind] && !optIn {
@@ -239,7 +240,7 @@ func refusedBy(err error) string {
 // (see deleteStages), each stage gone before the next; only objects that still carry
 // the instance's labels are deleted (see deleteStage).
 func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
-	objects, err := s.stale.objects()
+	objects, err := s.stale.Objects()
 	if err != nil {
 		return nil, outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -21,8 +22,8 @@ func TestAllowPruneTrailer(t *testing.T) {
 	}
 }
 
-func inv(ids ...string) inventory {
-	out := inventory{}
+func inv(ids ...string) apply.Inventory {
+	out := apply.Inventory{}
 	for _, id := range ids {
 		out[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
 	}
@@ -99,7 +100,7 @@ func TestPruneGuardKeepsProtectedKinds(t *testing.T) {
 
 func TestDeleteStagesPutNamespacesLast(t *testing.T) {
 	g := NewWithT(t)
-	objs, err := inv("_t__Namespace", "t_sa__ServiceAccount", "t_d_apps_Deployment", "t_r_rbac.authorization.k8s.io_Role").objects()
+	objs, err := inv("_t__Namespace", "t_sa__ServiceAccount", "t_d_apps_Deployment", "t_r_rbac.authorization.k8s.io_Role").Objects()
 	g.Expect(err).NotTo(HaveOccurred())
 	stages := deleteStages(objs)
 	g.Expect(stages).To(HaveLen(3))
@@ -113,7 +114,8 @@ func TestDeleteStagesAreTheReverseOfTheApplyOrder(t *testing.T) {
 	objects, err := inv("_ns__Namespace", "_crds.example.com_apiextensions.k8s.io_CustomResourceDefinition",
 		"ns_sa__ServiceAccount", "ns_role_rbac.authorization.k8s.io_Role", "_cr_rbac.authorization.k8s.io_ClusterRole",
 		"ns_cm__ConfigMap", "ns_svc__Service", "ns_web_apps_Deployment", "ns_job_batch_Job",
-		"ns_widget_example.com_Widget").objects()
+		"ns_widget_example.com_Widget").Objects()
+
 	g.Expect(err).NotTo(HaveOccurred())
 	var kinds [][]string
 	for _, stage := range deleteStages(objects) {

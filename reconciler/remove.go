@@ -99,7 +99,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 // identity.
 func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
 	res *InstanceResult) *outcome.Failure {
-	objects, err := rs.orphan.objects()
+	objects, err := rs.orphan.Objects()
 	if err != nil {
 		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}

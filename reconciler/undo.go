@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -39,11 +40,11 @@ func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Uns
 	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
 		live, err := getLive(ctx, c, u)
 		if err != nil {
-			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", apply.Describe(u), err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		prior[objectID(u)] = live
+		prior[apply.ObjectID(u)] = live
 		return nil
 	})
 	if f := joinFailures(errs); f != nil {
@@ -62,19 +63,19 @@ func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep 
 	defer cancel()
 	var written []*unstructured.Unstructured
 	for _, live := range rep.live {
-		if _, ok := prior[objectID(live)]; ok {
+		if _, ok := prior[apply.ObjectID(live)]; ok {
 			written = append(written, live)
 		}
 	}
 	var mu sync.Mutex
 	undone := map[string]bool{}
 	errs := forEachObject(written, applyConcurrency, func(live *unstructured.Unstructured) error {
-		if err := undoOne(ctx, c, prior[objectID(live)], live); err != nil {
+		if err := undoOne(ctx, c, prior[apply.ObjectID(live)], live); err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		undone[objectID(live)] = true
+		undone[apply.ObjectID(live)] = true
 		return nil
 	})
 	rep.forget(undone)
@@ -100,14 +101,14 @@ func undoOne(ctx context.Context, c client.Client, before, after *unstructured.U
 		err := c.Delete(ctx, after.DeepCopy(), client.Preconditions{UID: &uid},
 			client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s: failed to delete what this sync created: %w", describe(after), err)
+			return fmt.Errorf("%s: failed to delete what this sync created: %w", apply.Describe(after), err)
 		}
 		return nil
 	}
 	restored := before.DeepCopy()
 	restored.SetResourceVersion(after.GetResourceVersion())
 	if err := c.Update(ctx, restored, client.FieldOwner(cairnv1.FieldManager)); err != nil {
-		return fmt.Errorf("%s: failed to restore its state before this sync: %w", describe(after), err)
+		return fmt.Errorf("%s: failed to restore its state before this sync: %w", apply.Describe(after), err)
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func (r *applyReport) forget(ids map[string]bool) {
 	for id := range ids {
 		delete(r.applied, id)
 	}
-	r.live = slices.DeleteFunc(r.live, func(u *unstructured.Unstructured) bool { return ids[objectID(u)] })
+	r.live = slices.DeleteFunc(r.live, func(u *unstructured.Unstructured) bool { return ids[apply.ObjectID(u)] })
 	kept := ssa.NewChangeSet()
 	for _, e := range r.changes.Entries {
 		if !ids[e.ObjMetadata.String()] {
@@ -144,7 +145,7 @@ func asFailure(err error) *outcome.Failure {
 func describeAll(objects []*unstructured.Unstructured) string {
 	names := make([]string, len(objects))
 	for i, u := range objects {
-		names[i] = describe(u)
+		names[i] = apply.Describe(u)
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -54,7 +55,7 @@ func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorS
 	crU := toUnstructured(g, liveAfter, clusterRoleGVK)
 	beforeU := toUnstructured(g, before, clusterRoleGVK)
 	beforeU.SetResourceVersion("1")
-	prior := priorState{objectID(nsU): nil, objectID(crU): beforeU}
+	prior := priorState{apply.ObjectID(nsU): nil, apply.ObjectID(crU): beforeU}
 
 	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
 	cm := &unstructured.Unstructured{}
@@ -63,7 +64,7 @@ func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorS
 	cm.SetName("kept")
 	rep.add(cm, ssa.UnchangedAction) // not of the first stage: stays in the report
 	for _, u := range []*unstructured.Unstructured{nsU, crU} {
-		rep.applied[objectID(u)] = true
+		rep.applied[apply.ObjectID(u)] = true
 		rep.live = append(rep.live, u)
 		rep.add(u, ssa.CreatedAction)
 	}
@@ -151,17 +152,17 @@ func TestReadPriorTellsNewObjectsFromExistingOnes(t *testing.T) {
 
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(prior).To(HaveLen(2))
-	g.Expect(prior).To(HaveKeyWithValue(objectID(newNS), BeNil()))
-	g.Expect(prior[objectID(oldNS)]).NotTo(BeNil())
-	g.Expect(prior[objectID(oldNS)].GetLabels()).To(Equal(map[string]string{"a": "b"}))
+	g.Expect(prior).To(HaveKeyWithValue(apply.ObjectID(newNS), BeNil()))
+	g.Expect(prior[apply.ObjectID(oldNS)]).NotTo(BeNil())
+	g.Expect(prior[apply.ObjectID(oldNS)].GetLabels()).To(Equal(map[string]string{"a": "b"}))
 }
 
 // TestFailedInventoryIsTheLastOneWhenNothingStayedWritten: a failed apply that left
 // nothing written records the last inventory, not the new objects it never wrote.
 func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 	g := NewWithT(t)
-	old := inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
-	r := &instanceRun{oldInv: old, newInv: inventory{
+	old := apply.Inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
+	r := &instanceRun{oldInv: old, newInv: apply.Inventory{
 		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
 		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},
 	}, appliedIDs: map[string]bool{}}
@@ -196,7 +197,7 @@ func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
 		g.Expect(early).To(BeEmpty())
 		rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
 
-		err := applyFirstStage(context.Background(), c, first, later, true, inventory{}, rep, time.Second)
+		err := applyFirstStage(context.Background(), c, first, later, true, apply.Inventory{}, rep, time.Second)
 
 		nsErr := c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})
 		if invalid {
@@ -273,9 +274,9 @@ func TestDryRunAfterAChangedCRDWaitsForItsSchema(t *testing.T) {
 		w.SetKind("Widget")
 		w.SetNamespace("ns")
 		w.SetName("w")
-		prior := priorState{objectID(crd): nil}
+		prior := priorState{apply.ObjectID(crd): nil}
 		if existed {
-			prior[objectID(crd)] = crd.DeepCopy()
+			prior[apply.ObjectID(crd)] = crd.DeepCopy()
 		}
 
 		err := dryRunAfterDefinitions(context.Background(), c, []*unstructured.Unstructured{crd}, []*unstructured.Unstructured{w}, prior)
