@@ -104,8 +104,8 @@ func versionOf(apiVersion string) string {
 // large inventory, or one the controller kept when the CR was deleted by hand.
 func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
 	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
-	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: inventorySecretName(mi)}}
-	inv, err := s.e.inventories().load(ctx, owner)
+	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: apply.InventorySecretName(mi)}}
+	inv, err := s.e.inventories().Load(ctx, owner)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -151,7 +151,7 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 // meanwhile and those of kinds cairn may not list. cairn's own removal clears the
 // inventory before it deletes a CR, so nothing is kept for it.
 func (e *Engine) KeepInventoryOfDeleted(ctx context.Context, mi *cairnv1.ModuleInstance) error {
-	return e.inventories().keep(ctx, mi)
+	return e.inventories().Keep(ctx, mi)
 }
 
 // dropLeftInventory removes the inventory Secret r was adopted from once r's CR
@@ -161,7 +161,7 @@ func (s *syncRun) dropLeftInventory(ctx context.Context, r *instanceRun) {
 	if !r.leftInventory || r.failure != nil || inv == nil || inv.SecretRef != nil {
 		return
 	}
-	if err := s.e.inventories().remove(ctx, r.live); err != nil {
+	if err := s.e.inventories().Remove(ctx, r.live); err != nil {
 		s.e.logger(ctx).Error(err, "failed to remove the inventory kept for the deleted CR", "instance", r.key(), "revision", s.rev.SHA)
 	}
 }

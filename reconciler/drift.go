@@ -123,7 +123,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	inv, err := s.e.inventories().load(ctx, live)
+	inv, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
 		rep.Err = err
 		return rep

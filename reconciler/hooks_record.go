@@ -53,21 +53,21 @@ func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
 // hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,
 // or cairn-hooks-<hash> when that is too long for a name.
 func hooksSecretName(mi *cairnv1.ModuleInstance) string {
-	return instanceSecretName(hooksSecretPrefix, mi)
+	return apply.InstanceSecretName(hooksSecretPrefix, mi)
 }
 
 // loadHooks reads mi's hook record; an empty one when it has none.
 func (st inventoryStore) loadHooks(ctx context.Context, mi *cairnv1.ModuleInstance) (hookRecord, error) {
 	var s corev1.Secret
 	var rec hookRecord
-	err := st.c.Get(ctx, client.ObjectKey{Namespace: st.namespace, Name: hooksSecretName(mi)}, &s)
+	err := st.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: hooksSecretName(mi)}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		return rec, nil
 	case err != nil:
 		return rec, fmt.Errorf("failed to read the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
 	}
-	if err := decodeGzipJSON(s.Data[hooksSecretKey], &rec); err != nil {
+	if err := apply.DecodeGzipJSON(s.Data[hooksSecretKey], &rec); err != nil {
 		return rec, fmt.Errorf("failed to decode the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
 	}
 	return rec, nil
@@ -84,16 +84,16 @@ func (st inventoryStore) storeHooks(ctx context.Context, mi *cairnv1.ModuleInsta
 		return st.removeHooks(ctx, mi)
 	}
 	name := hooksSecretName(mi)
-	if err := st.apply(ctx, name, hooksSecretKey, rec); err != nil {
-		return fmt.Errorf("failed to write hook record %s/%s: %w", st.namespace, name, err)
+	if err := st.ApplySecret(ctx, name, hooksSecretKey, rec); err != nil {
+		return fmt.Errorf("failed to write hook record %s/%s: %w", st.Namespace, name, err)
 	}
 	return nil
 }
 
 // removeHooks deletes mi's hook record.
 func (st inventoryStore) removeHooks(ctx context.Context, mi *cairnv1.ModuleInstance) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksSecretName(mi), Namespace: st.namespace}}
-	if err := st.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksSecretName(mi), Namespace: st.Namespace}}
+	if err := st.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete hook record %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil

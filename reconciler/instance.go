@@ -248,7 +248,7 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv appl
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := s.e.inventories().store(ctx, r.live, inv, r.masks); err != nil {
+	if err := s.e.inventories().Store(ctx, r.live, inv, masker(r.masks)); err != nil {
 		return err
 	}
 	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
@@ -280,7 +280,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {
-			if err := s.e.inventories().store(ctx, mi, r.failedInventory(), r.masks); err != nil {
+			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), masker(r.masks)); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
@@ -316,7 +316,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := s.e.inventories().store(ctx, mi, r.newInv, r.masks); err != nil {
+	if err := s.e.inventories().Store(ctx, mi, r.newInv, masker(r.masks)); err != nil {
 		return err
 	}
 	return s.recordHooks(ctx, r, mi)

@@ -186,7 +186,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 	if live == nil {
 		return false, nil // declared, not rendered in this sync, and without a CR yet
 	}
-	inv, err := s.e.inventories().load(ctx, live)
+	inv, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
 		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
 	}

@@ -58,7 +58,7 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
 		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
 	}
-	for _, prefix := range []string{inventorySecretPrefix, hooksSecretPrefix} {
+	for _, prefix := range []string{apply.InventorySecretPrefix, hooksSecretPrefix} {
 		if gvk.Group == "" && gvk.Kind == "Secret" && strings.HasPrefix(u.GetName(), prefix) {
 			return p.refuse(u, "Secret names starting with %q are reserved for cairn's inventories and hook records", prefix)
 		}

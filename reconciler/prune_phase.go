@@ -99,7 +99,7 @@ func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (apply.Inve
 	if r.live == nil {
 		return s.adoptedInventory(ctx, r)
 	}
-	return s.e.inventories().load(ctx, r.live)
+	return s.e.inventories().Load(ctx, r.live)
 }
 
 // removedSet is what a removed instance would delete (or, with prune: false,
@@ -115,7 +115,7 @@ type removedSet struct {
 // nothing is: every object of its inventory is orphaned. An object another instance
 // renders in this revision moves to it and is neither deleted nor orphaned.
 func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired apply.Inventory) removedSet {
-	old, err := s.e.inventories().load(ctx, live)
+	old, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
 		old = apply.Inventory{}
 	}

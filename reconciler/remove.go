@@ -177,7 +177,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 			return fmt.Errorf("failed to clear the inventory of ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
 		}
 	}
-	if err := s.e.inventories().remove(ctx, live); err != nil {
+	if err := s.e.inventories().Remove(ctx, live); err != nil {
 		return err
 	}
 	if hasHookRecord(live) {
