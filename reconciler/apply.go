@@ -106,7 +106,7 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 		return err
 	}
 	var err error
-	if err = waitHealthy(ctx, c, rep.live, timeout); err != nil {
+	if err = apply.WaitHealthy(ctx, c, rep.live, timeout); err != nil {
 		err = outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	} else if prior != nil {
 		err = dryRunAfterDefinitions(ctx, c, first, later, prior)

@@ -215,14 +215,14 @@ func stillTerminating(live *unstructured.Unstructured) bool {
 func waitGone(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	interval := healthFirstInterval
+	interval := apply.HealthFirstInterval
 	for len(objects) > 0 {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d object(s) still terminating after %s, e.g. %s", len(objects), timeout, apply.Describe(objects[0]))
 		case <-time.After(interval):
 		}
-		interval = min(interval*2, healthMaxInterval)
+		interval = min(interval*2, apply.HealthMaxInterval)
 		var left []*unstructured.Unstructured
 		for _, u := range objects {
 			live := &unstructured.Unstructured{}

@@ -24,7 +24,7 @@ func waitHook(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	if !runsToCompletion(u) {
 		return nil
 	}
-	interval := healthFirstInterval
+	interval := apply.HealthFirstInterval
 	for {
 		live, err := getLive(ctx, c, u)
 		switch {
@@ -42,7 +42,7 @@ func waitHook(ctx context.Context, c client.Client, u *unstructured.Unstructured
 			return fmt.Errorf("%s did not finish in time: %w", apply.Describe(u), ctx.Err())
 		case <-time.After(interval):
 		}
-		interval = min(interval*2, healthMaxInterval)
+		interval = min(interval*2, apply.HealthMaxInterval)
 	}
 }
 
