@@ -129,7 +129,7 @@ func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
 func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last apply.Inventory,
 	rep *applyReport) error {
 	var mu sync.Mutex
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
 		live, err := applyOne(ctx, c, u)
 		if err != nil {
 			return err

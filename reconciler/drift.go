@@ -165,7 +165,7 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 		switch {
-		case entry.Action == ssa.ConfiguredAction && existing != nil && !ownedBy(existing, key, string(live.UID)):
+		case entry.Action == ssa.ConfiguredAction && existing != nil && !apply.OwnedBy(existing, key, string(live.UID)):
 			foreign = append(foreign, apply.Describe(u))
 		case entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction:
 			drifted = append(drifted, u)

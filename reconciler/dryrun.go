@@ -24,7 +24,7 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 	if len(objects) == 0 {
 		return nil
 	}
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
 		_, err := patchApply(ctx, c, u, client.DryRunAll)
 		if err == nil || (isImmutable(err) && forced(u)) {
 			return nil

@@ -79,7 +79,7 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	}
 	switch {
 	case live == nil:
-	case !ownedBy(live, h.owner.key, h.owner.uid):
+	case !apply.OwnedBy(live, h.owner.key, h.owner.uid):
 		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", apply.Describe(u)))
 	case hk.Deletes(render.HookBeforeCreation):
 		if err := h.deleteHook(ctx, u); err != nil {
@@ -112,11 +112,11 @@ func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured
 	if u.GetKind() == "CustomResourceDefinition" {
 		return nil
 	}
-	action, _, err := deleteOne(ctx, h.c, u, h.owner.key, h.owner.uid)
+	action, _, err := apply.DeleteOne(ctx, h.c, u, h.owner.key, h.owner.uid)
 	if err != nil || action != ssa.DeletedAction {
 		return err
 	}
-	return waitGone(ctx, h.c, []*unstructured.Unstructured{u}, hookDeleteWait)
+	return apply.WaitGone(ctx, h.c, []*unstructured.Unstructured{u}, hookDeleteWait)
 }
 
 // failure is the instance's failure for a hook that failed with err.

@@ -198,7 +198,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 		return nil
 	}
 	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.stale))
-	cs, err := deleteStale(ctx, m, r.prune, s.inlineWait(s.timeout(r.mi)))
+	cs, err := apply.DeleteStale(ctx, m, r.prune.stale, r.prune.key, r.prune.uid, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)

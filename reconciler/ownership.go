@@ -103,7 +103,7 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	var mu sync.Mutex
-	errs := forEachObject(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
 		adopt, err := s.claim(ctx, m.Client(), r, u)
 		if adopt {
 			mu.Lock()

@@ -2,17 +2,13 @@ package reconciler
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/fluxcd/pkg/ssa"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
@@ -234,41 +230,4 @@ func refusedBy(err error) string {
 		return g.limit
 	}
 	return ""
-}
-
-// deleteStale deletes the stale objects of one instance in reverse apply order
-// (see deleteStages), each stage gone before the next; only objects that still carry
-// the instance's labels are deleted (see deleteStage).
-func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
-	objects, err := s.stale.Objects()
-	if err != nil {
-		return nil, outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
-	}
-	all := ssa.NewChangeSet()
-	for _, stage := range deleteStages(objects) {
-		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s)
-		all.Append(entries)
-		if err != nil {
-			return all, outcome.Classify(cairnv1.ReasonPruneFailed, err)
-		}
-		if err := waitGone(ctx, m.Client(), terminating, timeout); err != nil {
-			return all, outcome.NewTransient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
-		}
-	}
-	return all, nil
-}
-
-// deleteStages groups objects in reverse apply order (see deleteStage for the kinds).
-func deleteStages(objects []*unstructured.Unstructured) [][]*unstructured.Unstructured {
-	stages := make([][]*unstructured.Unstructured, len(deleteOrder)+1)
-	for _, u := range objects {
-		stages[deleteStageOf(u)] = append(stages[deleteStageOf(u)], u)
-	}
-	out := stages[:0]
-	for _, s := range stages {
-		if len(s) > 0 {
-			out = append(out, s)
-		}
-	}
-	return out
 }

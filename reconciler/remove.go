@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -76,7 +77,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return f // nothing is deleted
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
-	cs, err := deleteStale(ctx, m, ps, s.inlineWait(s.e.opts.DefaultTimeout))
+	cs, err := apply.DeleteStale(ctx, m, ps.stale, ps.key, ps.uid, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err == nil {
 		err = deleteLeftHooks(ctx, hookRunner{c: m.Client(), owner: hookOwnerOf(live)}, hooks.Left)
@@ -104,7 +105,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
-	n, err := orphanObjects(ctx, c, objects, rs.key, string(live.UID))
+	n, err := apply.OrphanObjects(ctx, c, objects, rs.key, string(live.UID))
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}

@@ -37,7 +37,7 @@ type priorState map[string]*unstructured.Unstructured
 func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) (priorState, error) {
 	prior := make(priorState, len(objects))
 	var mu sync.Mutex
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
 		live, err := getLive(ctx, c, u)
 		if err != nil {
 			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", apply.Describe(u), err))
@@ -69,7 +69,7 @@ func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep 
 	}
 	var mu sync.Mutex
 	undone := map[string]bool{}
-	errs := forEachObject(written, applyConcurrency, func(live *unstructured.Unstructured) error {
+	errs := apply.ForEach(written, applyConcurrency, func(live *unstructured.Unstructured) error {
 		if err := undoOne(ctx, c, prior[apply.ObjectID(live)], live); err != nil {
 			return err
 		}
