@@ -128,7 +128,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	drifted, foreign, err := driftedObjects(ctx, m, withoutAppliedJobs(r.objects, inv), live)
+	drifted, foreign, err := driftedObjects(ctx, m, apply.WithoutAppliedJobs(r.objects, inv), live)
 	if err != nil {
 		rep.Err = err
 		return rep
@@ -186,8 +186,8 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := applyObjects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live))
-			corrected += len(res.applied)
+			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live))
+			corrected += len(res.Applied)
 			if err != nil {
 				return corrected, err
 			}

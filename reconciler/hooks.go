@@ -73,7 +73,7 @@ func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *outcome
 // the hook and waits for it to finish.
 func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	u := hk.Object
-	live, err := getLive(ctx, h.c, u)
+	live, err := apply.GetLive(ctx, h.c, u)
 	if err != nil {
 		return fmt.Errorf("failed to read %s: %w", apply.Describe(u), err)
 	}
@@ -89,7 +89,7 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 		return fmt.Errorf("%s exists from an earlier run and its delete policies (%s) do not delete it before it runs again",
 			apply.Describe(u), strings.Join(hk.DeletePolicies, ","))
 	}
-	if _, err := patchApply(ctx, h.c, u); err != nil {
+	if _, err := apply.PatchApply(ctx, h.c, u); err != nil {
 		return fmt.Errorf("failed to apply %s: %w", apply.Describe(u), err)
 	}
 	return waitHook(ctx, h.c, u)
@@ -134,7 +134,7 @@ func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
 
 // runsToCompletion reports whether Helm waits for u: a Job or a Pod.
 func runsToCompletion(u *unstructured.Unstructured) bool {
-	return isJob(u) || isPod(u)
+	return apply.IsJob(u) || isPod(u)
 }
 
 func isPod(u *unstructured.Unstructured) bool {

@@ -26,7 +26,7 @@ func waitHook(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	}
 	interval := apply.HealthFirstInterval
 	for {
-		live, err := getLive(ctx, c, u)
+		live, err := apply.GetLive(ctx, c, u)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("failed to read %s: %w", apply.Describe(u), err)

@@ -130,9 +130,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 		return f
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
-	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.changes, rep.applied, rep.live, rep.untouched
-	r.warnings = append(r.warnings, rep.notes...)
+	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
+	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.Changes, rep.Applied, rep.Live, rep.Untouched
+	r.warnings = append(r.warnings, rep.Notes...)
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
@@ -176,7 +176,7 @@ func (r *instanceRun) pendingInventory() apply.Inventory {
 
 // failedInventory is recorded after a failed attempt: the pending inventory with the
 // objects the API server accepted marked as applied, or the last inventory itself
-// when the apply left nothing written (see applyReport.untouched).
+// when the apply left nothing written (see apply.Report.Untouched).
 func (r *instanceRun) failedInventory() apply.Inventory {
 	if r.untouched {
 		return r.oldInv.Union(apply.Inventory{})
@@ -265,7 +265,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		r.interrupt(ctx)
 	}
 	r.failure = maskFailure(r.failure, r.masks)
-	ctx, cancel := finishing(ctx) // an interrupted sync still records what it did
+	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
 	if r.affected {

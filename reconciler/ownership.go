@@ -103,7 +103,7 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	var mu sync.Mutex
-	errs := apply.ForEach(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(fresh, apply.Concurrency, func(u *unstructured.Unstructured) error {
 		adopt, err := s.claim(ctx, m.Client(), r, u)
 		if adopt {
 			mu.Lock()
@@ -128,7 +128,7 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 // given up by its owner in this revision (see releases); an object no cairn instance
 // owns only with spec.adopt (adopt is then true).
 func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
-	live, err := getLive(ctx, c, u)
+	live, err := apply.GetLive(ctx, c, u)
 	switch {
 	case meta.IsNoMatchError(err):
 		return false, nil // its definition comes with this render

@@ -43,7 +43,7 @@ type instanceRun struct {
 	applied  *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
-	// untouched: the apply failed and left nothing written (applyReport.untouched).
+	// untouched: the apply failed and left nothing written (apply.Report.Untouched).
 	untouched bool
 	// persisted is the inventory this sync recorded before writing (persistInventory).
 	persisted *cairnv1.Inventory

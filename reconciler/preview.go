@@ -199,7 +199,7 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 			ip.Create = append(ip.Create, apply.Describe(u))
 			continue
 		}
-		if isJob(u) && jobApplied(r.oldInv, u) && !forced(u) {
+		if apply.IsJob(u) && apply.JobApplied(r.oldInv, u) && !apply.Forced(u) {
 			ip.Unchanged++ // a Job that ran is left as it is
 			continue
 		}

@@ -48,15 +48,9 @@ func deployment(state string) *unstructured.Unstructured {
 	return u
 }
 
-// job is Job team-a/migrate with the given conditions (type: status).
-func job(conditions map[string]string) *unstructured.Unstructured {
-	var conds []any
-	for t, s := range conditions {
-		conds = append(conds, map[string]any{"type": t, "status": s})
-	}
-	u := obj("batch/v1", "Job", "team-a", "migrate", map[string]any{"spec": map[string]any{}, "status": map[string]any{"conditions": conds}})
-	u.SetGeneration(1)
-	return u
+// finishedJob is Job team-a/migrate whose condition cond (Complete, Failed) is True.
+func finishedJob(cond string) *unstructured.Unstructured {
+	return job(map[string]any{"conditions": []any{map[string]any{"type": cond, "status": "True"}}})
 }
 
 // TestHealthOfLiveObjects: kstatus read from the objects as the API server returns
@@ -73,8 +67,8 @@ func TestHealthOfLiveObjects(t *testing.T) {
 		{"a Deployment rolling out", deployment("progressing"), false, ""},
 		{"a Deployment its controller has not seen", deployment("stale"), false, ""},
 		{"a Deployment past its progress deadline", deployment("failed"), false, "Deployment/team-a/web: Progress deadline exceeded"},
-		{"a finished Job", job(map[string]string{"Complete": "True"}), true, ""},
-		{"a failed Job", job(map[string]string{"Failed": "True"}), false, "Job/team-a/migrate: Job Failed"},
+		{"a finished Job", finishedJob("Complete"), true, ""},
+		{"a failed Job", finishedJob("Failed"), false, "Job/team-a/migrate: Job Failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

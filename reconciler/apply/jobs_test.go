@@ -1,9 +1,8 @@
-package reconciler
+package apply
 
 import (
 	"testing"
 
-	"cairn.dev/cairn/reconciler/apply"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -51,10 +50,10 @@ func TestWithoutAppliedJobs(t *testing.T) {
 	fresh.SetName("fresh")
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "team-a"}}}
-	inv := apply.InventoryOf([]*unstructured.Unstructured{ran, cm}, newDigestKey())
-	inv[apply.ObjectID(fresh)] = apply.InventoryOf([]*unstructured.Unstructured{fresh}, nil)[apply.ObjectID(fresh)]
-	e := inv[apply.ObjectID(fresh)]
+	inv := InventoryOf([]*unstructured.Unstructured{ran, cm}, []byte("key"))
+	inv[ObjectID(fresh)] = InventoryOf([]*unstructured.Unstructured{fresh}, nil)[ObjectID(fresh)]
+	e := inv[ObjectID(fresh)]
 	e.Hash = "" // pending: recorded before its apply, never applied
-	inv[apply.ObjectID(fresh)] = e
-	g.Expect(withoutAppliedJobs([]*unstructured.Unstructured{ran, fresh, cm}, inv)).To(Equal([]*unstructured.Unstructured{fresh, cm}))
+	inv[ObjectID(fresh)] = e
+	g.Expect(WithoutAppliedJobs([]*unstructured.Unstructured{ran, fresh, cm}, inv)).To(Equal([]*unstructured.Unstructured{fresh, cm}))
 }
