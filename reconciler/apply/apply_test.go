@@ -224,6 +224,27 @@ func TestObjects(t *testing.T) {
 				g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(live), live)).To(Succeed())
 				g.Expect(live.Object["data"]).To(Equal(map[string]any{"k": "2"}))
 			}},
+		{name: "a forced immutable change passes its dry-run and is recreated beside the rest",
+			live:    []client.Object{cm("a", "1")},
+			last:    []*unstructured.Unstructured{cm("a", "1")},
+			objects: []*unstructured.Unstructured{forcedCopy(cm("a", "2")), cm("b", "1")},
+			refuse: func() func(op string, u *unstructured.Unstructured) error {
+				applied := false
+				return func(op string, u *unstructured.Unstructured) error {
+					if u.GetName() == "a" && (op == "dry-run" || !applied) {
+						applied = applied || op == "apply"
+						return invalid(u, "field is immutable")
+					}
+					return nil
+				}
+			}(),
+			actions: map[string]ssa.Action{"ConfigMap/team-a/a": ssa.ConfiguredAction, "ConfigMap/team-a/b": ssa.CreatedAction},
+			check: func(g *WithT, c client.Client, rep *Report) {
+				g.Expect(rep.Applied).To(HaveLen(2))
+				live := cm("a", "")
+				g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(live), live)).To(Succeed())
+				g.Expect(live.Object["data"]).To(Equal(map[string]any{"k": "2"}))
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
