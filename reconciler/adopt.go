@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // An instance whose CR is missing (new in Git, or deleted by hand with kubectl) may
@@ -47,30 +48,30 @@ var adoptionKinds = []schema.GroupVersionKind{
 }
 
 // managedObjects is cairn's labelled objects of one kind, by instance label.
-type managedObjects map[string]inventory
+type managedObjects map[string]apply.Inventory
 
 // adoptedInventory returns the objects of r, an instance without a CR, that are
 // still in the cluster (see the comment above); empty for a new instance.
-func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (inventory, error) {
+func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
 	left, err := s.leftInventory(ctx, r.mi)
 	if err != nil {
 		return nil, err
 	}
 	r.leftInventory = len(left) > 0
 	key := s.instanceLabel(r.mi)
-	out := left.union(inventory{}) // what the deleted CR recorded, even where cairn may not list
+	out := left.Union(apply.Inventory{}) // what the deleted CR recorded, even where cairn may not list
 	for _, gvk := range s.adoptionKindsOf(r, left) {
 		found, err := s.listManaged(ctx, gvk)
 		if err != nil {
 			return nil, err
 		}
-		out = out.union(found[key])
+		out = out.Union(found[key])
 	}
 	return out, nil
 }
 
 // adoptionKindsOf lists the kinds to search for r, one version per group and kind.
-func (s *syncRun) adoptionKindsOf(r *instanceRun, left inventory) []schema.GroupVersionKind {
+func (s *syncRun) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	for _, u := range r.objects {
 		kinds = append(kinds, u.GroupVersionKind())
@@ -101,10 +102,10 @@ func versionOf(apiVersion string) string {
 
 // leftInventory reads the inventory Secret a deleted CR of mi left behind, if any: a
 // large inventory, or one the controller kept when the CR was deleted by hand.
-func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (inventory, error) {
+func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
 	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
-	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: inventorySecretName(mi)}}
-	inv, err := s.e.inventories().load(ctx, owner)
+	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: apply.InventorySecretName(mi)}}
+	inv, err := s.e.inventories().Load(ctx, owner)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -135,7 +136,7 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 		}
 		id := object.ObjMetadata{Namespace: item.Namespace, Name: item.Name, GroupKind: gvk.GroupKind()}.String()
 		if found[key] == nil {
-			found[key] = inventory{}
+			found[key] = apply.Inventory{}
 		}
 		found[key][id] = cairnv1.InventoryEntry{ID: id, Version: gvk.GroupVersion().String()}
 	}
@@ -150,7 +151,7 @@ func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) 
 // meanwhile and those of kinds cairn may not list. cairn's own removal clears the
 // inventory before it deletes a CR, so nothing is kept for it.
 func (e *Engine) KeepInventoryOfDeleted(ctx context.Context, mi *cairnv1.ModuleInstance) error {
-	return e.inventories().keep(ctx, mi)
+	return e.inventories().Keep(ctx, mi)
 }
 
 // dropLeftInventory removes the inventory Secret r was adopted from once r's CR
@@ -160,7 +161,7 @@ func (s *syncRun) dropLeftInventory(ctx context.Context, r *instanceRun) {
 	if !r.leftInventory || r.failure != nil || inv == nil || inv.SecretRef != nil {
 		return
 	}
-	if err := s.e.inventories().remove(ctx, r.live); err != nil {
+	if err := s.e.inventories().Remove(ctx, r.live); err != nil {
 		s.e.logger(ctx).Error(err, "failed to remove the inventory kept for the deleted CR", "instance", r.key(), "revision", s.rev.SHA)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 func labelled(obj client.Object, instance, uid string) client.Object {
@@ -38,7 +39,7 @@ func labelled(obj client.Object, instance, uid string) client.Object {
 func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	g := NewWithT(t)
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name} }
-	left, err := encodeGzipJSON(inv("ns_gone_batch_Job").entries())
+	left, err := apply.EncodeGzipJSON(inv("ns_gone_batch_Job").Entries())
 	g.Expect(err).NotTo(HaveOccurred())
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-x")}, "ns.a", "old-uid"),
@@ -48,7 +49,7 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 		labelled(&corev1.ConfigMap{ObjectMeta: meta("a-unlabelled")}, "", ""),
 		&corev1.ConfigMap{ObjectMeta: meta("a-plain")},
 		labelled(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "cairn-inventory-ns.a"},
-			Data: map[string][]byte{inventorySecretKey: left}}, "", ""),
+			Data: map[string][]byte{apply.InventorySecretKey: left}}, "", ""),
 	).Build()
 	s := &syncRun{e: &Engine{cluster: &Cluster{client: c}}, managed: map[schema.GroupKind]managedObjects{}}
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
@@ -86,7 +87,7 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	}).Build()
 	e := &Engine{cluster: &Cluster{client: c}}
 	deleted := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
-	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").entries(), Count: 2}
+	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").Entries(), Count: 2}
 	g.Expect(e.KeepInventoryOfDeleted(ctx, deleted)).To(Succeed())
 
 	s := &syncRun{e: e, managed: map[schema.GroupKind]managedObjects{}}
@@ -102,6 +103,6 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	var secrets corev1.SecretList
 	g.Expect(c.List(ctx, &secrets)).NotTo(Succeed(), "listing is forbidden here")
 	var kept corev1.Secret
-	err = c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: inventorySecretName(removed)}, &kept)
+	err = c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: apply.InventorySecretName(removed)}, &kept)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing kept for cairn's own removal")
 }

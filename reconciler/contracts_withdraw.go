@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -33,8 +34,8 @@ type withdrawal struct {
 // (provideWithdrawn), and says so (ContractWithdrawn). Each dropped CRD is read,
 // as r's identity (which applied it), for its kind; one that is gone is not
 // kept, and one that cannot be read fails r for now (nothing in use is deleted).
-func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale inventory) (inventory, error) {
-	kept := inventory{}
+func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale apply.Inventory) (apply.Inventory, error) {
+	kept := apply.Inventory{}
 	r.withdrawn = nil
 	var c client.Client
 	for _, id := range slices.Sorted(maps.Keys(stale)) {

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/render"
 )
 
@@ -35,8 +36,8 @@ func TestDigestsAreKeyedAndFollowTheContent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(objectHash(tc.a, tc.keyA) == objectHash(tc.b, tc.keyB)).To(Equal(tc.same))
-			g.Expect(objectHash(tc.a, tc.keyA)).NotTo(Equal(plain(tc.a)), "not the unkeyed hash")
+			g.Expect(apply.ObjectHash(tc.a, tc.keyA) == apply.ObjectHash(tc.b, tc.keyB)).To(Equal(tc.same))
+			g.Expect(apply.ObjectHash(tc.a, tc.keyA)).NotTo(Equal(plain(tc.a)), "not the unkeyed hash")
 			ra, rb := &render.Result{Digest: "sha256:" + plain(tc.a)}, &render.Result{Digest: "sha256:" + plain(tc.b)}
 			g.Expect(keyedDigest(ra, tc.keyA).Digest == keyedDigest(rb, tc.keyB).Digest).To(Equal(tc.same))
 			g.Expect(keyedDigest(ra, tc.keyA).Digest).To(HavePrefix("hmac-sha256:"))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -122,19 +123,19 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 		rep.Err = err
 		return rep
 	}
-	inv, err := s.e.inventories().load(ctx, live)
+	inv, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
 		rep.Err = err
 		return rep
 	}
-	drifted, foreign, err := driftedObjects(ctx, m, withoutAppliedJobs(r.objects, inv), live)
+	drifted, foreign, err := driftedObjects(ctx, m, apply.WithoutAppliedJobs(r.objects, inv), live)
 	if err != nil {
 		rep.Err = err
 		return rep
 	}
 	rep.Foreign = foreign
 	for _, u := range drifted {
-		rep.Drifted = append(rep.Drifted, describe(u))
+		rep.Drifted = append(rep.Drifted, apply.Describe(u))
 	}
 	if rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep); rep.Err != nil {
 		return rep
@@ -164,8 +165,8 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 		switch {
-		case entry.Action == ssa.ConfiguredAction && existing != nil && !ownedBy(existing, key, string(live.UID)):
-			foreign = append(foreign, describe(u))
+		case entry.Action == ssa.ConfiguredAction && existing != nil && !apply.OwnedBy(existing, key, string(live.UID)):
+			foreign = append(foreign, apply.Describe(u))
 		case entry.Action == ssa.CreatedAction || entry.Action == ssa.ConfiguredAction:
 			drifted = append(drifted, u)
 		}
@@ -185,8 +186,8 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := applyObjects(ctx, m, drifted, inventory{}, s.digestKey, s.timeout(live))
-			corrected += len(res.applied)
+			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live))
+			corrected += len(res.Applied)
 			if err != nil {
 				return corrected, err
 			}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -72,24 +73,24 @@ func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *outcome
 // the hook and waits for it to finish.
 func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	u := hk.Object
-	live, err := getLive(ctx, h.c, u)
+	live, err := apply.GetLive(ctx, h.c, u)
 	if err != nil {
-		return fmt.Errorf("failed to read %s: %w", describe(u), err)
+		return fmt.Errorf("failed to read %s: %w", apply.Describe(u), err)
 	}
 	switch {
 	case live == nil:
-	case !ownedBy(live, h.owner.key, h.owner.uid):
-		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", describe(u)))
+	case !apply.OwnedBy(live, h.owner.key, h.owner.uid):
+		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", apply.Describe(u)))
 	case hk.Deletes(render.HookBeforeCreation):
 		if err := h.deleteHook(ctx, u); err != nil {
 			return err
 		}
 	case runsToCompletion(u):
 		return fmt.Errorf("%s exists from an earlier run and its delete policies (%s) do not delete it before it runs again",
-			describe(u), strings.Join(hk.DeletePolicies, ","))
+			apply.Describe(u), strings.Join(hk.DeletePolicies, ","))
 	}
-	if _, err := patchApply(ctx, h.c, u); err != nil {
-		return fmt.Errorf("failed to apply %s: %w", describe(u), err)
+	if _, err := apply.PatchApply(ctx, h.c, u); err != nil {
+		return fmt.Errorf("failed to apply %s: %w", apply.Describe(u), err)
 	}
 	return waitHook(ctx, h.c, u)
 }
@@ -111,16 +112,16 @@ func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured
 	if u.GetKind() == "CustomResourceDefinition" {
 		return nil
 	}
-	action, _, err := deleteOne(ctx, h.c, u, h.owner.key, h.owner.uid)
+	action, _, err := apply.DeleteOne(ctx, h.c, u, h.owner.key, h.owner.uid)
 	if err != nil || action != ssa.DeletedAction {
 		return err
 	}
-	return waitGone(ctx, h.c, []*unstructured.Unstructured{u}, hookDeleteWait)
+	return apply.WaitGone(ctx, h.c, []*unstructured.Unstructured{u}, hookDeleteWait)
 }
 
 // failure is the instance's failure for a hook that failed with err.
 func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
-	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, describe(hk.Object), hk.Source, err)
+	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, apply.Describe(hk.Object), hk.Source, err)
 	var f *outcome.Failure
 	switch {
 	case errors.As(err, &f) && f.Reason == cairnv1.ReasonOwnershipConflict:
@@ -133,7 +134,7 @@ func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
 
 // runsToCompletion reports whether Helm waits for u: a Job or a Pod.
 func runsToCompletion(u *unstructured.Unstructured) bool {
-	return isJob(u) || isPod(u)
+	return apply.IsJob(u) || isPod(u)
 }
 
 func isPod(u *unstructured.Unstructured) bool {

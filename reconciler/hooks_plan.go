@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/render"
 )
 
@@ -31,7 +32,7 @@ func planHooks(hooks []render.Hook, events ...string) []HookPlan {
 	var out []HookPlan
 	for _, event := range events {
 		for _, h := range render.HooksFor(hooks, event) {
-			out = append(out, HookPlan{Event: event, Weight: h.Weight, Object: describe(h.Object), Source: h.Source})
+			out = append(out, HookPlan{Event: event, Weight: h.Weight, Object: apply.Describe(h.Object), Source: h.Source})
 		}
 	}
 	return out

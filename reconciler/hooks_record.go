@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/render"
 )
 
@@ -52,21 +53,21 @@ func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
 // hooksSecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>,
 // or cairn-hooks-<hash> when that is too long for a name.
 func hooksSecretName(mi *cairnv1.ModuleInstance) string {
-	return instanceSecretName(hooksSecretPrefix, mi)
+	return apply.InstanceSecretName(hooksSecretPrefix, mi)
 }
 
 // loadHooks reads mi's hook record; an empty one when it has none.
 func (st inventoryStore) loadHooks(ctx context.Context, mi *cairnv1.ModuleInstance) (hookRecord, error) {
 	var s corev1.Secret
 	var rec hookRecord
-	err := st.c.Get(ctx, client.ObjectKey{Namespace: st.namespace, Name: hooksSecretName(mi)}, &s)
+	err := st.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: hooksSecretName(mi)}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		return rec, nil
 	case err != nil:
 		return rec, fmt.Errorf("failed to read the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
 	}
-	if err := decodeGzipJSON(s.Data[hooksSecretKey], &rec); err != nil {
+	if err := apply.DecodeGzipJSON(s.Data[hooksSecretKey], &rec); err != nil {
 		return rec, fmt.Errorf("failed to decode the hook record of %s/%s: %w", mi.Namespace, mi.Name, err)
 	}
 	return rec, nil
@@ -83,16 +84,16 @@ func (st inventoryStore) storeHooks(ctx context.Context, mi *cairnv1.ModuleInsta
 		return st.removeHooks(ctx, mi)
 	}
 	name := hooksSecretName(mi)
-	if err := st.apply(ctx, name, hooksSecretKey, rec); err != nil {
-		return fmt.Errorf("failed to write hook record %s/%s: %w", st.namespace, name, err)
+	if err := st.ApplySecret(ctx, name, hooksSecretKey, rec); err != nil {
+		return fmt.Errorf("failed to write hook record %s/%s: %w", st.Namespace, name, err)
 	}
 	return nil
 }
 
 // removeHooks deletes mi's hook record.
 func (st inventoryStore) removeHooks(ctx context.Context, mi *cairnv1.ModuleInstance) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksSecretName(mi), Namespace: st.namespace}}
-	if err := st.c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksSecretName(mi), Namespace: st.Namespace}}
+	if err := st.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete hook record %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil
@@ -101,19 +102,19 @@ func (st inventoryStore) removeHooks(ctx context.Context, mi *cairnv1.ModuleInst
 // nextHookRecord is the record after a successful sync of r: the delete hooks of its
 // render, and the install and upgrade hooks of its render added to those left before.
 func nextHookRecord(prev hookRecord, hooks []render.Hook) hookRecord {
-	left := inventoryFromEntries(prev.Left)
+	left := apply.InventoryFromEntries(prev.Left)
 	var rec hookRecord
 	for _, h := range hooks {
 		if h.RunsOn(render.HookPreDelete) || h.RunsOn(render.HookPostDelete) {
 			rec.Delete = append(rec.Delete, h)
 		}
 		if len(h.Events) > 0 && !onlyDelete(h) {
-			id := objectID(h.Object)
+			id := apply.ObjectID(h.Object)
 			left[id] = cairnv1.InventoryEntry{ID: id, Version: h.Object.GetAPIVersion()}
 		}
 	}
 	if len(left) > 0 {
-		rec.Left = left.entries()
+		rec.Left = left.Entries()
 	}
 	return rec
 }

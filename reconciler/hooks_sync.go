@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -114,7 +115,7 @@ func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cai
 // deleteLeftHooks deletes the install and upgrade hook objects a removed instance
 // left, those still there and still the instance's.
 func deleteLeftHooks(ctx context.Context, h hookRunner, left []cairnv1.InventoryEntry) error {
-	objects, err := inventoryFromEntries(left).objects()
+	objects, err := apply.InventoryFromEntries(left).Objects()
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func deleteLeftHooks(ctx context.Context, h hookRunner, left []cairnv1.Inventory
 
 // anyApplied reports whether inv records an object as applied (with its hash): an
 // entry without one was recorded before an apply that never came.
-func anyApplied(inv inventory) bool {
+func anyApplied(inv apply.Inventory) bool {
 	for _, e := range inv {
 		if e.Hash != "" {
 			return true

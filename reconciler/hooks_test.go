@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -69,16 +70,16 @@ func TestHookEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		live      *cairnv1.ModuleInstance
-		oldInv    inventory
+		oldInv    apply.Inventory
 		digest    string
 		hooks     []render.Hook
 		pre, post string
 	}{
 		{"new", nil, nil, "hmac-sha256:1", hooks, render.HookPreInstall, render.HookPostInstall},
 		{"never applied", &cairnv1.ModuleInstance{}, nil, "hmac-sha256:1", hooks, render.HookPreInstall, render.HookPostInstall},
-		{"inventory left", &cairnv1.ModuleInstance{}, inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap", Hash: "h"}}, "hmac-sha256:1", hooks,
+		{"inventory left", &cairnv1.ModuleInstance{}, apply.Inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap", Hash: "h"}}, "hmac-sha256:1", hooks,
 			render.HookPreUpgrade, render.HookPostUpgrade},
-		{"first sync failed", &cairnv1.ModuleInstance{}, inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap"}}, "hmac-sha256:1", hooks,
+		{"first sync failed", &cairnv1.ModuleInstance{}, apply.Inventory{"a_b__ConfigMap": {ID: "a_b__ConfigMap"}}, "hmac-sha256:1", hooks,
 			render.HookPreInstall, render.HookPostInstall},
 		{"changed", applied, nil, "hmac-sha256:2", hooks, render.HookPreUpgrade, render.HookPostUpgrade},
 		{"unchanged", applied, nil, "hmac-sha256:1", hooks, "", ""},

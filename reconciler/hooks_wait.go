@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"cairn.dev/cairn/reconciler/apply"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -23,14 +24,14 @@ func waitHook(ctx context.Context, c client.Client, u *unstructured.Unstructured
 	if !runsToCompletion(u) {
 		return nil
 	}
-	interval := healthFirstInterval
+	interval := apply.HealthFirstInterval
 	for {
-		live, err := getLive(ctx, c, u)
+		live, err := apply.GetLive(ctx, c, u)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			return fmt.Errorf("failed to read %s: %w", describe(u), err)
+			return fmt.Errorf("failed to read %s: %w", apply.Describe(u), err)
 		case err == nil && live == nil:
-			return fmt.Errorf("%s was deleted while it ran", describe(u))
+			return fmt.Errorf("%s was deleted while it ran", apply.Describe(u))
 		case err == nil:
 			if err := hookDone(live); !errors.Is(err, errHookRunning) {
 				return err
@@ -38,10 +39,10 @@ func waitHook(ctx context.Context, c client.Client, u *unstructured.Unstructured
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not finish in time: %w", describe(u), ctx.Err())
+			return fmt.Errorf("%s did not finish in time: %w", apply.Describe(u), ctx.Err())
 		case <-time.After(interval):
 		}
-		interval = min(interval*2, healthMaxInterval)
+		interval = min(interval*2, apply.HealthMaxInterval)
 	}
 }
 

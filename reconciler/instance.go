@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -148,7 +149,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 	for _, u := range hookObjects(r.hooks()) {
 		setOwnerLabels(u, r.live)
 	}
-	r.newInv = r.desiredInventory(s.digestKey).union(r.withheld) // a withdrawn CRD in use stays r's
+	r.newInv = r.desiredInventory(s.digestKey).Union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
@@ -176,9 +177,9 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 		return f
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := applyObjects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
-	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.changes, rep.applied, rep.live, rep.untouched
-	r.warnings = append(r.warnings, rep.notes...)
+	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
+	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.Changes, rep.Applied, rep.Live, rep.Untouched
+	r.warnings = append(r.warnings, rep.Notes...)
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
@@ -210,8 +211,8 @@ func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanc
 // pendingInventory is recorded before anything is written: the last inventory plus
 // the new objects with no hash, so a crash never forgets an object cairn may have
 // created and never takes an unapplied object for applied.
-func (r *instanceRun) pendingInventory() inventory {
-	out := r.oldInv.union(inventory{})
+func (r *instanceRun) pendingInventory() apply.Inventory {
+	out := r.oldInv.Union(apply.Inventory{})
 	for id, e := range r.newInv {
 		if _, ok := out[id]; !ok {
 			out[id] = cairnv1.InventoryEntry{ID: id, Version: e.Version}
@@ -222,10 +223,10 @@ func (r *instanceRun) pendingInventory() inventory {
 
 // failedInventory is recorded after a failed attempt: the pending inventory with the
 // objects the API server accepted marked as applied, or the last inventory itself
-// when the apply left nothing written (see applyReport.untouched).
-func (r *instanceRun) failedInventory() inventory {
+// when the apply left nothing written (see apply.Report.Untouched).
+func (r *instanceRun) failedInventory() apply.Inventory {
 	if r.untouched {
-		return r.oldInv.union(inventory{})
+		return r.oldInv.Union(apply.Inventory{})
 	}
 	out := r.pendingInventory()
 	for id := range r.appliedIDs {
@@ -244,7 +245,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 		return nil
 	}
 	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.stale))
-	cs, err := deleteStale(ctx, m, r.prune, s.inlineWait(s.timeout(r.mi)))
+	cs, err := apply.DeleteStale(ctx, m, r.prune.stale, r.prune.key, r.prune.uid, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
@@ -259,14 +260,14 @@ func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
 // applyBaseline is the inventory whose hashes spare unchanged objects their apply:
 // the last one, or none when the instance now applies as another identity, so that
 // every object is applied again and the API server checks its RBAC again.
-func (s *syncRun) applyBaseline(r *instanceRun) inventory {
+func (s *syncRun) applyBaseline(r *instanceRun) apply.Inventory {
 	if r.forced {
-		return inventory{}
+		return apply.Inventory{}
 	}
 	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == s.serviceAccount(r.mi) {
 		return r.oldInv
 	}
-	out := make(inventory, len(r.oldInv))
+	out := make(apply.Inventory, len(r.oldInv))
 	for id, e := range r.oldInv {
 		e.Hash = "-" // applied (a Job that ran stays as it is), but not as this identity
 		out[id] = e
@@ -289,12 +290,12 @@ func waitEnabled(mi *cairnv1.ModuleInstance) bool {
 
 // persistInventory records inv before objects are created or deleted, so that a
 // crash in the middle never forgets an object cairn created.
-func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv inventory) error {
-	if len(inv.minus(r.oldInv)) == 0 {
+func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) error {
+	if len(inv.Minus(r.oldInv)) == 0 {
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := s.e.inventories().store(ctx, r.live, inv, r.masks); err != nil {
+	if err := s.e.inventories().Store(ctx, r.live, inv, masker(r.masks)); err != nil {
 		return err
 	}
 	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
@@ -311,7 +312,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		r.interrupt(ctx)
 	}
 	r.failure = maskFailure(r.failure, r.masks)
-	ctx, cancel := finishing(ctx) // an interrupted sync still records what it did
+	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
 	if r.affected {
@@ -327,7 +328,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.failure != nil {
 		if r.appliedIDs != nil {
-			if err := s.e.inventories().store(ctx, mi, r.failedInventory(), r.masks); err != nil {
+			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), masker(r.masks)); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
@@ -363,7 +364,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := s.e.inventories().store(ctx, mi, r.newInv, r.masks); err != nil {
+	if err := s.e.inventories().Store(ctx, mi, r.newInv, masker(r.masks)); err != nil {
 		return err
 	}
 	return s.recordHooks(ctx, r, mi)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 
@@ -12,21 +11,9 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
-// finishTimeout bounds the status writes that finish an interrupted sync.
-const finishTimeout = 5 * time.Second
-
 // interrupted reports whether ctx ended because the sync was stopped (SIGTERM, a
 // lost Lease), not because a deadline passed.
 func interrupted(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
-
-// finishing returns ctx while it lasts; once it has ended, a context detached from it
-// that lasts finishTimeout, so that the outcome of the work done is still recorded.
-func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Err() == nil {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-}
 
 // interruption is the transient failure of an instance whose sync was stopped by ctx.
 func interruption(ctx context.Context, key string) *outcome.Failure {

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -31,13 +32,13 @@ func TestInterruptedIsACancellationNotADeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			g.Expect(interrupted(tc.ctx)).To(Equal(tc.interrupted))
-			fctx, done := finishing(tc.ctx)
+			fctx, done := apply.Finishing(tc.ctx)
 			defer done()
 			g.Expect(fctx.Err()).NotTo(HaveOccurred(), "the outcome can still be written")
 			if tc.ctx.Err() != nil {
 				deadline, ok := fctx.Deadline()
 				g.Expect(ok).To(BeTrue())
-				g.Expect(time.Until(deadline)).To(BeNumerically("<=", finishTimeout))
+				g.Expect(time.Until(deadline)).To(BeNumerically("<=", apply.FinishTimeout))
 			}
 			r := &instanceRun{mi: &cairnv1.ModuleInstance{}, failure: outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, tc.ctx.Err())}
 			r.mi.Namespace, r.mi.Name = "team-a", "web"

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -88,7 +89,7 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.Failure {
 	var fresh []*unstructured.Unstructured
 	for _, u := range r.objects {
-		if _, ok := r.oldInv[objectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
+		if _, ok := r.oldInv[apply.ObjectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
 			fresh = append(fresh, u)
 		}
 	}
@@ -102,11 +103,11 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	var mu sync.Mutex
-	errs := forEachObject(fresh, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := apply.ForEach(fresh, apply.Concurrency, func(u *unstructured.Unstructured) error {
 		adopt, err := s.claim(ctx, m.Client(), r, u)
 		if adopt {
 			mu.Lock()
-			r.adopted = append(r.adopted, describe(u))
+			r.adopted = append(r.adopted, apply.Describe(u))
 			mu.Unlock()
 		}
 		return err
@@ -127,12 +128,12 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 // given up by its owner in this revision (see releases); an object no cairn instance
 // owns only with spec.adopt (adopt is then true).
 func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
-	live, err := getLive(ctx, c, u)
+	live, err := apply.GetLive(ctx, c, u)
 	switch {
 	case meta.IsNoMatchError(err):
 		return false, nil // its definition comes with this render
 	case err != nil:
-		return false, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+		return false, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", apply.Describe(u), err))
 	case live == nil:
 		return false, nil
 	}
@@ -145,19 +146,19 @@ func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u 
 	case owner == s.instanceLabel(r.mi):
 		return false, nil
 	case owner != "":
-		ok, err := s.releases(ctx, owner, objectID(u))
+		ok, err := s.releases(ctx, owner, apply.ObjectID(u))
 		if err != nil || ok {
 			return false, err
 		}
-		return false, fmt.Errorf("%s is owned by instance %s", describe(u), ownerName(owner))
+		return false, fmt.Errorf("%s is owned by instance %s", apply.Describe(u), ownerName(owner))
 	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "":
 		return false, nil // created by cairn for the instances that live in it
 	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && labels[cairnv1.InstanceLabel] == "":
-		return false, fmt.Errorf("%s is cairn's own and cannot be adopted", describe(u))
+		return false, fmt.Errorf("%s is cairn's own and cannot be adopted", apply.Describe(u))
 	case r.mi.Spec.Adopt:
 		return true, nil
 	}
-	return false, fmt.Errorf("%s already exists and no cairn instance owns it: set spec.adopt: true to take it over", describe(u))
+	return false, fmt.Errorf("%s already exists and no cairn instance owns it: set spec.adopt: true to take it over", apply.Describe(u))
 }
 
 // ownerGone reports whether the instance labelled owner has neither a CR nor a
@@ -185,7 +186,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 	if live == nil {
 		return false, nil // declared, not rendered in this sync, and without a CR yet
 	}
-	inv, err := s.e.inventories().load(ctx, live)
+	inv, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
 		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("failed to read the inventory of %s: %w", key, err))
 	}
@@ -197,7 +198,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 func idsOf(objects []*unstructured.Unstructured) map[string]bool {
 	ids := make(map[string]bool, len(objects))
 	for _, u := range objects {
-		ids[objectID(u)] = true
+		ids[apply.ObjectID(u)] = true
 	}
 	return ids
 }
@@ -211,7 +212,7 @@ func ownerName(label string) string {
 
 // describeID names an inventory id the way describe names an object.
 func describeID(id string) string {
-	if d := describeIDs(inventory{id: {ID: id}}); len(d) == 1 {
+	if d := describeIDs(apply.Inventory{id: {ID: id}}); len(d) == 1 {
 		return d[0]
 	}
 	return id

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -57,7 +58,7 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
 		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
 	}
-	for _, prefix := range []string{inventorySecretPrefix, hooksSecretPrefix} {
+	for _, prefix := range []string{apply.InventorySecretPrefix, hooksSecretPrefix} {
 		if gvk.Group == "" && gvk.Kind == "Secret" && strings.HasPrefix(u.GetName(), prefix) {
 			return p.refuse(u, "Secret names starting with %q are reserved for cairn's inventories and hook records", prefix)
 		}
@@ -120,12 +121,12 @@ func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind st
 
 // refuse is ObjectForbidden: the object may not be rendered at all.
 func (p placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
-	return outcome.NewStalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+	return outcome.NewStalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
 // deny is NamespaceDenied: the object may not go to that namespace.
 func (p placement) deny(u *unstructured.Unstructured, format string, args ...any) error {
-	return outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", describe(u), fmt.Sprintf(format, args...)))
+	return outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
 func groupKind(group, kind string) string {

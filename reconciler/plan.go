@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -41,15 +42,15 @@ type instanceRun struct {
 	objects  []*unstructured.Unstructured
 	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
 	warnings []string
-	oldInv   inventory
-	newInv   inventory
+	oldInv   apply.Inventory
+	newInv   apply.Inventory
 	prune    *pruneSet
 	pruneErr error
 	failure  *outcome.Failure
 	applied  *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
-	// untouched: the apply failed and left nothing written (applyReport.untouched).
+	// untouched: the apply failed and left nothing written (apply.Report.Untouched).
 	untouched bool
 	// persisted is the inventory this sync recorded before writing (persistInventory).
 	persisted *cairnv1.Inventory
@@ -88,7 +89,7 @@ type instanceRun struct {
 	// withdrawn are the kinds r's render no longer provides while others use
 	// them; withheld are their CRDs, kept in r's inventory (ContractWithdrawn).
 	withdrawn []withdrawal
-	withheld  inventory
+	withheld  apply.Inventory
 }
 
 func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }

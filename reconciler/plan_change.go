@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -92,16 +93,16 @@ func renderedDiff(before, after Rendered) string {
 func renderText(objects, previous []*unstructured.Unstructured) string {
 	prev := map[string]*unstructured.Unstructured{}
 	for _, u := range previous {
-		prev[objectID(u)] = u
+		prev[apply.ObjectID(u)] = u
 	}
 	var b strings.Builder
 	for _, u := range objects {
-		shown := maskSecret(u, prev[objectID(u)])
+		shown := maskSecret(u, prev[apply.ObjectID(u)])
 		y, err := yaml.Marshal(shown.Object)
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, "# %s\n%s---\n", describe(u), y)
+		fmt.Fprintf(&b, "# %s\n%s---\n", apply.Describe(u), y)
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -58,11 +59,11 @@ func TestRemovalOrderPutsDependentsFirst(t *testing.T) {
 
 func TestInventoryRoundTripsThroughSecretEncoding(t *testing.T) {
 	g := NewWithT(t)
-	in := inv("a_b__ConfigMap", "_c__Namespace").entries()
-	data, err := encodeGzipJSON(in)
+	in := inv("a_b__ConfigMap", "_c__Namespace").Entries()
+	data, err := apply.EncodeGzipJSON(in)
 	g.Expect(err).NotTo(HaveOccurred())
 	var out []cairnv1.InventoryEntry
-	g.Expect(decodeGzipJSON(data, &out)).To(Succeed())
+	g.Expect(apply.DecodeGzipJSON(data, &out)).To(Succeed())
 	g.Expect(out).To(Equal(in))
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -68,11 +69,11 @@ func setScope(u *unstructured.Unstructured, namespace string, mapper meta.RESTMa
 		if !provided {
 			return false, outcome.NewStalled(cairnv1.ReasonKindNotServed,
 				fmt.Errorf("%s: the cluster does not serve %s and no instance provides it (a CustomResourceDefinition in its render)",
-					describe(u), gvk.String()))
+					apply.Describe(u), gvk.String()))
 		}
 		namespaced = ns
 	default:
-		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", describe(u), gvk.String(), err))
+		return false, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to map kind %s: %w", apply.Describe(u), gvk.String(), err))
 	}
 	switch {
 	case !namespaced:
@@ -112,12 +113,4 @@ func (m *missMemo) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.R
 		m.mu.Unlock()
 	}
 	return mapping, err
-}
-
-// describe names an object the way kubectl does: Kind/namespace/name.
-func describe(u *unstructured.Unstructured) string {
-	if u.GetNamespace() == "" {
-		return u.GetKind() + "/" + u.GetName()
-	}
-	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
 }

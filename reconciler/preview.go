@@ -13,6 +13,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -196,10 +197,10 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 	for _, u := range r.objects {
 		setOwnerLabels(u, owner)
 		if created[u.GetNamespace()] {
-			ip.Create = append(ip.Create, describe(u))
+			ip.Create = append(ip.Create, apply.Describe(u))
 			continue
 		}
-		if isJob(u) && jobApplied(r.oldInv, u) && !forced(u) {
+		if apply.IsJob(u) && apply.JobApplied(r.oldInv, u) && !apply.Forced(u) {
 			ip.Unchanged++ // a Job that ran is left as it is
 			continue
 		}
@@ -210,9 +211,9 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 		}
 		switch entry.Action {
 		case ssa.CreatedAction:
-			ip.Create = append(ip.Create, describe(u))
+			ip.Create = append(ip.Create, apply.Describe(u))
 		case ssa.ConfiguredAction:
-			ip.Configure = append(ip.Configure, describe(u))
+			ip.Configure = append(ip.Configure, apply.Describe(u))
 		default:
 			ip.Unchanged++
 		}
@@ -258,14 +259,14 @@ func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstan
 	return ip
 }
 
-func describeIDs(inv inventory) []string {
-	objs, err := inv.objects()
+func describeIDs(inv apply.Inventory) []string {
+	objs, err := inv.Objects()
 	if err != nil {
 		return nil
 	}
 	out := make([]string, 0, len(objs))
 	for _, u := range objs {
-		out = append(out, describe(u))
+		out = append(out, apply.Describe(u))
 	}
 	return out
 }

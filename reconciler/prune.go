@@ -2,19 +2,16 @@ package reconciler
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/fluxcd/pkg/ssa"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -72,19 +69,19 @@ func allowPruneTrailer(msg string) int {
 // pruneSet is what one instance would delete in this sync.
 type pruneSet struct {
 	key     string
-	uid     string    // the live instance's UID, checked on the objects ("": not checked)
-	stale   inventory // ids to delete (protected kinds already set aside)
-	kept    []string  // protected objects left in place
-	before  int       // objects in the last inventory
-	removed bool      // the instance left Git
-	owner   string    // the tenant whose file declares the instance; "": the platform team's
-	covered bool      // the commit's cairn-allow-prune trailer may speak for it (see trailerCovers)
-	refused error     // the sync-wide verdict on it (see checkSync)
+	uid     string          // the live instance's UID, checked on the objects ("": not checked)
+	stale   apply.Inventory // ids to delete (protected kinds already set aside)
+	kept    []string        // protected objects left in place
+	before  int             // objects in the last inventory
+	removed bool            // the instance left Git
+	owner   string          // the tenant whose file declares the instance; "": the platform team's
+	covered bool            // the commit's cairn-allow-prune trailer may speak for it (see trailerCovers)
+	refused error           // the sync-wide verdict on it (see checkSync)
 }
 
 // split sets protected kinds aside unless the instance opts in.
-func (g pruneGuard) split(key string, stale inventory, optIn bool) *pruneSet {
-	ps := &pruneSet{key: key, stale: inventory{}}
+func (g pruneGuard) split(key string, stale apply.Inventory, optIn bool) *pruneSet {
+	ps := &pruneSet{key: key, stale: apply.Inventory{}}
 	for id, e := range stale {
 		meta, err := object.ParseObjMetadata(id)
 		if err == nil && g.protected[meta.GroupKind.Kind] && !optIn {
@@ -233,41 +230,4 @@ func refusedBy(err error) string {
 		return g.limit
 	}
 	return ""
-}
-
-// deleteStale deletes the stale objects of one instance in reverse apply order
-// (see deleteStages), each stage gone before the next; only objects that still carry
-// the instance's labels are deleted (see deleteStage).
-func deleteStale(ctx context.Context, m *ssa.ResourceManager, s *pruneSet, timeout time.Duration) (*ssa.ChangeSet, error) {
-	objects, err := s.stale.objects()
-	if err != nil {
-		return nil, outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
-	}
-	all := ssa.NewChangeSet()
-	for _, stage := range deleteStages(objects) {
-		entries, terminating, err := deleteStage(ctx, m.Client(), stage, s)
-		all.Append(entries)
-		if err != nil {
-			return all, outcome.Classify(cairnv1.ReasonPruneFailed, err)
-		}
-		if err := waitGone(ctx, m.Client(), terminating, timeout); err != nil {
-			return all, outcome.NewTransient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
-		}
-	}
-	return all, nil
-}
-
-// deleteStages groups objects in reverse apply order (see deleteStage for the kinds).
-func deleteStages(objects []*unstructured.Unstructured) [][]*unstructured.Unstructured {
-	stages := make([][]*unstructured.Unstructured, len(deleteOrder)+1)
-	for _, u := range objects {
-		stages[deleteStageOf(u)] = append(stages[deleteStageOf(u)], u)
-	}
-	out := stages[:0]
-	for _, s := range stages {
-		if len(s) > 0 {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -8,13 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
 // staleSet is the prune set of instance key, owned by owner, deleting n objects of before.
 func staleSet(key, owner string, n int, covered, removed bool) *pruneSet {
-	ps := &pruneSet{key: key, owner: owner, stale: inventory{}, before: 10, covered: covered, removed: removed}
+	ps := &pruneSet{key: key, owner: owner, stale: apply.Inventory{}, before: 10, covered: covered, removed: removed}
 	for i := range n {
 		id := fmt.Sprintf("ns_%s-%d__ConfigMap", key, i)
 		ps.stale[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -14,10 +15,10 @@ import (
 // platform team's), the total per sync and the share of instances removed.
 // An object that moves to another instance in this revision is transferred, not deleted.
 func (s *syncRun) checkPrunes(ctx context.Context) {
-	desired := inventory{}
+	desired := apply.Inventory{}
 	for _, r := range s.runs {
 		if r.rendered != nil {
-			desired = desired.union(r.desiredInventory(s.digestKey))
+			desired = desired.Union(r.desiredInventory(s.digestKey))
 		}
 	}
 	var sets []*pruneSet
@@ -53,7 +54,7 @@ func (s *syncRun) countRefusals() {
 	}
 }
 
-func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inventory) *pruneSet {
+func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *pruneSet {
 	if r.rendered == nil {
 		return nil
 	}
@@ -72,12 +73,12 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old)))
 		return nil
 	}
-	stale := old.minus(own).minus(desired)
+	stale := old.Minus(own).Minus(desired)
 	if r.withheld, err = s.keepWithdrawn(ctx, r, stale); err != nil {
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
-	stale = stale.minus(r.withheld)
+	stale = stale.Minus(r.withheld)
 	if !pruneEnabled(r.mi) {
 		return nil
 	}
@@ -94,11 +95,11 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired inv
 
 // lastInventory is the inventory of r's CR, or, without a CR, what it left behind in
 // the cluster (see adoptedInventory).
-func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (inventory, error) {
+func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
 	if r.live == nil {
 		return s.adoptedInventory(ctx, r)
 	}
-	return s.e.inventories().load(ctx, r.live)
+	return s.e.inventories().Load(ctx, r.live)
 }
 
 // removedSet is what a removed instance would delete (or, with prune: false,
@@ -106,22 +107,22 @@ func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (inventory,
 // instance is then not removed).
 type removedSet struct {
 	*pruneSet
-	orphan inventory
+	orphan apply.Inventory
 	err    error
 }
 
 // removedPrune reads what a removed instance would delete. With prune: false
 // nothing is: every object of its inventory is orphaned. An object another instance
 // renders in this revision moves to it and is neither deleted nor orphaned.
-func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired inventory) removedSet {
-	old, err := s.e.inventories().load(ctx, live)
+func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired apply.Inventory) removedSet {
+	old, err := s.e.inventories().Load(ctx, live)
 	if err != nil {
-		old = inventory{}
+		old = apply.Inventory{}
 	}
-	old = old.minus(desired)
+	old = old.Minus(desired)
 	rs := removedSet{err: err}
 	if !pruneEnabled(live) {
-		rs.pruneSet, rs.orphan = &pruneSet{key: s.instanceLabel(live), stale: inventory{}}, old
+		rs.pruneSet, rs.orphan = &pruneSet{key: s.instanceLabel(live), stale: apply.Inventory{}}, old
 	} else {
 		rs.pruneSet = s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
 	}

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -21,8 +22,8 @@ func TestAllowPruneTrailer(t *testing.T) {
 	}
 }
 
-func inv(ids ...string) inventory {
-	out := inventory{}
+func inv(ids ...string) apply.Inventory {
+	out := apply.Inventory{}
 	for _, id := range ids {
 		out[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
 	}
@@ -95,39 +96,4 @@ func TestPruneGuardKeepsProtectedKinds(t *testing.T) {
 	g.Expect(ps.stale).To(HaveKey("ns_cm__ConfigMap"))
 	g.Expect(ps.kept).To(ConsistOf("_team-x__Namespace", "ns_data__PersistentVolumeClaim"))
 	g.Expect(guard.split("ns.a", stale, true).stale).To(HaveLen(3), "the instance opted in")
-}
-
-func TestDeleteStagesPutNamespacesLast(t *testing.T) {
-	g := NewWithT(t)
-	objs, err := inv("_t__Namespace", "t_sa__ServiceAccount", "t_d_apps_Deployment", "t_r_rbac.authorization.k8s.io_Role").objects()
-	g.Expect(err).NotTo(HaveOccurred())
-	stages := deleteStages(objs)
-	g.Expect(stages).To(HaveLen(3))
-	g.Expect(stages[0][0].GetKind()).To(Equal("Deployment"))
-	g.Expect(stages[1]).To(HaveLen(2))
-	g.Expect(stages[2][0].GetKind()).To(Equal("Namespace"))
-}
-
-func TestDeleteStagesAreTheReverseOfTheApplyOrder(t *testing.T) {
-	g := NewWithT(t)
-	objects, err := inv("_ns__Namespace", "_crds.example.com_apiextensions.k8s.io_CustomResourceDefinition",
-		"ns_sa__ServiceAccount", "ns_role_rbac.authorization.k8s.io_Role", "_cr_rbac.authorization.k8s.io_ClusterRole",
-		"ns_cm__ConfigMap", "ns_svc__Service", "ns_web_apps_Deployment", "ns_job_batch_Job",
-		"ns_widget_example.com_Widget").objects()
-	g.Expect(err).NotTo(HaveOccurred())
-	var kinds [][]string
-	for _, stage := range deleteStages(objects) {
-		var ks []string
-		for _, u := range stage {
-			ks = append(ks, u.GetKind())
-		}
-		kinds = append(kinds, ks)
-	}
-	g.Expect(kinds).To(Equal([][]string{
-		{"Job", "Deployment", "Widget"}, // workloads and custom resources
-		{"ConfigMap", "Service"},
-		{"ClusterRole", "Role", "ServiceAccount"},
-		{"Namespace"},
-		{"CustomResourceDefinition"},
-	}))
 }

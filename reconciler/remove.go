@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -76,7 +77,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return f // nothing is deleted
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
-	cs, err := deleteStale(ctx, m, ps, s.inlineWait(s.e.opts.DefaultTimeout))
+	cs, err := apply.DeleteStale(ctx, m, ps.stale, ps.key, ps.uid, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err == nil {
 		err = deleteLeftHooks(ctx, hookRunner{c: m.Client(), owner: hookOwnerOf(live)}, hooks.Left)
@@ -99,12 +100,12 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 // identity.
 func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
 	res *InstanceResult) *outcome.Failure {
-	objects, err := rs.orphan.objects()
+	objects, err := rs.orphan.Objects()
 	if err != nil {
 		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
-	n, err := orphanObjects(ctx, c, objects, rs.key, string(live.UID))
+	n, err := apply.OrphanObjects(ctx, c, objects, rs.key, string(live.UID))
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
@@ -177,7 +178,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 			return fmt.Errorf("failed to clear the inventory of ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
 		}
 	}
-	if err := s.e.inventories().remove(ctx, live); err != nil {
+	if err := s.e.inventories().Remove(ctx, live); err != nil {
 		return err
 	}
 	if hasHookRecord(live) {

@@ -16,6 +16,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -300,7 +301,7 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 	p.Status.Instances = countInstances(res)
 	if interrupted(ctx) {
 		markPlatformInterrupted(ctx, p, s.rev.SHA)
-		ctx, cancel := finishing(ctx)
+		ctx, cancel := apply.Finishing(ctx)
 		defer cancel()
 		return patchStatus(ctx, s.e.cluster.client, p, before)
 	}

@@ -137,6 +137,15 @@ func maskText(text string, secrets []string) string {
 	return text
 }
 
+// masker is maskText of secrets as a function, for what masks text it is handed
+// (nil when there is no secret to mask).
+func masker(secrets []string) func(string) string {
+	if len(secrets) == 0 {
+		return nil
+	}
+	return func(text string) string { return maskText(text, secrets) }
+}
+
 // maskFailure returns f with the secret strings masked in its message.
 func maskFailure(f *outcome.Failure, secrets []string) *outcome.Failure {
 	if f == nil || len(secrets) == 0 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
@@ -49,38 +48,6 @@ func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	g.Expect(r.readyMessage()).NotTo(ContainSubstring("warnings"))
 	g.Expect(r.result().Warnings).To(BeEmpty())
-}
-
-func TestOwnedByChecksTheInstanceUIDWhenLabelled(t *testing.T) {
-	labels := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	managed := []string{cairnv1.ManagedByLabel, cairnv1.ManagedByValue, cairnv1.InstanceLabel, "team-a.web"}
-	cases := []struct {
-		name   string
-		labels map[string]string
-		uid    string
-		owned  bool
-	}{
-		{"labels and UID match", labels(append(managed, cairnv1.InstanceUIDLabel, "u1")...), "u1", true},
-		{"another instance's UID (re-created elsewhere, or forged)", labels(append(managed, cairnv1.InstanceUIDLabel, "u2")...), "u1", false},
-		{"no UID label (applied before UIDs were labelled)", labels(managed...), "u1", true},
-		{"UID not checked", labels(append(managed, cairnv1.InstanceUIDLabel, "u2")...), "", true},
-		{"another instance", labels(cairnv1.ManagedByLabel, cairnv1.ManagedByValue, cairnv1.InstanceLabel, "team-a.api"), "", false},
-		{"not managed by cairn", labels(cairnv1.InstanceLabel, "team-a.web", cairnv1.InstanceUIDLabel, "u1"), "u1", false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			live := &unstructured.Unstructured{}
-			live.SetLabels(tc.labels)
-			g.Expect(ownedBy(live, "team-a.web", tc.uid)).To(Equal(tc.owned))
-		})
-	}
 }
 
 func TestMarkHealthy(t *testing.T) {

@@ -29,6 +29,7 @@ var layer = map[string]int{
 	"reconciler/lease":     1,
 	"reconciler/outcome":   1,
 	"render":               2,
+	"reconciler/apply":     2,
 	"reconciler":           3,
 	"reconciler/loop":      4,
 	"cmd/...":              5,

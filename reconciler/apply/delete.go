@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 // deleteConcurrency bounds the deletions of one stage in flight at once.
@@ -53,20 +54,20 @@ func deleteStageOf(u *unstructured.Unstructured) int {
 
 // deleteStage deletes objects concurrently. Each live object is read first and left
 // alone unless it carries cairn's managed-by label and the instance's label (and,
-// when uid is given, no other instance UID label: see ownedBy); the
+// when uid is given, no other instance UID label: see OwnedBy); the
 // DELETE is conditioned on the UID that was read, so an object re-created by someone
 // else meanwhile is never deleted. It returns what it did and the objects still
 // terminating (finalizers, Namespaces), which the caller waits for.
-func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, ps *pruneSet) (
+func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, stale Inventory, key, uid string) (
 	[]ssa.ChangeSetEntry, []*unstructured.Unstructured, error) {
 	var (
 		mu          sync.Mutex
 		entries     []ssa.ChangeSetEntry
 		terminating []*unstructured.Unstructured
 	)
-	errs := forEachObject(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
-		action, live, err := deleteOne(ctx, c, u, ps.key, ps.uid)
-		if err != nil && neverApplied(ps, u, err) {
+	errs := ForEach(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
+		action, live, err := DeleteOne(ctx, c, u, key, uid)
+		if err != nil && neverApplied(stale, u, err) {
 			action, err = ssa.SkippedAction, nil
 		}
 		if err != nil {
@@ -83,8 +84,8 @@ func deleteStage(ctx context.Context, c client.Client, objects []*unstructured.U
 	return entries, terminating, errors.Join(errs...)
 }
 
-// forEachObject runs fn for every object, at most n at once, and returns the errors.
-func forEachObject(objects []*unstructured.Unstructured, n int, fn func(*unstructured.Unstructured) error) []error {
+// ForEach runs fn for every object, at most n at once, and returns the errors.
+func ForEach(objects []*unstructured.Unstructured, n int, fn func(*unstructured.Unstructured) error) []error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -116,16 +117,16 @@ func changeSetEntry(u *unstructured.Unstructured, action ssa.Action) ssa.ChangeS
 // applied: its inventory entry was recorded before the apply and no apply was
 // confirmed, and the kind is unknown or forbidden to the identity (a refused
 // instance), so there is nothing of it to delete.
-func neverApplied(ps *pruneSet, u *unstructured.Unstructured, err error) bool {
-	if e, ok := ps.stale[objectID(u)]; !ok || e.Hash != "" {
+func neverApplied(stale Inventory, u *unstructured.Unstructured, err error) bool {
+	if e, ok := stale[ObjectID(u)]; !ok || e.Hash != "" {
 		return false
 	}
 	return meta.IsNoMatchError(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err)
 }
 
-// deleteOne deletes one object if it is this instance's; it reports Deleted only for
+// DeleteOne deletes one object if it is this instance's; it reports Deleted only for
 // an object it deleted, Skipped for one that is gone or not ours.
-func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructured, key, uid string) (ssa.Action, *unstructured.Unstructured, error) {
+func DeleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructured, key, uid string) (ssa.Action, *unstructured.Unstructured, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
 	err := c.Get(ctx, client.ObjectKeyFromObject(u), live)
@@ -133,8 +134,8 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err):
 		return ssa.SkippedAction, nil, nil
 	case err != nil:
-		return "", nil, fmt.Errorf("%s: failed to read before deleting: %w", describe(u), err)
-	case !ownedBy(live, key, uid):
+		return "", nil, fmt.Errorf("%s: failed to read before deleting: %w", Describe(u), err)
+	case !OwnedBy(live, key, uid):
 		return ssa.SkippedAction, nil, nil
 	}
 	liveUID := live.GetUID()
@@ -143,18 +144,18 @@ func deleteOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return ssa.SkippedAction, nil, nil
 	case err != nil:
-		return "", nil, fmt.Errorf("%s delete failed: %w", describe(u), err)
+		return "", nil, fmt.Errorf("%s delete failed: %w", Describe(u), err)
 	}
 	return ssa.DeletedAction, live, nil
 }
 
-// orphanObjects leaves objects in place and takes cairn's labels off those that are
+// OrphanObjects leaves objects in place and takes cairn's labels off those that are
 // still the instance's (read first, patched on the UID that was read), so that no
 // later instance of the same name adopts or prunes them. It returns how many it
 // released.
-func orphanObjects(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key, uid string) (int, error) {
+func OrphanObjects(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, key, uid string) (int, error) {
 	var released atomic.Int32
-	errs := forEachObject(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
+	errs := ForEach(objects, deleteConcurrency, func(u *unstructured.Unstructured) error {
 		ok, err := orphanOne(ctx, c, u, key, uid)
 		if ok {
 			released.Add(1)
@@ -172,8 +173,8 @@ func orphanOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("%s: failed to read before orphaning: %w", describe(u), err)
-	case !ownedBy(live, key, uid):
+		return false, fmt.Errorf("%s: failed to read before orphaning: %w", Describe(u), err)
+	case !OwnedBy(live, key, uid):
 		return false, nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": live.GetUID(), "labels": map[string]any{
@@ -183,17 +184,17 @@ func orphanOne(ctx context.Context, c client.Client, u *unstructured.Unstructure
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("%s: failed to remove cairn's labels: %w", describe(u), err)
+		return false, fmt.Errorf("%s: failed to remove cairn's labels: %w", Describe(u), err)
 	}
 	return true, nil
 }
 
-// ownedBy reports whether the live object is the instance's: it carries cairn's
+// OwnedBy reports whether the live object is the instance's: it carries cairn's
 // managed-by label and the instance label key, and, when uid is given and the object
 // carries an instance UID label, that label is uid. An object labelled by a same-named
 // instance that was deleted and created again elsewhere, or a forged label, is not
 // the instance's. uid "" skips the UID check.
-func ownedBy(live *unstructured.Unstructured, key, uid string) bool {
+func OwnedBy(live *unstructured.Unstructured, key, uid string) bool {
 	l := live.GetLabels()
 	if l[cairnv1.ManagedByLabel] != cairnv1.ManagedByValue || l[cairnv1.InstanceLabel] != key {
 		return false
@@ -210,18 +211,18 @@ func stillTerminating(live *unstructured.Unstructured) bool {
 	return len(live.GetFinalizers()) > 0 || (core && (live.GetKind() == "Namespace" || live.GetKind() == "Pod"))
 }
 
-// waitGone polls until every object is gone, with backoff, or the timeout.
-func waitGone(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, timeout time.Duration) error {
+// WaitGone polls until every object is gone, with backoff, or the timeout.
+func WaitGone(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	interval := healthFirstInterval
+	interval := HealthFirstInterval
 	for len(objects) > 0 {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d object(s) still terminating after %s, e.g. %s", len(objects), timeout, describe(objects[0]))
+			return fmt.Errorf("%d object(s) still terminating after %s, e.g. %s", len(objects), timeout, Describe(objects[0]))
 		case <-time.After(interval):
 		}
-		interval = min(interval*2, healthMaxInterval)
+		interval = min(interval*2, HealthMaxInterval)
 		var left []*unstructured.Unstructured
 		for _, u := range objects {
 			live := &unstructured.Unstructured{}
@@ -231,11 +232,50 @@ func waitGone(ctx context.Context, c client.Client, objects []*unstructured.Unst
 				continue
 			}
 			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("%s: failed to read while waiting for deletion: %w", describe(u), err)
+				return fmt.Errorf("%s: failed to read while waiting for deletion: %w", Describe(u), err)
 			}
 			left = append(left, u)
 		}
 		objects = left
 	}
 	return nil
+}
+
+// DeleteStale deletes the stale objects of the instance labelled key (and, when uid
+// is given, of that UID: see OwnedBy) in reverse apply order (see deleteStages), each
+// stage gone before the next, waiting at most timeout for each; only objects that
+// still carry the instance's labels are deleted (see deleteStage). It reports what it
+// deleted and what it skipped.
+func DeleteStale(ctx context.Context, m *ssa.ResourceManager, stale Inventory, key, uid string, timeout time.Duration) (*ssa.ChangeSet, error) {
+	objects, err := stale.Objects()
+	if err != nil {
+		return nil, outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
+	}
+	all := ssa.NewChangeSet()
+	for _, stage := range deleteStages(objects) {
+		entries, terminating, err := deleteStage(ctx, m.Client(), stage, stale, key, uid)
+		all.Append(entries)
+		if err != nil {
+			return all, outcome.Classify(cairnv1.ReasonPruneFailed, err)
+		}
+		if err := WaitGone(ctx, m.Client(), terminating, timeout); err != nil {
+			return all, outcome.NewTransient(cairnv1.ReasonPruneFailed, fmt.Errorf("failed to wait for deletion: %w", err))
+		}
+	}
+	return all, nil
+}
+
+// deleteStages groups objects in reverse apply order (see deleteStage for the kinds).
+func deleteStages(objects []*unstructured.Unstructured) [][]*unstructured.Unstructured {
+	stages := make([][]*unstructured.Unstructured, len(deleteOrder)+1)
+	for _, u := range objects {
+		stages[deleteStageOf(u)] = append(stages[deleteStageOf(u)], u)
+	}
+	out := stages[:0]
+	for _, s := range stages {
+		if len(s) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"context"
@@ -36,14 +36,14 @@ type priorState map[string]*unstructured.Unstructured
 func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) (priorState, error) {
 	prior := make(priorState, len(objects))
 	var mu sync.Mutex
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
-		live, err := getLive(ctx, c, u)
+	errs := ForEach(objects, Concurrency, func(u *unstructured.Unstructured) error {
+		live, err := GetLive(ctx, c, u)
 		if err != nil {
-			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", describe(u), err))
+			return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", Describe(u), err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		prior[objectID(u)] = live
+		prior[ObjectID(u)] = live
 		return nil
 	})
 	if f := joinFailures(errs); f != nil {
@@ -56,25 +56,25 @@ func readPrior(ctx context.Context, c client.Client, objects []*unstructured.Uns
 // of prior) after cause, the failed validation of the rest: see undoOne. The objects
 // taken back leave rep; those that could not be stay in it, named in the error. The
 // returned error is cause with what was done. An interrupted sync still takes the
-// stage back (see finishing).
-func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep *applyReport, cause error) error {
-	ctx, cancel := finishing(ctx)
+// stage back (see Finishing).
+func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep *Report, cause error) error {
+	ctx, cancel := Finishing(ctx)
 	defer cancel()
 	var written []*unstructured.Unstructured
-	for _, live := range rep.live {
-		if _, ok := prior[objectID(live)]; ok {
+	for _, live := range rep.Live {
+		if _, ok := prior[ObjectID(live)]; ok {
 			written = append(written, live)
 		}
 	}
 	var mu sync.Mutex
 	undone := map[string]bool{}
-	errs := forEachObject(written, applyConcurrency, func(live *unstructured.Unstructured) error {
-		if err := undoOne(ctx, c, prior[objectID(live)], live); err != nil {
+	errs := ForEach(written, Concurrency, func(live *unstructured.Unstructured) error {
+		if err := undoOne(ctx, c, prior[ObjectID(live)], live); err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		undone[objectID(live)] = true
+		undone[ObjectID(live)] = true
 		return nil
 	})
 	rep.forget(undone)
@@ -83,7 +83,7 @@ func undoFirstStage(ctx context.Context, c client.Client, prior priorState, rep 
 		f.Err = fmt.Errorf("%w; failed to take back what was written to validate it: %w", f.Err, errors.Join(errs...))
 		return f
 	}
-	rep.untouched = true
+	rep.Untouched = true
 	if len(written) > 0 {
 		f.Err = fmt.Errorf("%w; written first to validate the rest and taken back: %s", f.Err, describeAll(written))
 	}
@@ -100,34 +100,34 @@ func undoOne(ctx context.Context, c client.Client, before, after *unstructured.U
 		err := c.Delete(ctx, after.DeepCopy(), client.Preconditions{UID: &uid},
 			client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s: failed to delete what this sync created: %w", describe(after), err)
+			return fmt.Errorf("%s: failed to delete what this sync created: %w", Describe(after), err)
 		}
 		return nil
 	}
 	restored := before.DeepCopy()
 	restored.SetResourceVersion(after.GetResourceVersion())
 	if err := c.Update(ctx, restored, client.FieldOwner(cairnv1.FieldManager)); err != nil {
-		return fmt.Errorf("%s: failed to restore its state before this sync: %w", describe(after), err)
+		return fmt.Errorf("%s: failed to restore its state before this sync: %w", Describe(after), err)
 	}
 	return nil
 }
 
 // forget drops the objects of ids from what the apply did.
-func (r *applyReport) forget(ids map[string]bool) {
+func (r *Report) forget(ids map[string]bool) {
 	if len(ids) == 0 {
 		return
 	}
 	for id := range ids {
-		delete(r.applied, id)
+		delete(r.Applied, id)
 	}
-	r.live = slices.DeleteFunc(r.live, func(u *unstructured.Unstructured) bool { return ids[objectID(u)] })
+	r.Live = slices.DeleteFunc(r.Live, func(u *unstructured.Unstructured) bool { return ids[ObjectID(u)] })
 	kept := ssa.NewChangeSet()
-	for _, e := range r.changes.Entries {
+	for _, e := range r.Changes.Entries {
 		if !ids[e.ObjMetadata.String()] {
 			kept.Add(e)
 		}
 	}
-	r.changes = kept
+	r.Changes = kept
 }
 
 // asFailure is err as a Failure (a stalled ApplyFailed one when it is none), copied
@@ -144,7 +144,7 @@ func asFailure(err error) *outcome.Failure {
 func describeAll(objects []*unstructured.Unstructured) string {
 	names := make([]string, len(objects))
 	for i, u := range objects {
-		names[i] = describe(u)
+		names[i] = Describe(u)
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")

@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"testing"
@@ -50,10 +50,10 @@ func TestWithoutAppliedJobs(t *testing.T) {
 	fresh.SetName("fresh")
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "team-a"}}}
-	inv := inventoryOf([]*unstructured.Unstructured{ran, cm}, newDigestKey())
-	inv[objectID(fresh)] = inventoryOf([]*unstructured.Unstructured{fresh}, nil)[objectID(fresh)]
-	e := inv[objectID(fresh)]
+	inv := InventoryOf([]*unstructured.Unstructured{ran, cm}, []byte("key"))
+	inv[ObjectID(fresh)] = InventoryOf([]*unstructured.Unstructured{fresh}, nil)[ObjectID(fresh)]
+	e := inv[ObjectID(fresh)]
 	e.Hash = "" // pending: recorded before its apply, never applied
-	inv[objectID(fresh)] = e
-	g.Expect(withoutAppliedJobs([]*unstructured.Unstructured{ran, fresh, cm}, inv)).To(Equal([]*unstructured.Unstructured{fresh, cm}))
+	inv[ObjectID(fresh)] = e
+	g.Expect(WithoutAppliedJobs([]*unstructured.Unstructured{ran, fresh, cm}, inv)).To(Equal([]*unstructured.Unstructured{fresh, cm}))
 }

@@ -1,17 +1,16 @@
-package reconciler
+package apply
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"cairn.dev/cairn/render"
 )
 
 // dryRunStage validates objects with a server-side dry-run of the same apply patch
@@ -23,9 +22,9 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 	if len(objects) == 0 {
 		return nil
 	}
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
-		_, err := patchApply(ctx, c, u, client.DryRunAll)
-		if err == nil || (isImmutable(err) && forced(u)) {
+	errs := ForEach(objects, Concurrency, func(u *unstructured.Unstructured) error {
+		_, err := PatchApply(ctx, c, u, client.DryRunAll)
+		if err == nil || (isImmutable(err) && Forced(u)) {
 			return nil
 		}
 		return applyFailure(u, "dry-run", err)
@@ -51,7 +50,7 @@ func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later 
 			namespaces[u.GetName()] = true
 		}
 	}
-	kinds := render.CRDScopes(first)
+	kinds := definedKinds(first)
 	for _, u := range rest {
 		if _, defined := kinds[schema.GroupKind{Group: u.GroupVersionKind().Group, Kind: u.GetKind()}]; defined || namespaces[u.GetNamespace()] {
 			later = append(later, u)
@@ -60,6 +59,23 @@ func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later 
 		}
 	}
 	return early, later
+}
+
+// definedKinds returns the kinds the CustomResourceDefinitions among objects define:
+// the keys of render.CRDScopes, which this layer may not import (render is beside it,
+// not below). A CRD without a group of a domain's form or a kind defines none.
+func definedKinds(objects []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	kinds := map[schema.GroupKind]bool{}
+	for _, u := range objects {
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		gvk := u.GroupVersionKind()
+		crd := gvk.Kind == "CustomResourceDefinition" && gvk.Group == "apiextensions.k8s.io"
+		if crd && strings.Contains(group, ".") && kind != "" {
+			kinds[schema.GroupKind{Group: group, Kind: kind}] = true
+		}
+	}
+	return kinds
 }
 
 // schemaSettle bounds how long the dry-run of objects of a kind whose CRD was just
@@ -74,7 +90,7 @@ const schemaSettle = 5 * time.Second
 func dryRunAfterDefinitions(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured,
 	prior priorState) error {
 	err := dryRunStage(ctx, c, later)
-	changedCRD := func(u *unstructured.Unstructured) bool { return ssautils.IsCRD(u) && prior[objectID(u)] != nil }
+	changedCRD := func(u *unstructured.Unstructured) bool { return ssautils.IsCRD(u) && prior[ObjectID(u)] != nil }
 	if err == nil || !slices.ContainsFunc(first, changedCRD) {
 		return err
 	}

@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"context"
@@ -23,25 +23,26 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
-// applyConcurrency bounds the apply requests of one instance in flight at once.
-const applyConcurrency = 16
+// Concurrency bounds the apply requests of one instance in flight at once.
+const Concurrency = 16
 
-// applyReport is what an apply did, object by object.
-type applyReport struct {
-	changes *ssa.ChangeSet
-	// applied holds the ids that the API server accepted in this apply.
-	applied map[string]bool
-	// live holds the API server's responses to the applies, for the health check.
-	live []*unstructured.Unstructured
-	// notes say which objects the per-kind rules left alone (a Job that ran).
-	notes []string
-	// untouched: the apply failed having left nothing written (its validation failed
+// Report is what an apply did, object by object.
+type Report struct {
+	// Changes says what was done to each object (created, configured, unchanged).
+	Changes *ssa.ChangeSet
+	// Applied holds the ids that the API server accepted in this apply.
+	Applied map[string]bool
+	// Live holds the API server's responses to the applies, for the health check.
+	Live []*unstructured.Unstructured
+	// Notes say which objects the per-kind rules left alone (a Job that ran).
+	Notes []string
+	// Untouched: the apply failed having left nothing written (its validation failed
 	// before the first write, or what it wrote to validate the rest was taken back).
-	untouched bool
+	Untouched bool
 }
 
-// applyObjects server-side applies the objects whose hash differs from the last
-// inventory, one request each (no GET): CRDs, Namespaces and cluster roles first,
+// Objects server-side applies the objects whose hash (under key) differs from the
+// last inventory, one request each (no GET): CRDs, Namespaces and cluster roles first,
 // waited on, then the rest. When two or more objects changed, they are validated by
 // a server-side dry-run before the first write (see dryRunStage), those that need a
 // Namespace or CRD of the first stage right after that stage, which is taken back
@@ -49,10 +50,11 @@ type applyReport struct {
 // apply being atomic. Unchanged objects cost nothing; drift on them is
 // found by the separate drift check. An immutable-field change is refused unless the
 // object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
-// follow their own rules first (see settleJobs).
-func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	last inventory, key []byte, timeout time.Duration) (*applyReport, error) {
-	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+// follow their own rules first (see settleJobs). The first stage is waited on for at
+// most timeout. The report says what was written even when an error is returned.
+func Objects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
+	last Inventory, key []byte, timeout time.Duration) (*Report, error) {
+	rep := &Report{Changes: ssa.NewChangeSet(), Applied: map[string]bool{}}
 	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, key, rep)
 	if err != nil {
 		return rep, err
@@ -74,7 +76,7 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 	earlyJobs, laterJobs := splitByDefinitions(first, recreates)
 	if validate {
 		if err := dryRunStage(ctx, m.Client(), slices.Concat(first, early, earlyJobs)); err != nil {
-			rep.untouched = true
+			rep.Untouched = true
 			return rep, err
 		}
 	}
@@ -93,7 +95,7 @@ func applyObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unstru
 // established), the stage is taken back (see undoFirstStage), so that nothing of the
 // change stays written.
 func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstructured.Unstructured, validate bool,
-	last inventory, rep *applyReport, timeout time.Duration) error {
+	last Inventory, rep *Report, timeout time.Duration) error {
 	var prior priorState
 	if validate && len(first) > 0 && len(later) > 0 {
 		var err error
@@ -105,7 +107,7 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 		return err
 	}
 	var err error
-	if err = waitHealthy(ctx, c, rep.live, timeout); err != nil {
+	if err = WaitHealthy(ctx, c, rep.Live, timeout); err != nil {
 		err = outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	} else if prior != nil {
 		err = dryRunAfterDefinitions(ctx, c, first, later, prior)
@@ -116,8 +118,8 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 	return err
 }
 
-func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
-	r.changes.Add(ssa.ChangeSetEntry{
+func (r *Report) add(u *unstructured.Unstructured, action ssa.Action) {
+	r.Changes.Add(ssa.ChangeSetEntry{
 		ObjMetadata: object.UnstructuredToObjMetadata(u), GroupVersion: u.GroupVersionKind().GroupVersion().String(),
 		Subject: ssautils.FmtUnstructured(u), Action: action,
 	})
@@ -125,18 +127,18 @@ func (r *applyReport) add(u *unstructured.Unstructured, action ssa.Action) {
 
 // applyStage applies objects concurrently; every object is tried, and the errors of
 // all that failed are returned together, each naming its object.
-func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
-	rep *applyReport) error {
+func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last Inventory,
+	rep *Report) error {
 	var mu sync.Mutex
-	errs := forEachObject(objects, applyConcurrency, func(u *unstructured.Unstructured) error {
+	errs := ForEach(objects, Concurrency, func(u *unstructured.Unstructured) error {
 		live, err := applyOne(ctx, c, u)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		rep.applied[objectID(u)] = true
-		rep.live = append(rep.live, live)
+		rep.Applied[ObjectID(u)] = true
+		rep.Live = append(rep.Live, live)
 		rep.add(u, actionFor(u, last))
 		return nil
 	})
@@ -163,8 +165,8 @@ func joinFailures(errs []error) *outcome.Failure {
 	return &outcome.Failure{Kind: kind, Reason: reason, Err: errors.Join(errs...)}
 }
 
-func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
-	if _, ok := last[objectID(u)]; ok {
+func actionFor(u *unstructured.Unstructured, last Inventory) ssa.Action {
+	if _, ok := last[ObjectID(u)]; ok {
 		return ssa.ConfiguredAction
 	}
 	return ssa.CreatedAction
@@ -173,18 +175,18 @@ func actionFor(u *unstructured.Unstructured, last inventory) ssa.Action {
 // applyOne sends one server-side apply request, forcing ownership of cairn's fields,
 // and returns the API server's response.
 func applyOne(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	live, err := patchApply(ctx, c, u)
+	live, err := PatchApply(ctx, c, u)
 	if err == nil {
 		return live, nil
 	}
-	if isImmutable(err) && forced(u) {
-		return recreate(ctx, c, u)
+	if isImmutable(err) && Forced(u) {
+		return Recreate(ctx, c, u)
 	}
 	return nil, applyFailure(u, "apply", err)
 }
 
-// forced reports whether u may be recreated when a change needs it.
-func forced(u *unstructured.Unstructured) bool {
+// Forced reports whether u may be recreated when a change needs it.
+func Forced(u *unstructured.Unstructured) bool {
 	return u.GetAnnotations()[cairnv1.ForceAnnotation] == "true"
 }
 
@@ -193,12 +195,12 @@ func applyFailure(u *unstructured.Unstructured, step string, err error) error {
 	if isImmutable(err) {
 		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf(
 			"%s: %w (the change needs the object to be recreated: annotate it with %s: \"true\" to let cairn do so)",
-			describe(u), err, cairnv1.ForceAnnotation))
+			Describe(u), err, cairnv1.ForceAnnotation))
 	}
 	if isTypeMismatch(err) {
-		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+		return outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", Describe(u), step, err))
 	}
-	return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", describe(u), step, err))
+	return outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s %s failed: %w", Describe(u), step, err))
 }
 
 // isTypeMismatch reports the API server's answer to an apply with a field of the
@@ -209,9 +211,9 @@ func isTypeMismatch(err error) bool {
 	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
-// patchApply sends cairn's server-side apply of u (field manager cairn, forced
+// PatchApply sends cairn's server-side apply of u (field manager cairn, forced
 // ownership) with extra options (client.DryRunAll for the validation before writes).
-func patchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured,
+func PatchApply(ctx context.Context, c client.Client, u *unstructured.Unstructured,
 	extra ...client.PatchOption) (*unstructured.Unstructured, error) {
 	obj := u.DeepCopy()
 	opts := append([]client.PatchOption{client.ForceOwnership, client.FieldOwner(cairnv1.FieldManager)}, extra...)
@@ -226,21 +228,21 @@ func isImmutable(err error) bool {
 	return apierrors.IsInvalid(err) && immutablePattern.MatchString(err.Error())
 }
 
-// recreate deletes the object, waits until it is gone, and applies it again.
-func recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// Recreate deletes the object, waits until it is gone, and applies it again.
+func Recreate(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live := u.DeepCopy()
 	err := c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", describe(u), err))
+		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to delete for recreation: %w", Describe(u), err))
 	}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(u), u.DeepCopy())
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", describe(u), err))
+		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to wait for deletion: %w", Describe(u), err))
 	}
-	live, err = patchApply(ctx, c, u)
+	live, err = PatchApply(ctx, c, u)
 	if err != nil {
 		return nil, applyFailure(u, "apply", err)
 	}

@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"context"
@@ -39,14 +39,14 @@ var (
 // firstStageFixture is a cluster where the first stage created the Namespace fresh
 // and changed the existing ClusterRole reader (its label and rules), with the state
 // read before and the report of the stage.
-func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorState, *applyReport) {
+func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorState, *Report) {
 	before := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reader", Labels: map[string]string{"team": "a"}},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
 	after := before.DeepCopy()
 	after.Labels["team"] = "b"
 	after.Rules[0].Verbs = []string{"get", "delete"}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh", UID: "ns-uid"}}
-	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(ns, after).WithInterceptorFuncs(funcs).Build()
+	c := fake.NewClientBuilder().WithObjects(ns, after).WithInterceptorFuncs(funcs).Build()
 
 	liveAfter := &rbacv1.ClusterRole{}
 	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: "reader"}, liveAfter)).To(Succeed())
@@ -54,17 +54,17 @@ func firstStageFixture(g *WithT, funcs interceptor.Funcs) (client.Client, priorS
 	crU := toUnstructured(g, liveAfter, clusterRoleGVK)
 	beforeU := toUnstructured(g, before, clusterRoleGVK)
 	beforeU.SetResourceVersion("1")
-	prior := priorState{objectID(nsU): nil, objectID(crU): beforeU}
+	prior := priorState{ObjectID(nsU): nil, ObjectID(crU): beforeU}
 
-	rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+	rep := &Report{Changes: ssa.NewChangeSet(), Applied: map[string]bool{}}
 	cm := &unstructured.Unstructured{}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	cm.SetNamespace("other")
 	cm.SetName("kept")
 	rep.add(cm, ssa.UnchangedAction) // not of the first stage: stays in the report
 	for _, u := range []*unstructured.Unstructured{nsU, crU} {
-		rep.applied[objectID(u)] = true
-		rep.live = append(rep.live, u)
+		rep.Applied[ObjectID(u)] = true
+		rep.Live = append(rep.Live, u)
 		rep.add(u, ssa.CreatedAction)
 	}
 	return c, prior, rep
@@ -108,11 +108,11 @@ func TestUndoFirstStageDeletesWhatItCreatedAndRestoresWhatItChanged(t *testing.T
 	g.Expect(cr.Labels).To(Equal(map[string]string{"team": "a"}))
 	g.Expect(cr.Rules[0].Verbs).To(Equal([]string{"get"}))
 
-	g.Expect(rep.untouched).To(BeTrue())
-	g.Expect(rep.applied).To(BeEmpty())
-	g.Expect(rep.live).To(BeEmpty())
-	g.Expect(rep.changes.Entries).To(HaveLen(1))
-	g.Expect(rep.changes.Entries[0].Subject).To(Equal("ConfigMap/other/kept"))
+	g.Expect(rep.Untouched).To(BeTrue())
+	g.Expect(rep.Applied).To(BeEmpty())
+	g.Expect(rep.Live).To(BeEmpty())
+	g.Expect(rep.Changes.Entries).To(HaveLen(1))
+	g.Expect(rep.Changes.Entries[0].Subject).To(Equal("ConfigMap/other/kept"))
 }
 
 // TestUndoFirstStageKeepsWhatItCouldNotTakeBack: when the Namespace's deletion fails
@@ -132,9 +132,9 @@ func TestUndoFirstStageKeepsWhatItCouldNotTakeBack(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("spec.size: Invalid value")))
 	g.Expect(err).To(MatchError(ContainSubstring("failed to take back what was written to validate it: Namespace/fresh: failed to delete what this sync created")))
 	g.Expect(err.Error()).NotTo(ContainSubstring("ClusterRole/reader:"), "the ClusterRole was restored")
-	g.Expect(rep.untouched).To(BeFalse())
-	g.Expect(rep.applied).To(HaveKey(ContainSubstring("_fresh__Namespace")))
-	g.Expect(rep.applied).To(HaveLen(1))
+	g.Expect(rep.Untouched).To(BeFalse())
+	g.Expect(rep.Applied).To(HaveKey(ContainSubstring("_fresh__Namespace")))
+	g.Expect(rep.Applied).To(HaveLen(1))
 	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})).To(Succeed())
 }
 
@@ -143,7 +143,7 @@ func TestUndoFirstStageKeepsWhatItCouldNotTakeBack(t *testing.T) {
 func TestReadPriorTellsNewObjectsFromExistingOnes(t *testing.T) {
 	g := NewWithT(t)
 	existing := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{"a": "b"}}}
-	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(existing).Build()
+	c := fake.NewClientBuilder().WithObjects(existing).Build()
 	oldNS := toUnstructured(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old"}}, namespaceGVK)
 	newNS := toUnstructured(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, namespaceGVK)
 
@@ -151,24 +151,9 @@ func TestReadPriorTellsNewObjectsFromExistingOnes(t *testing.T) {
 
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(prior).To(HaveLen(2))
-	g.Expect(prior).To(HaveKeyWithValue(objectID(newNS), BeNil()))
-	g.Expect(prior[objectID(oldNS)]).NotTo(BeNil())
-	g.Expect(prior[objectID(oldNS)].GetLabels()).To(Equal(map[string]string{"a": "b"}))
-}
-
-// TestFailedInventoryIsTheLastOneWhenNothingStayedWritten: a failed apply that left
-// nothing written records the last inventory, not the new objects it never wrote.
-func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
-	g := NewWithT(t)
-	old := inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
-	r := &instanceRun{oldInv: old, newInv: inventory{
-		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
-		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},
-	}, appliedIDs: map[string]bool{}}
-
-	g.Expect(r.failedInventory()).To(HaveKey("_fresh__Namespace"), "an apply that may have written records the new objects")
-	r.untouched = true
-	g.Expect(r.failedInventory()).To(Equal(old))
+	g.Expect(prior).To(HaveKeyWithValue(ObjectID(newNS), BeNil()))
+	g.Expect(prior[ObjectID(oldNS)]).NotTo(BeNil())
+	g.Expect(prior[ObjectID(oldNS)].GetLabels()).To(Equal(map[string]string{"a": "b"}))
 }
 
 // TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun: a ConfigMap in a Namespace
@@ -178,7 +163,7 @@ func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
 	for _, invalid := range []bool{true, false} {
 		g := NewWithT(t)
-		c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				po := &client.PatchOptions{}
 				po.ApplyOptions(opts)
@@ -194,22 +179,22 @@ func TestApplyFirstStageTakesItBackWhenTheRestFailsItsDryRun(t *testing.T) {
 		first, rest := []*unstructured.Unstructured{ns}, []*unstructured.Unstructured{cm}
 		early, later := splitByDefinitions(first, rest)
 		g.Expect(early).To(BeEmpty())
-		rep := &applyReport{changes: ssa.NewChangeSet(), applied: map[string]bool{}}
+		rep := &Report{Changes: ssa.NewChangeSet(), Applied: map[string]bool{}}
 
-		err := applyFirstStage(context.Background(), c, first, later, true, inventory{}, rep, time.Second)
+		err := applyFirstStage(context.Background(), c, first, later, true, Inventory{}, rep, time.Second)
 
 		nsErr := c.Get(context.Background(), client.ObjectKey{Name: "fresh"}, &corev1.Namespace{})
 		if invalid {
 			g.Expect(err).To(MatchError(ContainSubstring("ConfigMap/fresh/c dry-run failed")))
 			g.Expect(err).To(MatchError(ContainSubstring("written first to validate the rest and taken back: Namespace/fresh")))
 			g.Expect(apierrors.IsNotFound(nsErr)).To(BeTrue(), "the Namespace this apply created is deleted")
-			g.Expect(rep.untouched).To(BeTrue())
-			g.Expect(rep.applied).To(BeEmpty())
+			g.Expect(rep.Untouched).To(BeTrue())
+			g.Expect(rep.Applied).To(BeEmpty())
 		} else {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(nsErr).NotTo(HaveOccurred())
-			g.Expect(rep.applied).To(HaveLen(1))
-			g.Expect(rep.untouched).To(BeFalse())
+			g.Expect(rep.Applied).To(HaveLen(1))
+			g.Expect(rep.Untouched).To(BeFalse())
 		}
 	}
 }
@@ -256,7 +241,7 @@ func TestDryRunAfterAChangedCRDWaitsForItsSchema(t *testing.T) {
 	for _, existed := range []bool{true, false} {
 		g := NewWithT(t)
 		calls := 0
-		c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				if calls++; calls <= 2 {
 					return apierrors.NewInternalError(errors.New("failed to create typed patch object (ns/w): .spec.color: field not declared in schema"))
@@ -273,9 +258,9 @@ func TestDryRunAfterAChangedCRDWaitsForItsSchema(t *testing.T) {
 		w.SetKind("Widget")
 		w.SetNamespace("ns")
 		w.SetName("w")
-		prior := priorState{objectID(crd): nil}
+		prior := priorState{ObjectID(crd): nil}
 		if existed {
-			prior[objectID(crd)] = crd.DeepCopy()
+			prior[ObjectID(crd)] = crd.DeepCopy()
 		}
 
 		err := dryRunAfterDefinitions(context.Background(), c, []*unstructured.Unstructured{crd}, []*unstructured.Unstructured{w}, prior)

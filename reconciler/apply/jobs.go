@@ -1,4 +1,4 @@
-package reconciler
+package apply
 
 import (
 	"context"
@@ -29,14 +29,15 @@ const (
 	jobRecreate jobAction = "recreate" // delete and create it again (forced)
 )
 
-func isJob(u *unstructured.Unstructured) bool {
+// IsJob tells whether u is a Job of batch.
+func IsJob(u *unstructured.Unstructured) bool {
 	gvk := u.GroupVersionKind()
 	return gvk.Group == "batch" && gvk.Kind == "Job"
 }
 
-// jobApplied reports whether the inventory records that cairn applied the Job.
-func jobApplied(inv inventory, u *unstructured.Unstructured) bool {
-	e, ok := inv[objectID(u)]
+// JobApplied reports whether the inventory records that cairn applied the Job.
+func JobApplied(inv Inventory, u *unstructured.Unstructured) bool {
+	e, ok := inv[ObjectID(u)]
 	return ok && e.Hash != ""
 }
 
@@ -71,23 +72,23 @@ func jobStarted(live *unstructured.Unstructured) bool {
 // settleJobs applies the Job rules to the changed Jobs among objects before anything
 // is written: it keeps (records as unchanged, with a note) the Jobs that ran, and
 // returns the objects still to apply and the forced Jobs to recreate after them.
-func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last inventory,
-	key []byte, rep *applyReport) (rest, recreates []*unstructured.Unstructured, err error) {
+func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, last Inventory,
+	key []byte, rep *Report) (rest, recreates []*unstructured.Unstructured, err error) {
 	for _, u := range objects {
-		if !isJob(u) || unchangedSince(last, u, key) {
+		if !IsJob(u) || unchangedSince(last, u, key) {
 			rest = append(rest, u)
 			continue
 		}
-		live, err := getLive(ctx, c, u)
+		live, err := GetLive(ctx, c, u)
 		if err != nil {
-			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", describe(u), err))
+			return nil, nil, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read the Job: %w", Describe(u), err))
 		}
-		switch decideJob(jobApplied(last, u), live, forced(u)) {
+		switch decideJob(JobApplied(last, u), live, Forced(u)) {
 		case jobApply:
 			rest = append(rest, u)
 		case jobKeep:
 			rep.add(u, ssa.UnchangedAction)
-			rep.notes = append(rep.notes, keptJobNote(u, live))
+			rep.Notes = append(rep.Notes, keptJobNote(u, live))
 		case jobRecreate:
 			recreates = append(recreates, u)
 		}
@@ -96,14 +97,14 @@ func settleJobs(ctx context.Context, c client.Client, objects []*unstructured.Un
 }
 
 // recreateJobs deletes and creates again the forced Jobs that ran, so they run again.
-func recreateJobs(ctx context.Context, c client.Client, jobs []*unstructured.Unstructured, rep *applyReport) error {
+func recreateJobs(ctx context.Context, c client.Client, jobs []*unstructured.Unstructured, rep *Report) error {
 	for _, u := range jobs {
-		live, err := recreate(ctx, c, u)
+		live, err := Recreate(ctx, c, u)
 		if err != nil {
 			return err
 		}
-		rep.applied[objectID(u)] = true
-		rep.live = append(rep.live, live)
+		rep.Applied[ObjectID(u)] = true
+		rep.Live = append(rep.Live, live)
 		rep.add(u, ssa.ConfiguredAction)
 	}
 	return nil
@@ -112,20 +113,20 @@ func recreateJobs(ctx context.Context, c client.Client, jobs []*unstructured.Uns
 func keptJobNote(u, live *unstructured.Unstructured) string {
 	if live == nil {
 		return fmt.Sprintf("%s ran and is gone (ttlSecondsAfterFinished): not created again; annotate it %s: \"true\" to run it again",
-			describe(u), cairnv1.ForceAnnotation)
+			Describe(u), cairnv1.ForceAnnotation)
 	}
 	return fmt.Sprintf("%s has run: left as it is, not updated; annotate it %s: \"true\" to recreate it",
-		describe(u), cairnv1.ForceAnnotation)
+		Describe(u), cairnv1.ForceAnnotation)
 }
 
 // unchangedSince reports whether u's hash and version equal its inventory entry.
-func unchangedSince(last inventory, u *unstructured.Unstructured, key []byte) bool {
-	e, ok := last[objectID(u)]
-	return ok && e.Hash == objectHash(u, key) && e.Version == u.GetAPIVersion()
+func unchangedSince(last Inventory, u *unstructured.Unstructured, key []byte) bool {
+	e, ok := last[ObjectID(u)]
+	return ok && e.Hash == ObjectHash(u, key) && e.Version == u.GetAPIVersion()
 }
 
-// getLive reads the live object of u; nil when it does not exist.
-func getLive(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// GetLive reads the live object of u; nil when it does not exist.
+func GetLive(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
 	err := c.Get(ctx, client.ObjectKeyFromObject(u), live)
@@ -135,12 +136,12 @@ func getLive(ctx context.Context, c client.Client, u *unstructured.Unstructured)
 	return live, err
 }
 
-// withoutAppliedJobs leaves out of a drift check the Jobs cairn applied: a Job that
+// WithoutAppliedJobs leaves out of a drift check the Jobs cairn applied: a Job that
 // ran is not corrected, and one its TTL removed is not created again.
-func withoutAppliedJobs(objects []*unstructured.Unstructured, inv inventory) []*unstructured.Unstructured {
+func WithoutAppliedJobs(objects []*unstructured.Unstructured, inv Inventory) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objects))
 	for _, u := range objects {
-		if !isJob(u) || !jobApplied(inv, u) {
+		if !IsJob(u) || !JobApplied(inv, u) {
 			out = append(out, u)
 		}
 	}
