@@ -85,7 +85,11 @@ func TestSyncLogsJSONLinesWithInstanceAndRevision(t *testing.T) {
 		HaveKeyWithValue("instance", cc.ns+"/broken"), HaveKeyWithValue("reason", cairnv1.ReasonRenderFailed),
 		HaveKeyWithValue("err", ContainSubstring("modules/broken/main.cue:5:")))))
 
+	// A change to the broken module (still broken) renders it again: a failed
+	// instance whose input did not change keeps its retry schedule.
+	g.Expect(os.WriteFile(filepath.Join(dir, "modules/broken/main.cue"), []byte(brokenModule+"// still broken\n"), 0o644)).To(Succeed())
 	r = cc.run(t, "sync", "--once", "--repo", dir, "--log-format", "json", "--log-level", "error")
+	g.Expect(r.stderr).To(ContainSubstring("instance failed"))
 	for _, l := range jsonLines(g, r.stderr) {
 		g.Expect(l).To(HaveKeyWithValue("level", "ERROR"), "--log-level error logs errors only")
 	}
