@@ -27,6 +27,7 @@ var layer = map[string]int{
 	"render/declarations":  1,
 	"reconciler/secretgen": 1,
 	"reconciler/lease":     1,
+	"reconciler/shard":     1,
 	"render":               2,
 	"reconciler":           3,
 	"reconciler/loop":      4,
