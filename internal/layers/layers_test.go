@@ -28,6 +28,7 @@ var layer = map[string]int{
 	"reconciler/secretgen": 1,
 	"reconciler/lease":     1,
 	"reconciler/outcome":   1,
+	"reconciler/shard":     1,
 	"render":               2,
 	"reconciler/apply":     2,
 	"reconciler":           3,
