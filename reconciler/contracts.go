@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/internal/crds"
 )
 
 // contracts are the provider contracts inferred from the renders: an instance
@@ -50,7 +50,7 @@ func inferContractsWith(objects map[string][]*unstructured.Unstructured, provide
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(objects)) {
-		for gk := range render.CRDScopes(objects[key]) {
+		for gk := range crds.Scopes(objects[key]) {
 			c.provide(key, gk)
 		}
 	}

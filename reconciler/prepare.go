@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
-	"cairn.dev/cairn/render"
 )
 
 // prepare labels the rendered objects of one instance as cairn's, fixes their
@@ -26,7 +26,7 @@ func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, m
 	if crdScopes == nil {
 		crdScopes = map[schema.GroupKind]bool{}
 	}
-	maps.Copy(crdScopes, render.CRDScopes(objects))
+	maps.Copy(crdScopes, crds.Scopes(objects))
 	for _, u := range objects {
 		namespaced, err := setScope(u, mi.Namespace, mapper, crdScopes)
 		if err != nil {

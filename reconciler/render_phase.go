@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
@@ -72,7 +73,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 	scopes := map[schema.GroupKind]bool{}
 	for _, r := range s.runs {
 		if r.unplaced != nil && s.mayPlaceCRDs(r) {
-			maps.Copy(scopes, render.CRDScopes(r.unplaced.Objects))
+			maps.Copy(scopes, crds.Scopes(r.unplaced.Objects))
 		}
 	}
 	sem := make(chan struct{}, s.e.opts.Concurrency)
@@ -98,7 +99,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 func (s *syncRun) mayPlaceCRDs(r *instanceRun) bool {
 	pl := s.placementFor(r.mi)
 	for _, u := range r.unplaced.Objects {
-		if render.IsCRD(u) && pl.check(u, false) != nil {
+		if crds.Is(u) && pl.check(u, false) != nil {
 			return false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"cairn.dev/cairn/internal/crds"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -143,7 +144,7 @@ func runnable(events []release.HookEvent) []string {
 // checks them for duplicates among themselves and with the objects, and folds them
 // into res.Digest.
 func addHooks(res *Result, parsed []parsedHook, namespace string) error {
-	scopes := CRDScopes(res.Objects)
+	scopes := crds.Scopes(res.Objects)
 	seen := map[string]string{}
 	for _, u := range res.Objects {
 		seen[objectKey(u)] = "an object of the release"

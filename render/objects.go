@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"cairn.dev/cairn/internal/crds"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
@@ -105,40 +106,12 @@ func toObject(r rawObject) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// CRDScopes returns, for each kind a CustomResourceDefinition among objs
-// defines, whether it is namespaced, so that its custom resources can be placed
-// before the CRD exists in a cluster. Only apiextensions.k8s.io's kind counts,
-// and only a group with a dot, as the API server requires (so no CRD can claim
-// a built-in kind such as a Secret).
-func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
-	out := map[schema.GroupKind]bool{}
-	for _, u := range objs {
-		if !IsCRD(u) {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-		if !strings.Contains(group, ".") || kind == "" {
-			continue
-		}
-		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
-		out[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
-	}
-	return out
-}
-
-// IsCRD tells whether u is a CustomResourceDefinition of apiextensions.k8s.io.
-func IsCRD(u *unstructured.Unstructured) bool {
-	gvk := u.GroupVersionKind()
-	return gvk.Kind == "CustomResourceDefinition" && gvk.Group == "apiextensions.k8s.io"
-}
-
 // defaultNamespace gives namespaced objects without a namespace the
 // instance's namespace, and takes the namespace of cluster-scoped ones, as
 // kubectl and helm install do (the resource builder's DefaultNamespace and
 // FilterNamespace). CRDs of the same render decide the scope of their kinds.
 func defaultNamespace(objs []*unstructured.Unstructured, namespace string) {
-	scopes := CRDScopes(objs)
+	scopes := crds.Scopes(objs)
 	for _, u := range objs {
 		placeNamespace(u, namespace, scopes)
 	}

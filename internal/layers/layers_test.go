@@ -20,6 +20,7 @@ var layer = map[string]int{
 	"internal/graph":       0,
 	"internal/httpcap":     0,
 	"internal/deps":        0,
+	"internal/crds":        0,
 	"internal/layers":      0,
 	"manifests/...":        0,
 	"sign":                 1,

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"cairn.dev/cairn/internal/crds"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,7 +50,7 @@ func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later 
 			namespaces[u.GetName()] = true
 		}
 	}
-	kinds := definedKinds(first)
+	kinds := crds.Scopes(first)
 	for _, u := range rest {
 		if _, defined := kinds[schema.GroupKind{Group: u.GroupVersionKind().Group, Kind: u.GetKind()}]; defined || namespaces[u.GetNamespace()] {
 			later = append(later, u)
@@ -59,23 +59,6 @@ func splitByDefinitions(first, rest []*unstructured.Unstructured) (early, later 
 		}
 	}
 	return early, later
-}
-
-// definedKinds returns the kinds the CustomResourceDefinitions among objects define:
-// the keys of render.CRDScopes, which this layer may not import (render is beside it,
-// not below). A CRD without a group of a domain's form or a kind defines none.
-func definedKinds(objects []*unstructured.Unstructured) map[schema.GroupKind]bool {
-	kinds := map[schema.GroupKind]bool{}
-	for _, u := range objects {
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-		gvk := u.GroupVersionKind()
-		crd := gvk.Kind == "CustomResourceDefinition" && gvk.Group == "apiextensions.k8s.io"
-		if crd && strings.Contains(group, ".") && kind != "" {
-			kinds[schema.GroupKind{Group: group, Kind: kind}] = true
-		}
-	}
-	return kinds
 }
 
 // schemaSettle bounds how long the dry-run of objects of a kind whose CRD was just
