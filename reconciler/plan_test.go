@@ -2,13 +2,11 @@ package reconciler
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
-	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -29,14 +27,6 @@ func TestCleanKustomize(t *testing.T) {
 	for in, want := range map[string]string{".": ".", "./": ".", "apps/prod": "apps/prod", "./apps/prod/": "apps/prod"} {
 		g.Expect(cleanKustomize(in)).To(Equal(want), in)
 	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(retryAfter(outcome.Transient, 1)).To(Equal(5 * time.Second))
-	g.Expect(retryAfter(outcome.Transient, 3)).To(Equal(20 * time.Second))
-	g.Expect(retryAfter(outcome.Transient, 30)).To(Equal(5 * time.Minute))
-	g.Expect(retryAfter(outcome.Stalled, 1)).To(Equal(30 * time.Minute))
 }
 
 func TestRemovalOrderPutsDependentsFirst(t *testing.T) {
