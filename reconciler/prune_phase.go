@@ -68,7 +68,9 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 	}
 	r.oldInv = old
 	own := r.desiredInventory(s.digestKey) // generated Secrets included: they never leave with the render
-	if len(own) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
+	// Emptiness is the render's: the Secrets of spec.secrets stay whatever the module
+	// renders, so they must not hide an empty render from its guard.
+	if len(r.objects) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
 		r.pruneErr = refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard,
 			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old)))
 		return nil

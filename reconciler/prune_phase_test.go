@@ -103,6 +103,15 @@ func TestPrunePhase(t *testing.T) {
 		refused: map[string]string{web: limitEmptyRender},
 		message: map[string]string{web: "prune refused: the render is empty and would delete all 2 objects; set spec.allowEmpty to allow it"},
 	}, {
+		name:    "an empty render is refused even when spec.secrets generates Secrets",
+		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
+		renders: map[string][]*unstructured.Unstructured{web: nil},
+		edit: func(s *syncRun) {
+			s.byKey[web].mi.Spec.Secrets = []cairnv1.GeneratedSecret{{Name: "db-password"}}
+		},
+		refused: map[string]string{web: limitEmptyRender},
+		message: map[string]string{web: "prune refused: the render is empty and would delete all 2 objects; set spec.allowEmpty to allow it"},
+	}, {
 		name:    "an empty render with allowEmpty deletes everything",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
 		renders: map[string][]*unstructured.Unstructured{web: nil},
