@@ -73,7 +73,11 @@ func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (apply.I
 // adoptionKindsOf lists the kinds to search for r, one version per group and kind.
 func (s *syncRun) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
-	for _, u := range r.objects {
+	objects := r.objects
+	if r.unplaced != nil { // read once rendered, before placement (settle): the kinds are the same
+		objects = r.unplaced.Objects
+	}
+	for _, u := range objects {
 		kinds = append(kinds, u.GroupVersionKind())
 	}
 	for _, e := range left {
@@ -116,6 +120,8 @@ func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance)
 // gvk labelled as cairn's, grouped by instance label. A kind the cluster does not
 // serve, or that cairn may not list, has no objects to adopt.
 func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) (managedObjects, error) {
+	s.managedMu.Lock() // the instances settle concurrently; each kind is listed once
+	defer s.managedMu.Unlock()
 	if found, ok := s.managed[gvk.GroupKind()]; ok {
 		return found, nil
 	}

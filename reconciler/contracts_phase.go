@@ -27,7 +27,7 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 		switch {
 		case r.rendered != nil && !s.conflicted[r.key()]:
 			objects[r.key()] = r.objects
-		case r.live != nil:
+		case r.was != nil:
 			recorded[r.key()] = r
 		}
 	}
@@ -37,11 +37,11 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 			provided = map[string][]schema.GroupKind{}
 		}
 		for key, r := range recorded {
-			provided[key] = parseKindNames(r.live.Status.Provides)
+			provided[key] = parseKindNames(r.was.Status.Provides)
 		}
 		s.contracts = inferContractsWith(objects, provided)
 		for key, r := range recorded {
-			s.contracts.recall(key, r.live.Status.Requires)
+			s.contracts.recall(key, r.was.Status.Requires)
 		}
 	}
 	infer()
@@ -49,7 +49,7 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 		for _, r := range failed {
 			s.conflicted[r.key()] = true
 			delete(objects, r.key())
-			if r.live != nil {
+			if r.was != nil {
 				recorded[r.key()] = r
 			}
 		}
@@ -75,8 +75,9 @@ func (s *syncRun) provideWithdrawn() {
 
 // recordContracts sets what a successfully synced instance provides and requires.
 func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
-	mi.Status.Provides = s.contracts.providedNames(r.key())
-	mi.Status.Requires = s.contracts.requirements(r.key())
+	c := s.contractsOf(r)
+	mi.Status.Provides = c.providedNames(r.key())
+	mi.Status.Requires = c.requirements(r.key())
 }
 
 // pendingProviders are the providers r requires for kinds they have not served
@@ -84,14 +85,26 @@ func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
 // provider that served a kind once is never waited on for it again (activation
 // latches), and an instance in a cycle waits on no provider (it fails instead).
 func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
+	if r.fast { // s.cyclic and s.contracts may be being written
+		if r.contracts == nil {
+			return nil // its render failed: it applies nothing
+		}
+		return s.pendingIn(*r.contracts, r) // none (mayApplyAlone)
+	}
 	if s.cyclic[r.key()] {
 		return nil
 	}
+	return s.pendingIn(s.contracts, r)
+}
+
+// pendingIn are the providers r requires by contracts c for kinds they have not
+// served yet.
+func (s *syncRun) pendingIn(c contracts, r *instanceRun) []cairnv1.ContractRequirement {
 	var out []cairnv1.ContractRequirement
-	for _, req := range s.contracts.requirements(r.key()) {
+	for _, req := range c.requirements(r.key()) {
 		served := map[string]bool{}
-		if p := s.byKey[req.Instance]; p != nil && p.live != nil {
-			for _, k := range p.live.Status.Provides {
+		if p := s.byKey[req.Instance]; p != nil && p.was != nil {
+			for _, k := range p.was.Status.Provides {
 				served[k] = true
 			}
 		}
@@ -141,7 +154,7 @@ func (s *syncRun) failCycles() {
 		err := fmt.Errorf("a cycle of dependsOn and provided kinds: %s", strings.Join(append(cycle, cycle[0]), " -> "))
 		for _, key := range cycle {
 			s.cyclic[key] = true
-			if r := s.byKey[key]; r != nil && r.affected {
+			if r := s.byKey[key]; r != nil && r.affected && !r.fast { // a fast one may be applying: it waits on no provider
 				r.setFailure(outcome.NewStalled(cairnv1.ReasonDependencyCycle, err))
 			}
 		}

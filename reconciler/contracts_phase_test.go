@@ -51,6 +51,7 @@ func contractsFixture(runs ...contractRun) *syncRun {
 		if !c.noCR {
 			r.live = mi.DeepCopy()
 			r.live.Status.Provides, r.live.Status.Requires = c.provides, c.requires
+			r.was = r.live
 		}
 		s.runs = append(s.runs, r)
 		s.byKey[c.key] = r
@@ -405,7 +406,7 @@ func TestInstanceDependencies(t *testing.T) {
 			for key, out := range tc.outcomes {
 				st.outcomes[key] = out
 			}
-			g.Expect(st.unreconciledDependencies("team/app")).To(Equal(tc.pending))
+			g.Expect(pendingOn(st.dependencies(s.byKey["team/app"]))).To(Equal(tc.pending))
 			f, pending := dependencyVerdict(st.dependencies(s.byKey["team/app"]))
 			g.Expect(pending).To(Equal(len(tc.pending) > 0))
 			if tc.wait == "" {

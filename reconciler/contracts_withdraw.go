@@ -95,7 +95,7 @@ func (s *syncRun) failConflicts() []*instanceRun {
 		keys := s.contracts.conflicts[gk]
 		var owner string
 		for _, key := range keys {
-			if r := s.byKey[key]; r != nil && r.live != nil && slices.Contains(r.live.Status.Provides, gk.String()) {
+			if r := s.byKey[key]; r != nil && r.was != nil && slices.Contains(r.was.Status.Provides, gk.String()) {
 				owner = key
 			}
 		}
@@ -106,7 +106,8 @@ func (s *syncRun) failConflicts() []*instanceRun {
 				gk.String(), owner, strings.Join(slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == owner }), ", "))
 		}
 		for _, key := range keys {
-			if r := s.byKey[key]; r != nil && key != owner && r.affected && r.rendered != nil {
+			// A fast instance renders no CRD it did not apply before (mayApplyAlone): it is the owner.
+			if r := s.byKey[key]; r != nil && key != owner && r.affected && r.rendered != nil && !r.fast {
 				r.setFailure(outcome.NewStalled(cairnv1.ReasonContractConflict, err))
 				failed = append(failed, r)
 			}

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -143,11 +144,13 @@ func (r *instanceRun) takeMirrored() error {
 // applyInstance applies the rendered objects as the instance's ServiceAccount, prunes
 // what left the render when allowed, and waits for the changed objects to be healthy.
 func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Failure {
-	for _, u := range r.objects {
-		setOwnerLabels(u, r.live)
-	}
-	for _, u := range hookObjects(r.hooks()) {
-		setOwnerLabels(u, r.live)
+	// Placement labelled the objects with the CR the revision step wrote; they are
+	// labelled again only if it has been replaced since (a new UID), as the verdicts
+	// over the revision may be reading them.
+	for _, u := range append(slices.Clone(r.objects), hookObjects(r.hooks())...) {
+		if u.GetLabels()[cairnv1.InstanceUIDLabel] != string(r.live.UID) {
+			setOwnerLabels(u, r.live)
+		}
 	}
 	r.newInv = r.desiredInventory(s.digestKey).Union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))

@@ -178,6 +178,9 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 			return true, nil
 		}
 	}
+	if o := s.byKey[key]; o != nil {
+		o.awaitPlaced(ctx) // its render says, once placed
+	}
 	if o := s.byKey[key]; o != nil && o.rendered != nil {
 		holds := idsOf(o.objects)[id]
 		return !holds, nil

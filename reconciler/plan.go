@@ -21,8 +21,11 @@ import (
 
 // instanceRun is the work on one instance in one sync.
 type instanceRun struct {
-	mi           *cairnv1.ModuleInstance // the declaration from Git
-	live         *cairnv1.ModuleInstance // the CR in the cluster, nil when new
+	mi   *cairnv1.ModuleInstance // the declaration from Git
+	live *cairnv1.ModuleInstance // the CR in the cluster, nil when new
+	// was is the CR as the revision step found it, never replaced: the verdicts over
+	// the revision read it while instance reconciles replace live.
+	was          *cairnv1.ModuleInstance
 	specDigest   string
 	sourceDigest string   // local modules: digest of the module directory
 	sourceDirs   []string // the repository directories sourceDigest covers
@@ -43,11 +46,20 @@ type instanceRun struct {
 	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
 	warnings []string
 	oldInv   apply.Inventory
-	newInv   apply.Inventory
-	prune    *pruneSet
-	pruneErr error
-	failure  *outcome.Failure
-	applied  *ssa.ChangeSet
+	// oldLoaded: oldInv was read once the render was done (settle).
+	oldLoaded bool
+	// fast: its apply waits for no other render of the revision (see barrier.go);
+	// contracts are then its own. placed is closed once its objects are placed or its
+	// render failed (a sync's; nil in a plan).
+	fast      bool
+	contracts *contracts
+	placed    chan struct{}
+	settled   chan struct{} // closed once settle has decided (a sync's)
+	newInv    apply.Inventory
+	prune     *pruneSet
+	pruneErr  error
+	failure   *outcome.Failure
+	applied   *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
 	// untouched: the apply failed and left nothing written (apply.Report.Untouched).
@@ -118,6 +130,7 @@ func (s *syncRun) plan() {
 
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
+	r.was = r.live
 	r.specDigest = s.specDigest(mi)
 	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
 	r.inputDigest = inputDigest(r.specDigest, r.sourceDigest)

@@ -23,6 +23,9 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	}
 	var sets []*pruneSet
 	for _, r := range s.runs {
+		if r.fast {
+			continue // it deletes nothing (mayApplyAlone) and may be applying
+		}
 		if ps := s.instancePrune(ctx, r, desired); ps != nil {
 			sets = append(sets, ps)
 		}
@@ -58,7 +61,10 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 	if r.rendered == nil {
 		return nil
 	}
-	old, err := s.lastInventory(ctx, r)
+	old, err := r.oldInv, error(nil)
+	if !r.oldLoaded { // a plan's: a sync's was read once rendered (settle)
+		old, err = s.lastInventory(ctx, r)
+	}
 	if err != nil {
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return nil

@@ -14,9 +14,11 @@ import (
 // A sync is two reconciles that the CLI and the controller share: the revision step
 // (PrepareRevision: load the declarations, mirror the Platform and Registries, decide
 // the affected and removed instances and write their input into their CRs; it
-// renders nothing) and the instance reconcile (ReconcileInstance: render — for now
-// the whole revision's, once, with the sync-wide verdicts — apply, prune, wait,
-// record).
+// renders nothing) and the instance reconcile (ReconcileInstance: render, apply,
+// prune, wait, record). The first instance reconcile starts every affected
+// instance's render; each instance applies once its own render is done, or, when a
+// verdict of its apply needs every render, once the revision's renders are all done
+// (the render barrier, barrier.go).
 // Finish removes the instances that left Git and records the revision. Engine.Sync
 // runs the three in-process, the instances in dependsOn order.
 
@@ -30,10 +32,13 @@ type RevisionState struct {
 	// all: nothing is reconciled, Finish returns it.
 	unusable *SyncResult
 	slots    chan struct{} // apply slots: at most Options.Concurrency instances apply at once
-	renders  sync.Once     // the renders of the revision (see rendered)
+	start    sync.Once     // starts the renders of the revision (see startRenders)
+	renders  *sync.WaitGroup
+	barrier  sync.Once // the verdicts over every render (see passBarrier)
 
 	mu       sync.Mutex
 	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
+	done     map[string]chan struct{}    // closed once the instance has an outcome
 }
 
 // InstanceOutcome is what one instance reconcile did: the result, whether the
@@ -47,8 +52,10 @@ type InstanceOutcome struct {
 	RequeueAfter time.Duration
 	// SatisfiesDependents says whether its dependents may be applied now.
 	SatisfiesDependents bool
-	// Pending says nothing was done: a dependency has no outcome yet at this revision.
+	// Pending says nothing was done: a dependency has no outcome yet at this revision;
+	// WaitsOn names those dependencies.
 	Pending bool
+	WaitsOn []string
 }
 
 // pendingRequeue is how soon a reconcile that found a dependency not yet reconciled
@@ -78,7 +85,8 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 }
 
 func newRevisionState(s *syncRun) *RevisionState {
-	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)), outcomes: map[string]*InstanceOutcome{}}
+	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)),
+		outcomes: map[string]*InstanceOutcome{}, done: map[string]chan struct{}{}}
 }
 
 // prepare is the revision step: it plans (which instances the revision affects,
@@ -97,10 +105,9 @@ func (s *syncRun) prepare(ctx context.Context) {
 // render renders the affected instances and decides, over all of their renders,
 // what needs the whole set: the kinds' scopes, the provider contracts, the prune
 // verdicts (moves, the per-tenant caps) and the objects two instances render. A
-// plan runs it right after prepare; a sync runs it once, as its instance
-// reconciles start (RevisionState.rendered), so that the revision step renders
-// nothing. Until step 6 of docs/architecture.md lands, every apply of the revision
-// waits for it.
+// plan runs it right after prepare; a sync renders each instance on its own
+// (RevisionState.startRenders) and decides over all of them only at the render
+// barrier.
 func (s *syncRun) render(ctx context.Context) {
 	s.renderAll(ctx)
 	s.inferContracts(nil)
@@ -142,7 +149,6 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 	if out := st.outcome(key); out != nil {
 		return *out
 	}
-	st.rendered(ctx)
 	r := st.s.byKey[key]
 	if r == nil {
 		ns, name := splitKey(key)
@@ -155,13 +161,50 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 		}
 		return st.keep(r)
 	}
-	f, pending := dependencyVerdict(st.dependencies(r))
+	st.startRenders(ctx)
+	<-r.settled
+	if !r.fast {
+		st.passBarrier(ctx)
+	}
+	deps := st.dependencies(r)
+	f, pending := dependencyVerdict(deps)
 	if pending {
-		return InstanceOutcome{Result: r.result(), RequeueAfter: pendingRequeue, Pending: true}
+		return InstanceOutcome{Result: r.result(), RequeueAfter: pendingRequeue, Pending: true, WaitsOn: pendingOn(deps)}
 	}
 	r.setFailure(f)
 	st.apply(ctx, r)
 	return st.keep(r)
+}
+
+// startRenders starts, once, the render of every affected instance: each settles
+// (barrier.go) in its own goroutine as soon as its render is done.
+func (st *RevisionState) startRenders(ctx context.Context) {
+	st.start.Do(func() {
+		s := st.s
+		s.claims = map[string]*instanceRun{}
+		for _, r := range s.runs {
+			if r.affected {
+				r.placed, r.settled = make(chan struct{}), make(chan struct{})
+			}
+		}
+		st.renders = s.renderEach(ctx, func(r *instanceRun) {
+			s.settle(ctx, r)
+			if r.unplaced == nil {
+				close(r.placed)
+			}
+			close(r.settled)
+		})
+	})
+}
+
+// passBarrier waits until every affected instance has rendered and decides, once,
+// what needs all of their renders (see decideTogether).
+func (st *RevisionState) passBarrier(ctx context.Context) {
+	st.startRenders(ctx)
+	st.barrier.Do(func() {
+		st.renders.Wait()
+		st.s.decideTogether(ctx)
+	})
 }
 
 // apply takes an apply slot (given back early by a health wait, see applyInstance)
@@ -193,8 +236,36 @@ func (st *RevisionState) keep(r *instanceRun) InstanceOutcome {
 	out := outcomeOf(r)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if had := st.outcomes[r.key()]; had != nil {
+		return *had
+	}
 	st.outcomes[r.key()] = &out
+	close(st.doneLocked(r.key()))
 	return out
+}
+
+// doneLocked is the channel closed once key has an outcome; st.mu is held.
+func (st *RevisionState) doneLocked(key string) chan struct{} {
+	ch := st.done[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		st.done[key] = ch
+	}
+	return ch
+}
+
+// awaitOutcomes waits until each of keys has an outcome at this revision.
+func (st *RevisionState) awaitOutcomes(ctx context.Context, keys []string) {
+	for _, k := range keys {
+		st.mu.Lock()
+		done := st.doneLocked(k)
+		st.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // outcomeOf is r's outcome as it stands: requeued when its result says when it is
@@ -250,6 +321,17 @@ func (st *RevisionState) dependency(key string, kinds []string) dependencyState 
 	return ds
 }
 
+// pendingOn are the dependencies that have no outcome yet at this revision.
+func pendingOn(deps []dependencyState) []string {
+	var out []string
+	for _, d := range deps {
+		if d.declared && d.outcome == nil {
+			out = append(out, d.key)
+		}
+	}
+	return out
+}
+
 // dependencyVerdict decides whether an instance with these dependencies may be
 // applied: pending when one has no outcome yet at this revision, else the first
 // reason it must wait (nil: it may go ahead).
@@ -285,27 +367,31 @@ func firstFailure(have, next *outcome.Failure) *outcome.Failure {
 }
 
 // ReconcileAll reconciles every instance of the revision in-process, each once the
-// outcomes of its dependencies are in, at most Options.Concurrency applying at once.
-// An interrupted run records the instances in flight and starts no other.
+// outcomes of its dependencies are in (its dependsOn, and the providers its render
+// requires), at most Options.Concurrency applying at once. An interrupted run
+// records the instances in flight and starts no other.
 func (st *RevisionState) ReconcileAll(ctx context.Context) {
 	if st.unusable != nil {
 		return
 	}
-	st.rendered(ctx) // the contracts the order reads come from the renders
-	inDependencyOrder(st.Instances(), st.unreconciledDependencies, func(key string) { st.ReconcileInstance(ctx, key) })
+	st.startRenders(ctx)
+	inDependencyOrder(st.Instances(), st.unreconciledDependsOn, func(key string) {
+		for {
+			out := st.ReconcileInstance(ctx, key)
+			if !out.Pending || interrupted(ctx) {
+				return
+			}
+			st.awaitOutcomes(ctx, out.WaitsOn) // providers found by its render
+		}
+	})
 }
 
-// rendered renders the revision's affected instances the first time an instance
-// reconcile (or Finish) needs them, once.
-func (st *RevisionState) rendered(ctx context.Context) {
-	st.renders.Do(func() { st.s.render(ctx) })
-}
-
-// unreconciledDependencies are the dependencies of key that have no outcome yet.
-func (st *RevisionState) unreconciledDependencies(key string) []string {
+// unreconciledDependsOn are the instances key declares it depends on that have no
+// outcome yet.
+func (st *RevisionState) unreconciledDependsOn(key string) []string {
 	var out []string
-	for _, d := range st.dependencies(st.s.byKey[key]) {
-		if d.declared && d.outcome == nil {
+	for _, dep := range declarations.DependencyIDs(st.s.byKey[key].mi) {
+		if d := st.dependency(dep, nil); d.declared && d.outcome == nil {
 			out = append(out, d.key)
 		}
 	}
@@ -357,8 +443,13 @@ func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 		return st.unusable, nil
 	}
 	s := st.s
-	if !interrupted(ctx) {
-		st.rendered(ctx) // the removals' prune verdicts are decided with the renders
+	if interrupted(ctx) {
+		st.start.Do(func() {}) // no render starts after this; those started are waited for
+		if st.renders != nil {
+			st.renders.Wait()
+		}
+	} else {
+		st.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
 		s.rotateUnaffected(ctx)
 		s.removeInstances(ctx)
 	}

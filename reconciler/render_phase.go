@@ -20,28 +20,38 @@ import (
 	"cairn.dev/cairn/render/declarations"
 )
 
-// renderAll renders the affected instances, at most Concurrency at once, and places
-// their objects (namespace by the scope of each kind, namespace policy). The slots
-// are shared fairly between tenants (fairslots): each tenant's instances start in
-// order, in turn with the other tenants', so that one tenant's many or slow renders
-// never hold every slot while another's wait.
+// renderAll renders the affected instances and places their objects once all are
+// rendered (a plan's renders: every verdict is then decided over all of them).
 func (s *syncRun) renderAll(ctx context.Context) {
+	s.renderEach(ctx, nil).Wait()
+	s.placeAll(ctx)
+}
+
+// renderEach renders the affected instances in the background, at most Concurrency
+// at once, and calls then (when not nil) with each instance once its render is done,
+// outside its render slot. The slots are shared fairly between tenants (fairslots):
+// each tenant's instances start in order, in turn with the other tenants', so that
+// one tenant's many or slow renders never hold every slot while another's wait. The
+// WaitGroup is done when every render and every then has returned.
+func (s *syncRun) renderEach(ctx context.Context, then func(*instanceRun)) *sync.WaitGroup {
 	slots := fairslots.New(s.e.opts.Concurrency)
 	wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
-	var wg sync.WaitGroup
+	wg := &sync.WaitGroup{}
 	for tenant, runs := range s.affectedByTenant() {
 		wg.Go(func() {
 			for _, r := range runs {
 				_ = slots.Acquire(wait, tenant)
 				wg.Go(func() {
-					defer slots.Release(tenant)
 					s.renderInstance(ctx, r)
+					slots.Release(tenant)
+					if then != nil {
+						then(r)
+					}
 				})
 			}
 		})
 	}
-	wg.Wait()
-	s.placeAll(ctx)
+	return wg
 }
 
 // affectedByTenant returns the affected instances by the tenant that declares
@@ -66,14 +76,18 @@ func tenantOf(set *declarations.Set, mi *cairnv1.ModuleInstance) string {
 	return ""
 }
 
-// placeAll places the objects of every instance rendered this time, once all are
-// rendered: a kind the cluster does not serve yet takes its scope from the CRD of
-// the instance that provides it, whatever the order of the two.
+// placeAll places the objects of every instance rendered this time and not placed
+// yet, once all are rendered: a kind the cluster does not serve yet takes its scope
+// from the CRD of the instance that provides it, whatever the order of the two
+// (instances placed before, by settle, lend their CRDs' scopes too).
 func (s *syncRun) placeAll(ctx context.Context) {
 	scopes := map[schema.GroupKind]bool{}
 	for _, r := range s.runs {
-		if r.unplaced != nil && s.mayPlaceCRDs(r) {
+		switch {
+		case r.unplaced != nil && s.mayPlaceCRDs(r):
 			maps.Copy(scopes, crds.Scopes(r.unplaced.Objects))
+		case r.rendered != nil: // placed: its CRDs passed the placement
+			maps.Copy(scopes, crds.Scopes(r.objects))
 		}
 	}
 	sem := make(chan struct{}, s.e.opts.Concurrency)
@@ -173,12 +187,20 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
-	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), r.mi, s.kinds, pl, scopes); err != nil {
+	owner := r.mi
+	if r.mirrored != nil {
+		owner = r.mirrored // the CR as written, with its UID (see applyInstance)
+	}
+	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), owner, s.kinds, pl, scopes); err != nil {
 		r.failure = outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}
 	if err := checkGeneratedSecrets(res.Objects, r.mi, pl); err != nil {
 		r.failure = outcome.Classify(cairnv1.ReasonSecretConflict, err)
+		return
+	}
+	if f := s.claimObjects(r, res.Objects); f != nil {
+		r.failure = f
 		return
 	}
 	r.rendered, r.objects, r.warnings = keyedDigest(res, s.digestKey), res.Objects, res.Warnings

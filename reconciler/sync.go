@@ -183,8 +183,9 @@ type syncRun struct {
 	removedSets       map[string]removedSet // what each removed instance would delete, by namespace/name
 	// managed are cairn's labelled objects, listed once per sync for the instances
 	// without a CR (see adoptedInventory).
-	managed map[schema.GroupKind]managedObjects
-	results []InstanceResult
+	managed   map[schema.GroupKind]managedObjects
+	managedMu sync.Mutex
+	results   []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
 	contracts contracts
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
@@ -195,6 +196,13 @@ type syncRun struct {
 	// kinds maps kinds to their scope for placement: the cluster's mapper, its
 	// misses remembered for the sync.
 	kinds *missMemo
+	// claims are the objects the instances of a sync have claimed so far, by id
+	// (see claimObjects); nil in a plan.
+	claims   map[string]*instanceRun
+	claimsMu sync.Mutex
+	// provides are the kinds each instance's CR records it provides (see recordedProvides).
+	provides     map[string][]schema.GroupKind
+	providesOnce sync.Once
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/render"
@@ -109,4 +111,73 @@ func TestTheRevisionStepRendersNothing(t *testing.T) {
 	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
 	e.g.Expect(renderer.n.Load()).To(BeEquivalentTo(2), "each instance rendered once, by the reconciles")
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeFalse())
+}
+
+// slowRenderer holds the render of one instance until released, or for at most 25 s
+// (the slow tenant's render, well within its 30 s deadline).
+type slowRenderer struct {
+	reconciler.Renderer
+	slow     string
+	release  chan struct{}
+	finished atomic.Bool
+}
+
+func (s *slowRenderer) Render(ctx context.Context, req render.Request) (*render.Result, error) {
+	if req.Name == s.slow {
+		select {
+		case <-s.release:
+		case <-time.After(25 * time.Second):
+		case <-ctx.Done():
+		}
+		defer s.finished.Store(true)
+	}
+	return s.Renderer.Render(ctx, req)
+}
+
+// TestASlowRenderDelaysNoOtherInstance: one instance's render takes 25 s beside 20
+// instances that render at once; the 20 are applied and Ready while it is still
+// rendering, and it is applied once its render is done.
+func TestASlowRenderDelaysNoOtherInstance(t *testing.T) {
+	e := newEnv(t)
+	cluster, err := reconciler.NewCluster(harness.ForTest(t).RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	renderer := &slowRenderer{Renderer: render.NewRenderer(), slow: "slow", release: make(chan struct{})}
+	opts := reconciler.DefaultOptions()
+	opts.RenderCacheDir = filepath.Join(t.TempDir(), "modules")
+	engine := reconciler.New(cluster, renderer, opts)
+	insts := []inst{{name: "slow", ns: e.ns}}
+	var fast []string
+	for i := range 20 {
+		name := fmt.Sprintf("fast-%02d", i)
+		fast = append(fast, name)
+		insts = append(insts, inst{name: name, ns: e.ns})
+	}
+	repo := newGitRepo(t, appRepo("", insts...))
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	st, err := engine.PrepareRevision(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.ReconcileAll(e.ctx)
+	}()
+	e.g.Eventually(func() []string {
+		var notReady []string
+		for _, name := range fast {
+			if mi := e.instance(e.ns, name); mi == nil || !apimeta.IsStatusConditionTrue(mi.Status.Conditions, "Ready") {
+				notReady = append(notReady, name)
+			}
+		}
+		return notReady
+	}, 25*time.Second, 100*time.Millisecond).Should(BeEmpty(), "the fast instances are Ready while the slow one renders")
+	e.g.Expect(renderer.finished.Load()).To(BeFalse(), "the slow render is still running")
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "slow")).To(BeTrue(), "the slow instance is not applied before its render is done")
+	close(renderer.release)
+	<-done
+	res, err := st.Finish(e.ctx)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(res.Failed()).To(BeFalse(), "%+v", res)
+	e.g.Expect(apimeta.IsStatusConditionTrue(e.instance(e.ns, "slow").Status.Conditions, "Ready")).To(BeTrue())
 }
