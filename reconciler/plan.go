@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
@@ -55,11 +56,13 @@ type instanceRun struct {
 	contracts *contracts
 	placed    chan struct{}
 	settled   chan struct{} // closed once settle has decided (a sync's)
-	newInv    apply.Inventory
-	prune     *pruneSet
-	pruneErr  error
-	failure   *outcome.Failure
-	applied   *ssa.ChangeSet
+	// renderOnce: a sync renders and settles each instance once (see RevisionState.renderHeld).
+	renderOnce sync.Once
+	newInv     apply.Inventory
+	prune      *pruneSet
+	pruneErr   error
+	failure    *outcome.Failure
+	applied    *ssa.ChangeSet
 	// appliedIDs are the objects the API server accepted in this sync.
 	appliedIDs map[string]bool
 	// untouched: the apply failed and left nothing written (apply.Report.Untouched).

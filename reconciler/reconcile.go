@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -33,8 +34,11 @@ type RevisionState struct {
 	unusable *SyncResult
 	slots    chan struct{} // apply slots: at most Options.Concurrency instances apply at once
 	start    sync.Once     // starts the renders of the revision (see startRenders)
-	renders  *sync.WaitGroup
-	barrier  sync.Once // the verdicts over every render (see passBarrier)
+	// renderSlots are the render slots, shared fairly between tenants; inflight
+	// counts the renders under way and the goroutines that start them.
+	renderSlots *fairslots.Slots
+	inflight    sync.WaitGroup
+	barrier     sync.Once // the verdicts over every render (see passBarrier)
 
 	mu       sync.Mutex
 	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
@@ -85,8 +89,15 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 }
 
 func newRevisionState(s *syncRun) *RevisionState {
+	s.claims = map[string]*instanceRun{}
+	for _, r := range s.runs {
+		if r.affected {
+			r.placed, r.settled = make(chan struct{}), make(chan struct{})
+		}
+	}
 	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)),
-		outcomes: map[string]*InstanceOutcome{}, done: map[string]chan struct{}{}}
+		renderSlots: fairslots.New(max(s.e.opts.Concurrency, 1)),
+		outcomes:    map[string]*InstanceOutcome{}, done: map[string]chan struct{}{}}
 }
 
 // prepare is the revision step: it plans (which instances the revision affects,
@@ -161,8 +172,7 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 		}
 		return st.keep(r)
 	}
-	st.startRenders(ctx)
-	<-r.settled
+	st.renderRun(ctx, r)
 	if !r.fast {
 		st.passBarrier(ctx)
 	}
@@ -176,33 +186,86 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 	return st.keep(r)
 }
 
-// startRenders starts, once, the render of every affected instance: each settles
-// (barrier.go) in its own goroutine as soon as its render is done.
+// startRenders starts, once, the render of every affected instance not rendered
+// yet, in the background: each tenant's instances in order, in turn with the other
+// tenants' (fairslots), each settling (barrier.go) as soon as its render is done. An
+// interrupted sync starts no more.
 func (st *RevisionState) startRenders(ctx context.Context) {
 	st.start.Do(func() {
-		s := st.s
-		s.claims = map[string]*instanceRun{}
-		for _, r := range s.runs {
-			if r.affected {
-				r.placed, r.settled = make(chan struct{}), make(chan struct{})
-			}
+		wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
+		for tenant, runs := range st.s.affectedByTenant() {
+			st.inflight.Add(1)
+			go func() {
+				defer st.inflight.Done()
+				for _, r := range runs {
+					if interrupted(ctx) {
+						return
+					}
+					if isClosed(r.settled) {
+						continue // rendered by its own reconcile
+					}
+					_ = st.renderSlots.Acquire(wait, tenant)
+					st.inflight.Add(1)
+					go func() {
+						defer st.inflight.Done()
+						st.renderHeld(ctx, r, tenant)
+					}()
+				}
+			}()
 		}
-		st.renders = s.renderEach(ctx, func(r *instanceRun) {
-			s.settle(ctx, r)
-			if r.unplaced == nil {
-				close(r.placed)
-			}
-			close(r.settled)
-		})
 	})
+}
+
+// renderRun renders and settles r once, in a render slot of its tenant, and returns
+// once it has settled: an instance reconcile renders its own instance, whether or
+// not the others' renders were started.
+func (st *RevisionState) renderRun(ctx context.Context, r *instanceRun) {
+	if isClosed(r.settled) {
+		return
+	}
+	tenant := tenantOf(st.s.set, r.mi)
+	_ = st.renderSlots.Acquire(context.WithoutCancel(ctx), tenant)
+	st.renderHeld(ctx, r, tenant)
+}
+
+// renderHeld renders and settles r unless that is done or under way, holding a render
+// slot of tenant, which it gives back as soon as the render is done.
+func (st *RevisionState) renderHeld(ctx context.Context, r *instanceRun, tenant string) {
+	ran := false
+	r.renderOnce.Do(func() {
+		ran = true
+		st.s.renderInstance(ctx, r)
+		st.renderSlots.Release(tenant)
+		st.s.settle(ctx, r)
+		if r.unplaced == nil {
+			close(r.placed)
+		}
+		close(r.settled)
+	})
+	if !ran {
+		st.renderSlots.Release(tenant)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // passBarrier waits until every affected instance has rendered and decides, once,
 // what needs all of their renders (see decideTogether).
 func (st *RevisionState) passBarrier(ctx context.Context) {
-	st.startRenders(ctx)
 	st.barrier.Do(func() {
-		st.renders.Wait()
+		st.startRenders(ctx)
+		for _, r := range st.s.runs {
+			if r.affected {
+				st.renderRun(ctx, r) // at once when rendered; else renders it (an interrupted sync's)
+			}
+		}
 		st.s.decideTogether(ctx)
 	})
 }
@@ -445,9 +508,7 @@ func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 	s := st.s
 	if interrupted(ctx) {
 		st.start.Do(func() {}) // no render starts after this; those started are waited for
-		if st.renders != nil {
-			st.renders.Wait()
-		}
+		st.inflight.Wait()
 	} else {
 		st.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
 		s.rotateUnaffected(ctx)

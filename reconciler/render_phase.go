@@ -20,38 +20,30 @@ import (
 	"cairn.dev/cairn/render/declarations"
 )
 
-// renderAll renders the affected instances and places their objects once all are
-// rendered (a plan's renders: every verdict is then decided over all of them).
+// renderAll renders the affected instances, at most Concurrency at once, and places
+// their objects once all are rendered: a plan's renders, every verdict then being
+// decided over all of them (a sync renders each instance on its own:
+// RevisionState.startRenders). The slots are shared fairly between tenants
+// (fairslots): each tenant's instances start in order, in turn with the other
+// tenants', so that one tenant's many or slow renders never hold every slot while
+// another's wait.
 func (s *syncRun) renderAll(ctx context.Context) {
-	s.renderEach(ctx, nil).Wait()
-	s.placeAll(ctx)
-}
-
-// renderEach renders the affected instances in the background, at most Concurrency
-// at once, and calls then (when not nil) with each instance once its render is done,
-// outside its render slot. The slots are shared fairly between tenants (fairslots):
-// each tenant's instances start in order, in turn with the other tenants', so that
-// one tenant's many or slow renders never hold every slot while another's wait. The
-// WaitGroup is done when every render and every then has returned.
-func (s *syncRun) renderEach(ctx context.Context, then func(*instanceRun)) *sync.WaitGroup {
 	slots := fairslots.New(s.e.opts.Concurrency)
 	wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
-	wg := &sync.WaitGroup{}
+	var wg sync.WaitGroup
 	for tenant, runs := range s.affectedByTenant() {
 		wg.Go(func() {
 			for _, r := range runs {
 				_ = slots.Acquire(wait, tenant)
 				wg.Go(func() {
+					defer slots.Release(tenant)
 					s.renderInstance(ctx, r)
-					slots.Release(tenant)
-					if then != nil {
-						then(r)
-					}
 				})
 			}
 		})
 	}
-	return wg
+	wg.Wait()
+	s.placeAll(ctx)
 }
 
 // affectedByTenant returns the affected instances by the tenant that declares

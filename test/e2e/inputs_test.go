@@ -82,7 +82,8 @@ func (c *countingRenderer) Render(ctx context.Context, req render.Request) (*ren
 
 // TestTheRevisionStepRendersNothing: PrepareRevision writes the inputs of the
 // affected instances into their CRs and renders none of them; the renders come with
-// the instance reconciles.
+// the instance reconciles, each of which renders its own instance (one reconciled
+// alone renders nothing else).
 func TestTheRevisionStepRendersNothing(t *testing.T) {
 	e := newEnv(t)
 	cluster, err := reconciler.NewCluster(harness.ForTest(t).RESTConfig)
@@ -104,6 +105,12 @@ func TestTheRevisionStepRendersNothing(t *testing.T) {
 		e.g.Expect(mi.Status.LastAppliedRevision).To(BeEmpty(), "nothing is applied yet")
 		e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, name)).To(BeTrue())
 	}
+
+	out := st.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
+	e.g.Expect(renderer.n.Load()).To(BeEquivalentTo(1), "an instance reconcile renders its own instance alone")
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeFalse())
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "b")).To(BeTrue())
 
 	st.ReconcileAll(e.ctx)
 	res, err := st.Finish(e.ctx)
