@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -406,8 +407,8 @@ func TestInstanceDependencies(t *testing.T) {
 			for key, out := range tc.outcomes {
 				st.outcomes[key] = out
 			}
-			g.Expect(pendingOn(st.dependencies(s.byKey["team/app"]))).To(Equal(tc.pending))
-			f, pending := dependencyVerdict(st.dependencies(s.byKey["team/app"]))
+			g.Expect(pendingOn(st.dependencies(context.Background(), s.byKey["team/app"]))).To(Equal(tc.pending))
+			f, pending := dependencyVerdict(st.dependencies(context.Background(), s.byKey["team/app"]))
 			g.Expect(pending).To(Equal(len(tc.pending) > 0))
 			if tc.wait == "" {
 				g.Expect(f).To(BeNil())

@@ -64,6 +64,11 @@ type Options struct {
 	// RegistryConfig is a docker config the user passed explicitly; it gives
 	// credentials to Registries that name no Secret. Never read implicitly.
 	RegistryConfig []byte
+	// Sharded: the instance reconciles run on the controller's queue, in the replicas
+	// that hold their shards (PrepareInstances). Sync then runs the revision step,
+	// waits until every instance it affects has attempted its input (read from the
+	// CRs) and finishes the revision; it reconciles no instance itself.
+	Sharded bool
 	// Capabilities are what charts see in renders without a cluster (RenderOffline,
 	// `cairn render --kube-version --api-versions`); nil is `helm template`'s
 	// defaults. Syncs, plans and drift checks give charts the cluster's own.

@@ -19,6 +19,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/shard"
 )
 
 func (r *instanceRun) setFailure(f *outcome.Failure) {
@@ -434,7 +435,7 @@ func (s *syncRun) rememberNamespace(name string) {
 // not lost to a brief API server outage (up to about 15 s, never past ctx; a fresh
 // context is used when ctx is already done, since the outcome matters most then).
 func (s *syncRun) patchStatusRetrying(ctx context.Context, obj, before client.Object) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !shard.Revoked(ctx) { // a shard lost: nothing more is written
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()

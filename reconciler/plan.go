@@ -47,6 +47,9 @@ type instanceRun struct {
 	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
 	warnings []string
 	oldInv   apply.Inventory
+	// remote is the outcome of an instance another replica reconciled, as its CR
+	// records it (a sharded sync's, see awaitAttempts).
+	remote *InstanceOutcome
 	// oldLoaded: oldInv was read once the render was done (settle).
 	oldLoaded bool
 	// fast: its apply waits for no other render of the revision (see barrier.go);

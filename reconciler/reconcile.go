@@ -40,6 +40,11 @@ type RevisionState struct {
 	inflight    sync.WaitGroup
 	barrier     sync.Once // the verdicts over every render (see passBarrier)
 
+	// replica: built by PrepareInstances (replica.go): its reconciles take only the
+	// instances whose CR holds this revision's input, and read the others' outcomes
+	// from their CRs.
+	replica bool
+
 	mu       sync.Mutex
 	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
 	done     map[string]chan struct{}    // closed once the instance has an outcome
@@ -60,6 +65,9 @@ type InstanceOutcome struct {
 	// WaitsOn names those dependencies.
 	Pending bool
 	WaitsOn []string
+	// Stale says nothing was done: the instance's CR holds the input of another
+	// revision than the state's (a replica's, see PrepareInstances).
+	Stale bool
 }
 
 // pendingRequeue is how soon a reconcile that found a dependency not yet reconciled
@@ -167,16 +175,19 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 			Reason: "NotDeclared", Message: "not declared at " + shortSHA(st.Revision())}}
 	}
 	if !r.affected {
-		if r.suspended() {
+		if r.suspended() && !st.replica { // the revision step's state records it
 			st.s.recordSuspended(ctx, r)
 		}
 		return st.keep(r)
+	}
+	if !st.heldInput(r) {
+		return InstanceOutcome{Result: r.result(), Stale: true}
 	}
 	st.renderRun(ctx, r)
 	if !r.fast {
 		st.passBarrier(ctx)
 	}
-	deps := st.dependencies(r)
+	deps := st.dependencies(ctx, r)
 	f, pending := dependencyVerdict(deps)
 	if pending {
 		return InstanceOutcome{Result: r.result(), RequeueAfter: pendingRequeue, Pending: true, WaitsOn: pendingOn(deps)}
@@ -359,26 +370,29 @@ type dependencyState struct {
 	kinds []string
 }
 
-func (st *RevisionState) dependencies(r *instanceRun) []dependencyState {
+func (st *RevisionState) dependencies(ctx context.Context, r *instanceRun) []dependencyState {
 	var out []dependencyState
 	for _, key := range declarations.DependencyIDs(r.mi) {
-		out = append(out, st.dependency(key, nil))
+		out = append(out, st.dependency(ctx, key, nil))
 	}
 	for _, p := range st.s.pendingProviders(r) {
-		out = append(out, st.dependency(p.Instance, p.Kinds))
+		out = append(out, st.dependency(ctx, p.Instance, p.Kinds))
 	}
 	return out
 }
 
 // dependency is the state of the instance key at this revision.
-func (st *RevisionState) dependency(key string, kinds []string) dependencyState {
+func (st *RevisionState) dependency(ctx context.Context, key string, kinds []string) dependencyState {
 	ds := dependencyState{key: key, kinds: kinds}
 	if d := st.s.byKey[key]; d != nil {
 		ds.declared = true
 		ds.outcome = st.outcome(key)
-		if ds.outcome == nil && !d.affected && !d.suspended() {
+		switch {
+		case ds.outcome == nil && !d.affected && !d.suspended():
 			out := outcomeOf(d)
 			ds.outcome = &out
+		case ds.outcome == nil && st.replica:
+			ds.outcome = st.attempted(ctx, d) // reconciled by another replica, perhaps
 		}
 	}
 	return ds
@@ -454,7 +468,7 @@ func (st *RevisionState) ReconcileAll(ctx context.Context) {
 func (st *RevisionState) unreconciledDependsOn(key string) []string {
 	var out []string
 	for _, dep := range declarations.DependencyIDs(st.s.byKey[key].mi) {
-		if d := st.dependency(dep, nil); d.declared && d.outcome == nil {
+		if d := st.dependency(context.Background(), dep, nil); d.declared && d.outcome == nil {
 			out = append(out, d.key)
 		}
 	}
@@ -505,12 +519,19 @@ func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 	if st.unusable != nil {
 		return st.unusable, nil
 	}
+	if st.replica {
+		return nil, fmt.Errorf("a replica's state of %s has no revision to finish: the revision step's state finishes it", shortSHA(st.Revision()))
+	}
 	s := st.s
 	if interrupted(ctx) {
 		st.start.Do(func() {}) // no render starts after this; those started are waited for
 		st.inflight.Wait()
 	} else {
-		st.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
+		if !s.e.opts.Sharded || len(s.removed) > 0 {
+			st.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
+		} else {
+			s.inferContracts(nil) // the graph's provider edges, from what the CRs record
+		}
 		s.rotateUnaffected(ctx)
 		s.removeInstances(ctx)
 	}

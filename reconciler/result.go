@@ -82,6 +82,9 @@ func (r *instanceRun) outcome() string {
 }
 
 func (r *instanceRun) result() InstanceResult {
+	if r.remote != nil {
+		return r.remote.Result
+	}
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
 	res.Applied, res.Unchanged = countApplied(r.applied)
 	res.Created, res.Pruned = countAction(r.applied, ssa.CreatedAction), countAction(r.pruned, ssa.DeletedAction)

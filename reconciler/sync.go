@@ -92,7 +92,11 @@ func (e *Engine) Sync(ctx context.Context, rev Revision) (*SyncResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.ReconcileAll(ctx) // when interrupted, only records the instances in flight
+	if e.opts.Sharded {
+		st.awaitAttempts(ctx) // the replicas reconcile the instances
+	} else {
+		st.ReconcileAll(ctx) // when interrupted, only records the instances in flight
+	}
 	return st.Finish(ctx)
 }
 

@@ -39,6 +39,8 @@ type controllerFlags struct {
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+	shards        int
+	concurrent    int
 	render        renderFlags
 }
 
@@ -55,6 +57,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries a renewal before it steps down")
 	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+	fl.IntVar(&f.shards, "shards", 0, "divide the instances into this many shards (Leases cairn-shard-<i>) spread over the replicas, each replica reconciling the instances of the shards it holds from their CRs; 0: the leader reconciles every instance in its sync")
+	fl.IntVar(&f.concurrent, "concurrent", 0, "instance reconciles at once in each replica with --shards (0: as many as the render workers)")
 	f.render.register(cmd)
 }
 
@@ -102,6 +106,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if cf.interval <= 0 {
 		return fmt.Errorf("--interval must be positive")
 	}
+	if cf.shards < 0 || cf.concurrent < 0 {
+		return fmt.Errorf("--shards and --concurrent may not be negative")
+	}
 	if cf.webhookAddr == "" {
 		cf.webhookAddr = forgeF.listen
 	}
@@ -142,6 +149,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		func(o *reconciler.Options) {
 			o.HealthWait, o.Metrics = cf.healthWait, metrics
 			o.Events = mgr.GetEventRecorder(reconciler.EventReportingController)
+			o.Sharded = cf.shards > 0
 		})
 	if err != nil {
 		return err
@@ -155,6 +163,14 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
 	if err := watchEdits(mgr, l.Kick, e.KeepInventoryOfDeleted, log); err != nil {
 		return err
+	}
+	if cf.shards > 0 {
+		if cf.concurrent <= 0 {
+			cf.concurrent = reconciler.DefaultOptions().Concurrency // renders queue for the workers: their memory is bounded apart
+		}
+		if err := startInstanceReconciles(ctx, mgr, cfg, e, repo, cf, log); err != nil {
+			return err
+		}
 	}
 	if err := watchRegistrySecrets(ctx, mgr, repo.namespace, l.Refresh, log.WithName("registry-secrets")); err != nil {
 		return err

@@ -134,6 +134,14 @@ func TestDeploymentArgs(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	pc := find[*appsv1.Deployment](plain, Name).Spec.Template.Spec.Containers[0]
 	g.Expect(pc.Args).NotTo(ContainElement("--webhook-bind-address"), "no webhook receiver without its secret")
+	g.Expect(pc.Args).NotTo(ContainElement("--shards"), "the leader reconciles every instance by default")
+	sharded := testOptions()
+	sharded.Replicas, sharded.Shards = 3, 3
+	so, err := Objects(sharded)
+	g.Expect(err).NotTo(HaveOccurred())
+	sd := find[*appsv1.Deployment](so, Name)
+	g.Expect(*sd.Spec.Replicas).To(BeEquivalentTo(3))
+	g.Expect(strings.Join(sd.Spec.Template.Spec.Containers[0].Args, " ")).To(HaveSuffix("--shards 3"))
 	g.Expect(pc.VolumeMounts).To(HaveLen(2), "only the cache and /tmp")
 	g.Expect(Secrets(testOptions())).To(BeEmpty())
 }

@@ -137,6 +137,9 @@ func Args(o Options) []string {
 	if len(o.Credentials.WebhookSecret) > 0 {
 		args = append(args, "--webhook-bind-address", fmt.Sprintf(":%d", WebhookPort))
 	}
+	if o.Shards > 0 {
+		args = append(args, "--shards", fmt.Sprint(o.Shards))
+	}
 	return args
 }
 

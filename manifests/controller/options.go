@@ -31,6 +31,9 @@ type Options struct {
 	Image string
 	// Replicas of the Deployment (2: one leads, one waits).
 	Replicas int32
+	// Shards divides the instance reconciles over the replicas (`cairn controller
+	// --shards`); 0: the leader reconciles every instance.
+	Shards int
 	// Repo, Branch, Path and Interval are the source flags of `cairn controller`.
 	Repo, Branch, Path string
 	Interval           time.Duration

@@ -30,12 +30,14 @@ func clusterRules() []rbacv1.PolicyRule {
 	}
 }
 
-// namespaceRules are what cairn does in its own namespace only: the sync Lease, the
+// namespaceRules are what cairn does in its own namespace only: the sync Lease and,
+// with --shards, the shard and membership Leases (listed, and a replica's own deleted
+// as it leaves), the
 // Secrets and ConfigMaps Registries name (read and watched), and its own Secrets (the
 // digest key, large inventories, the hook records of chart instances).
 func namespaceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	}

@@ -23,6 +23,14 @@ var (
 	ErrNotHeld = errors.New("the shard is not held by this replica")
 )
 
+// Revoked tells whether ctx ended because its shard is no longer this replica's
+// (lost, released or never held): nothing more may be written for its instances,
+// not even what an interrupted reconcile records on its way out.
+func Revoked(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	return errors.Is(cause, ErrLost) || errors.Is(cause, ErrReleased) || errors.Is(cause, ErrNotHeld)
+}
+
 // tenure is one holding of a shard by this replica, from the write that acquired its
 // Lease to its loss or release; a shard acquired again is a new tenure with a new
 // context, so that work cancelled with the old one never resumes under the new.

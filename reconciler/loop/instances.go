@@ -1,0 +1,109 @@
+package loop
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/shard"
+)
+
+// Instances reconciles ModuleInstances on the controller's queue, each from its CR
+// (docs/architecture.md, steps 7 and 8): an instance whose CR holds an input it has
+// not attempted, or whose retry or health recheck is due, is reconciled in the state
+// of the revision its CR names (reconciler.Engine.PrepareInstances), under the
+// context of its shard, so that a replica that loses the shard writes nothing more
+// for it.
+type Instances struct {
+	// Engine builds the revisions' states; its options say how instances are applied.
+	Engine *reconciler.Engine
+	// Source reads a revision by its SHA (its own cache clone: the leader's loop
+	// fetches into another).
+	Source Source
+	// Reader reads the CRs (the manager's cache).
+	Reader client.Reader
+	// Shards, when set, are the shards this replica may reconcile; nil: every instance.
+	Shards *shard.Set
+	Log    logr.Logger
+
+	mu     sync.Mutex
+	states []*revisionState // the latest last
+}
+
+// revisionState is one revision's state and the instances reconciled in it.
+type revisionState struct {
+	sha string
+	st  *reconciler.RevisionState
+}
+
+// keptStates is how many revisions' states a replica keeps: the instances of one
+// revision may still be reconciling when the next arrives.
+const keptStates = 2
+
+// staleRequeue is how soon an instance whose CR is at another revision than the
+// state is tried again (its CR's change requeues it anyway).
+const staleRequeue = time.Second
+
+// Reconcile reconciles the instance req names, if it is due and in a shard held here.
+func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if in.Shards != nil {
+		bound, cancel, ok := in.Shards.Bind(ctx, req.Namespace, req.Name)
+		defer cancel()
+		if !ok {
+			return reconcile.Result{}, nil // its shard's holder reconciles it; OnChange requeues it here
+		}
+		ctx = bound
+	}
+	var mi cairnv1.ModuleInstance
+	if err := in.Reader.Get(ctx, req.NamespacedName, &mi); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	due, after := reconciler.Due(&mi, time.Now())
+	if !due {
+		return reconcile.Result{RequeueAfter: after}, nil
+	}
+	key := req.Namespace + "/" + req.Name
+	st, err := in.state(ctx, mi.Annotations[reconciler.InputRevisionAnnotation], key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	out := st.ReconcileInstance(ctx, key)
+	switch {
+	case out.Stale:
+		return reconcile.Result{RequeueAfter: staleRequeue}, nil
+	case out.Pending:
+		return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
+	}
+	return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
+}
+
+// state is the state of revision sha for reconciling key: the one kept, unless key
+// has been reconciled in it already (a retry or a recheck is then planned afresh).
+func (in *Instances) state(ctx context.Context, sha, key string) (*reconciler.RevisionState, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, rs := range in.states {
+		if rs.sha == sha && !rs.st.Reconciled(key) {
+			return rs.st, nil
+		}
+	}
+	rev, err := in.Source.Read(ctx, sha, "")
+	if err != nil {
+		return nil, err
+	}
+	st, err := in.Engine.PrepareInstances(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	in.states = append(in.states, &revisionState{sha: sha, st: st})
+	if len(in.states) > keptStates {
+		in.states = in.states[len(in.states)-keptStates:]
+	}
+	return st, nil
+}

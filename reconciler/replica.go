@@ -1,0 +1,181 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
+)
+
+// A replica's view of a revision (docs/architecture.md, step 7): a replica that did
+// not run the revision step reconciles instances from their CRs. It reads the
+// revision named by an instance's cairn.dev/input-revision from its own copy of the
+// repository and builds the same state the revision step built, writing nothing of
+// the revision step's (no mirror, no input, no Platform status); an instance is
+// reconciled only when the input digest computed there is the one its CR holds. Its
+// dependencies reconciled by another replica are read from their CRs. The verdicts
+// that need every render (the render barrier) are decided in the replica's own
+// process over renders of its own: every replica decides them from the same
+// revision and the same CRs, so they agree, and a prune is only ever admitted over
+// a count no larger than the one that admitted it elsewhere.
+
+// PrepareInstances builds the state of rev for a replica's instance reconciles: the
+// revision step's plan, read-only, over the CRs as the revision step wrote them. An
+// unusable revision is an error: the revision step records it, not a replica.
+func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionState, error) {
+	root, err := rev.Tree.Sub(e.opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err)
+	}
+	set, err := e.load(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("revision %s: %w", shortSHA(rev.SHA), err)
+	}
+	s, err := e.newSyncRun(ctx, rev, root, set, true) // read-only: nothing of the revision step is written
+	if err != nil {
+		return nil, err
+	}
+	s.readOnly = false // its instance reconciles write as any sync's do
+	s.discoverForCharts(ctx)
+	s.plan()
+	for _, r := range s.runs {
+		if r.affected && r.live != nil && r.live.Annotations[inputDigestAnnotation] == r.inputDigest {
+			r.mirrored = r.live // the CR holds this revision's input: the reconcile works on it
+		}
+	}
+	st := newRevisionState(s)
+	st.replica = true
+	return st, nil
+}
+
+// heldInput tells whether r's CR holds the input of this state's revision; a
+// replica reconciles no other (its CR is at another revision: the state of that one
+// reconciles it).
+func (st *RevisionState) heldInput(r *instanceRun) bool {
+	return !st.replica || r.mirrored != nil
+}
+
+// attempted is the outcome of d, which this replica has not reconciled, as its CR
+// records it once it has attempted its input at this revision (nil: not yet).
+func (st *RevisionState) attempted(ctx context.Context, d *instanceRun) *InstanceOutcome {
+	var mi cairnv1.ModuleInstance
+	if err := st.s.e.cluster.client.Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
+		return nil // not readable now: the reconcile asks again
+	}
+	if mi.Status.LastAttemptedInput != d.inputDigest || mi.Generation != mi.Status.ObservedGeneration {
+		return nil
+	}
+	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: isReady(&mi), Action: outcome.ActionFailed}
+	if c := conditions.Get(&mi, "Ready"); c != nil {
+		res.Reason, res.Message = c.Reason, c.Message
+	}
+	switch {
+	case res.Ready:
+		res.Action = outcome.ActionUnchanged
+	case conditions.IsUnknown(&mi, "Ready") || res.Reason == cairnv1.ReasonProgressing:
+		res.Action = outcome.ActionProgressing
+	}
+	return &InstanceOutcome{Result: res, SatisfiesDependents: res.Ready}
+}
+
+// attemptPoll is how often a sharded sync reads the CRs of the instances it waits for.
+const attemptPoll = 500 * time.Millisecond
+
+// awaitAttempts waits, in a sharded sync, until every instance the revision affects
+// has attempted its input (its CR records it), each at most its timeout and the
+// health wait beyond the start of the wait, and takes their outcomes from their
+// CRs; the suspended ones it records itself, as ReconcileAll does. An instance still
+// not attempted by then is reported as not synced yet (its reconcile goes on).
+func (st *RevisionState) awaitAttempts(ctx context.Context) {
+	if st.unusable != nil {
+		return
+	}
+	s := st.s
+	var wait []*instanceRun
+	deadline := time.Duration(0)
+	for _, r := range s.runs {
+		switch {
+		case r.affected:
+			wait = append(wait, r)
+			deadline = max(deadline, s.timeout(r.mi))
+		case r.suspended():
+			st.ReconcileInstance(ctx, r.key())
+		}
+	}
+	until := time.Now().Add(deadline + s.e.opts.HealthWait + time.Minute)
+	for len(wait) > 0 && time.Now().Before(until) {
+		var left []*instanceRun
+		for _, r := range wait {
+			if out := st.attempted(ctx, r); out != nil {
+				r.remote = out
+				continue
+			}
+			left = append(left, r)
+		}
+		wait = left
+		if len(wait) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(attemptPoll):
+		}
+	}
+	for _, r := range wait {
+		r.remote = &InstanceOutcome{Result: InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name,
+			Action: outcome.ActionProgressing, Reason: cairnv1.ReasonProgressing,
+			Message: "its reconcile has not attempted this revision's input yet"}}
+	}
+}
+
+// Due says whether the instance reconcile of mi has work now: its CR holds an input
+// it has not attempted, its spec changed, or it failed or is progressing and its
+// retry or health recheck is due. Otherwise after is when it will have (0: only on
+// a change of its CR).
+func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Duration) {
+	switch {
+	case mi.Spec.Suspend || suspendAnnotated(mi):
+		return false, 0
+	case mi.Annotations[inputDigestAnnotation] == "":
+		return false, 0 // no input written yet
+	case mi.Annotations[inputDigestAnnotation] != mi.Status.LastAttemptedInput,
+		mi.Generation != mi.Status.ObservedGeneration,
+		reconcileRequested(mi):
+		return true, 0
+	case isReady(mi):
+		return false, 0
+	}
+	if next := retryTime(mi); next != nil && now.Before(*next) {
+		return false, next.Sub(now)
+	}
+	return true, 0
+}
+
+// InputRevisionAnnotation names, on a ModuleInstance, the revision whose input the
+// revision step wrote into it: the revision its reconcile builds its state from.
+const InputRevisionAnnotation = inputRevisionAnnotation
+
+// Reconciled tells whether key has an outcome in this state: a second reconcile
+// would return it without doing anything, so a retry needs a fresh state.
+func (st *RevisionState) Reconciled(key string) bool {
+	return st.outcome(key) != nil
+}
+
+// ForInstances is an engine for a replica's instance reconciles beside e's revision
+// steps: it shares e's cluster, renderer, render cache and verifier, and reports to
+// no forge (the revision step's engine reports the revision and its instances when
+// it finishes it).
+func (e *Engine) ForInstances() *Engine {
+	opts := e.opts
+	opts.Reporter = nopReporter{}
+	if opts.Metrics != nil {
+		opts.Reporter = Reporters(nil, opts.Metrics)
+	}
+	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts}
+}

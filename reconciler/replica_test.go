@@ -1,0 +1,61 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+)
+
+// TestDue: when an instance reconcile on the controller's queue has work, and when
+// it will have.
+func TestDue(t *testing.T) {
+	now := time.Now()
+	attempted := func(edit func(mi *cairnv1.ModuleInstance)) *cairnv1.ModuleInstance {
+		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team", Generation: 2,
+			Annotations: map[string]string{inputDigestAnnotation: "sha256:in"}}}
+		mi.Status.ObservedGeneration, mi.Status.LastAttemptedInput = 2, "sha256:in"
+		conditions.MarkTrue(mi, "Ready", cairnv1.ReasonSucceeded, "ok")
+		if edit != nil {
+			edit(mi)
+		}
+		return mi
+	}
+	failed := func(retryIn time.Duration) func(mi *cairnv1.ModuleInstance) {
+		return func(mi *cairnv1.ModuleInstance) {
+			conditions.MarkFalse(mi, "Ready", cairnv1.ReasonApplyFailed, "boom")
+			mi.Status.NextRetryAt = &metav1.Time{Time: now.Add(retryIn)}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		mi    *cairnv1.ModuleInstance
+		due   bool
+		after time.Duration
+	}{
+		{"its input attempted and Ready", attempted(nil), false, 0},
+		{"a new input", attempted(func(mi *cairnv1.ModuleInstance) { mi.Annotations[inputDigestAnnotation] = "sha256:new" }), true, 0},
+		{"no input written yet", attempted(func(mi *cairnv1.ModuleInstance) { mi.Annotations = nil }), false, 0},
+		{"its spec edited in the cluster", attempted(func(mi *cairnv1.ModuleInstance) { mi.Generation = 3 }), true, 0},
+		{"a reconcile requested", attempted(func(mi *cairnv1.ModuleInstance) {
+			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "now"
+		}), true, 0},
+		{"suspended", attempted(func(mi *cairnv1.ModuleInstance) {
+			mi.Spec.Suspend = true
+			mi.Annotations[inputDigestAnnotation] = "sha256:new"
+		}), false, 0},
+		{"failed, retry due", attempted(failed(-time.Second)), true, 0},
+		{"failed, retry in a minute", attempted(failed(time.Minute)), false, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			due, after := Due(tc.mi, now)
+			g.Expect(due).To(Equal(tc.due))
+			g.Expect(after).To(Equal(tc.after))
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/test/harness"
+)
+
+// TestAReplicaReconcilesInstancesFromTheirCRs: the revision step writes the inputs;
+// replicas that did not run it build the revision's state from the repository and
+// the CRs (PrepareInstances) and reconcile instances from their CRs. An instance
+// whose dependency no replica has reconciled yet waits; the dependency reconciled by
+// another replica is then read from its CR. A replica whose state is at an older
+// revision than an instance's CR leaves it alone, and a replica at the new revision
+// prunes what left its render, the verdicts over the revision decided in its own
+// process.
+func TestAReplicaReconcilesInstancesFromTheirCRs(t *testing.T) {
+	e := newEnv(t)
+	cluster, err := reconciler.NewCluster(harness.ForTest(t).RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	newEngine := func() *reconciler.Engine {
+		opts := reconciler.DefaultOptions()
+		opts.RenderCacheDir = filepath.Join(t.TempDir(), "modules")
+		return reconciler.New(cluster, render.NewRenderer(), opts)
+	}
+	leader := newEngine()
+	a := inst{name: "a", ns: e.ns, dependsOn: []string{"b"}, configs: map[string]string{"x": "1", "y": "2"}}
+	repo := newGitRepo(t, appRepo("", a, inst{name: "b", ns: e.ns}))
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = leader.PrepareRevision(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	one, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	two, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	out := one.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(out.Pending).To(BeTrue(), "%+v", out)
+	e.g.Expect(out.WaitsOn).To(Equal([]string{e.ns + "/b"}))
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeTrue(), "nothing of a before b")
+
+	out = two.ReconcileInstance(e.ctx, e.ns+"/b")
+	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
+	out = one.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(out.Result.Ready).To(BeTrue(), "b read from its CR: %+v", out)
+	e.g.Expect(e.instance(e.ns, "a").Status.LastAppliedRevision).To(Equal(rev.SHA))
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil())
+
+	a.configs = map[string]string{"x": "1"}
+	repo.commit("a drops y", map[string]string{"instances/a.yaml": a.yaml()})
+	rev2, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = leader.PrepareRevision(e.ctx, rev2)
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	old, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	out = old.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "a replica at the older revision leaves it alone: %+v", out)
+
+	cur, err := newEngine().PrepareInstances(e.ctx, rev2)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	out = cur.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
+	e.g.Expect(out.Result.Pruned).To(Equal(1), "%+v", out)
+	e.g.Expect(e.configMap(e.ns, "a-y")).To(BeNil())
+	e.g.Expect(e.instance(e.ns, "a").Status.LastAppliedRevision).To(Equal(rev2.SHA))
+}
