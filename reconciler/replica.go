@@ -67,17 +67,23 @@ func (st *RevisionState) attempted(ctx context.Context, d *instanceRun) *Instanc
 	if err := st.s.e.cluster.client.Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
 		return nil // not readable now: the reconcile asks again
 	}
+	return attemptedIn(&mi, d)
+}
+
+// attemptedIn is the outcome mi, the CR of d, records once d has attempted its input
+// at this revision (nil: not yet).
+func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceRun) *InstanceOutcome {
 	if mi.Status.LastAttemptedInput != d.inputDigest || mi.Generation != mi.Status.ObservedGeneration {
 		return nil
 	}
-	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: isReady(&mi), Action: outcome.ActionFailed}
-	if c := conditions.Get(&mi, "Ready"); c != nil {
+	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: isReady(mi), Action: outcome.ActionFailed}
+	if c := conditions.Get(mi, "Ready"); c != nil {
 		res.Reason, res.Message = c.Reason, c.Message
 	}
 	switch {
 	case res.Ready:
 		res.Action = outcome.ActionUnchanged
-	case conditions.IsUnknown(&mi, "Ready") || res.Reason == cairnv1.ReasonProgressing:
+	case conditions.IsUnknown(mi, "Ready") || res.Reason == cairnv1.ReasonProgressing:
 		res.Action = outcome.ActionProgressing
 	}
 	return &InstanceOutcome{Result: res, SatisfiesDependents: res.Ready}
@@ -109,15 +115,24 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 	}
 	until := time.Now().Add(deadline + s.e.opts.HealthWait + time.Minute)
 	for len(wait) > 0 && time.Now().Before(until) {
-		var left []*instanceRun
-		for _, r := range wait {
-			if out := st.attempted(ctx, r); out != nil {
-				r.remote = out
-				continue
+		var list cairnv1.ModuleInstanceList // one LIST a poll, not a GET an instance
+		if err := s.e.cluster.client.List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err == nil {
+			live := make(map[string]*cairnv1.ModuleInstance, len(list.Items))
+			for i := range list.Items {
+				live[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 			}
-			left = append(left, r)
+			var left []*instanceRun
+			for _, r := range wait {
+				if mi := live[r.key()]; mi != nil {
+					if out := attemptedIn(mi, r); out != nil {
+						r.remote = out
+						continue
+					}
+				}
+				left = append(left, r)
+			}
+			wait = left
 		}
-		wait = left
 		if len(wait) == 0 {
 			break
 		}

@@ -39,7 +39,7 @@ type controllerRun struct {
 }
 
 // startController starts `cairn controller` against the fleet's repository.
-func (f *fleetRun) startController() *controllerRun {
+func (f *fleetRun) startController(extra ...string) *controllerRun {
 	f.t.Helper()
 	c := &controllerRun{f: f, log: filepath.Join(f.t.TempDir(), "controller.log")}
 	out, err := os.Create(c.log)
@@ -47,6 +47,7 @@ func (f *fleetRun) startController() *controllerRun {
 	c.cmd = exec.CommandContext(f.ctx, f.bin, "controller", "--repo", "file://"+f.repo, "--branch", "main",
 		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
+	c.cmd.Args = append(c.cmd.Args, extra...)
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	f.g.Expect(c.cmd.Start()).To(Succeed())
 	f.t.Cleanup(func() {
@@ -109,13 +110,13 @@ func (c *controllerRun) cpu() time.Duration {
 
 // coldController starts the controller on the empty cluster and times it until
 // every instance is Ready at the first commit; the controller keeps running.
-func (f *fleetRun) coldController() (cliRun, *controllerRun) {
+func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 	var run cliRun
 	var c *controllerRun
 	var peak <-chan int64
 	done := make(chan struct{})
 	run.measurement = f.c.measure(f.t, nil, func() error {
-		c = f.startController()
+		c = f.startController(extra...)
 		peak = watchPeakRSS(c.cmd.Process.Pid, done)
 		deadline := time.Now().Add(30 * time.Minute)
 		for f.readyAt(f.first) < f.m {
@@ -129,7 +130,7 @@ func (f *fleetRun) coldController() (cliRun, *controllerRun) {
 	run.cairnCPU = c.cpu()
 	close(done)
 	run.rss = <-peak
-	f.t.Logf("M=%d cold through the controller: %s, RSS %s, %s", f.m, secs(run.wall), byteSize(run.rss), run.server)
+	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
 	return run, c
 }
 
@@ -185,9 +186,9 @@ func (f *fleetRun) changeOneController(c *controllerRun) cliRun {
 }
 
 // addControllerRows adds the controller's rows next to the CLI's.
-func (f *fleetRun) addControllerRows(tb *table, cold, change cliRun) {
-	tb.add(f.m, "controller: empty cluster → all Ready", secs(cold.wall),
+func (f *fleetRun) addControllerRows(tb *table, label string, cold, change cliRun) {
+	tb.add(f.m, label+": empty cluster → all Ready", secs(cold.wall),
 		byteSize(cold.rss)+" (peak so far)", cold.server, cold.server.latencies(), cpuSummary(cold))
-	tb.add(f.m, "controller: one instance changed → Ready", secs(change.wall),
+	tb.add(f.m, label+": one instance changed → Ready", secs(change.wall),
 		byteSize(change.rss)+" (peak so far)", change.server, change.server.latencies(), cpuSummary(change))
 }

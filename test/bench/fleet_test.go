@@ -114,7 +114,14 @@ func TestB2Fleet(t *testing.T) {
 			cold, c := f.coldController()
 			change := f.changeOneController(c)
 			c.stop()
-			f.addControllerRows(tb, cold, change)
+			f.addControllerRows(tb, "controller", cold, change)
+		})
+		t.Run(fmt.Sprintf("M=%d controller --shards 1", m), func(t *testing.T) {
+			f := newFleetRun(t, m, bin)
+			cold, c := f.coldController("--shards", "1")
+			change := f.changeOneController(c)
+			c.stop()
+			f.addControllerRows(tb, "controller --shards 1", cold, change)
 		})
 	}
 	tb.note("each instance in its own namespace (fleet-0001 …), which cairn creates: M namespaces, M ModuleInstances, 4·M objects; Deployments at 0 replicas must be Available (kube-controller-manager) for Ready")
@@ -124,6 +131,7 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
 	tb.note("targets: %d instances Ready in under %s, peak RSS under %d MiB, one-instance change under %s", fleetTargetM, secs(fleetTarget), rssTarget>>20, secs(changeTarget))
 	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a LIST (every second) finds all M Ready at the first commit; one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running)", controllerPoll, controllerDrift)
+	tb.note("controller --shards 1 rows: the same, with `--shards 1`: the leader runs the revision step and the instance reconciles run on the controller's queue, each from its CR (docs/architecture.md, steps 7 and 8)")
 	tb.note("engine: %s", engineRevision(t))
 	prof := profileFleet(t, pick(500, 10))
 	reportTables(t, "B2", tb, prof)
