@@ -23,8 +23,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 IMAGE_SOURCE ?= https://cairn.dev/cairn
 IMAGE_REF_FILE ?= bin/image.ref
+# make bench-fleet: the number of apps of the fleet, and where its output is kept.
+M ?= 20
+FLEET_LOG ?= test/bench/results/bench-fleet.log
 
-.PHONY: help prereqs gitea build image test fuzz crds kube cluster-up cluster-down demo demo-down bench vet fmt
+.PHONY: help prereqs gitea flux build image test fuzz crds kube cluster-up cluster-down demo demo-down bench bench-fleet vet fmt
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,6 +53,9 @@ kube: prereqs ## Build the Kubernetes binaries and kwok into ~/.cache/cairn (cac
 
 gitea: prereqs ## Build Gitea for the forge tests into ~/.cache/cairn (cached)
 	hack/build-gitea.sh
+
+flux: ## Build Flux source-controller and kustomize-controller (for bench-fleet) into ~/.cache/cairn (cached)
+	hack/build-flux.sh
 
 test: prereqs ## Run all tests against real Kubernetes binaries, then short fuzz runs
 	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
@@ -84,6 +90,14 @@ bench: prereqs ## Run the benchmarks under test/bench
 	else \
 		echo "no benchmarks yet (test/bench does not exist)"; \
 	fi
+
+bench-fleet: prereqs ## cairn's controller and Flux side by side on the fleet of M apps (M=20), each on a fresh cluster; builds Flux once (cached)
+	@mkdir -p $(dir $(FLEET_LOG))
+	bin=$$(hack/build-kube.sh) && flux=$$(hack/build-flux.sh) && \
+	CAIRN_KUBE_BIN=$$bin CAIRN_FLUX_DIR=$$flux CAIRN_FLEET_M=$(M) CAIRN_BENCH=1 \
+		$(GO) test -count=1 -v -run='^TestB6FluxFleet$$' -timeout=120m ./test/bench/ 2>&1 | tee $(FLEET_LOG); \
+	rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || exit $$rc; \
+	grep '^fleet M=' $(FLEET_LOG) | tail -1
 
 vet: ## Run go vet
 	$(GO) vet ./...

@@ -182,18 +182,7 @@ func byteSize(n int64) string {
 // comparison; bench mode fails.
 func tool(t testing.TB, name string) string {
 	t.Helper()
-	dir := os.Getenv("CAIRN_BENCH_TOOLS")
-	if dir == "" {
-		var args []string
-		if !benchMode() {
-			args = append(args, "--cached") // never build in a quick run
-		}
-		out, err := exec.Command("../../hack/bench-tools.sh", args...).Output()
-		if err != nil && benchMode() {
-			t.Fatalf("failed to build the baseline tools with hack/bench-tools.sh: %v", err)
-		}
-		dir = strings.TrimSpace(string(out))
-	}
+	dir := builtDir(t, "CAIRN_BENCH_TOOLS", "bench-tools.sh")
 	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); dir == "" || err != nil {
 		if benchMode() {
@@ -202,4 +191,23 @@ func tool(t testing.TB, name string) string {
 		return ""
 	}
 	return path
+}
+
+// builtDir returns the directory a build script of hack/ prints (its cache):
+// $env when set, else the script's output, built if missing in bench mode and
+// only read (--cached) in a quick run, which gets "" when nothing is built.
+func builtDir(t testing.TB, env, script string) string {
+	t.Helper()
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	var args []string
+	if !benchMode() {
+		args = append(args, "--cached") // never build in a quick run
+	}
+	out, err := exec.Command("../../hack/"+script, args...).Output()
+	if err != nil && benchMode() {
+		t.Fatalf("failed to build with hack/%s: %v", script, err)
+	}
+	return strings.TrimSpace(string(out))
 }

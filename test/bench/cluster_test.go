@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -40,6 +42,7 @@ type benchCluster struct {
 	*harness.Cluster
 	admin   client.Client
 	kube    *kubernetes.Clientset
+	rc      *reconciler.Cluster // the admin's, for installs
 	started time.Duration
 }
 
@@ -61,45 +64,66 @@ func startBenchCluster(t *testing.T, full bool) *benchCluster {
 	if c.kube, err = kubernetes.NewForConfig(hc.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := reconciler.NewCluster(hc.RESTConfig)
-	if err != nil {
+	if c.rc, err = reconciler.NewCluster(hc.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
-	c.admin = rc.Client()
-	installCRDs(t, ctx, rc)
+	c.admin = c.rc.Client()
+	c.install(t, "cairn's CRDs", cairnCRDs(t))
 	c.started = time.Since(begin)
 	return c
 }
 
-func installCRDs(t *testing.T, ctx context.Context, rc *reconciler.Cluster) {
+// cairnCRDs are cairn's CRDs and its namespace, as cairn install applies them
+// (the sync Lease lives there).
+func cairnCRDs(t testing.TB) []*unstructured.Unstructured {
+	return crdsAndNamespace(t, manifests.CRDs, "crds", reconciler.DefaultNamespace)
+}
+
+// crdsAndNamespace reads the YAML files of dir in fsys, one object each, and
+// adds the Namespace ns.
+func crdsAndNamespace(t testing.TB, fsys fs.FS, dir, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	m, err := rc.Manager("", "")
-	if err != nil {
-		t.Fatal(err)
+	entries, err := fs.Glob(fsys, path.Join(dir, "*.yaml"))
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no YAML files in %s: %v", dir, err)
 	}
 	var objs []*unstructured.Unstructured
-	entries, err := manifests.CRDs.ReadDir("crds")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, e := range entries {
-		b, err := manifests.CRDs.ReadFile("crds/" + e.Name())
+		b, err := fs.ReadFile(fsys, e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
+		objs = append(objs, yamlObject(t, b))
 	}
-	ns := &unstructured.Unstructured{}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	ns.SetName(reconciler.DefaultNamespace) // as cairn install does: the sync Lease lives there
-	objs = append(objs, ns)
+	n := &unstructured.Unstructured{}
+	n.SetAPIVersion("v1")
+	n.SetKind("Namespace")
+	n.SetName(ns)
+	return append(objs, n)
+}
+
+// yamlObject decodes one YAML document.
+func yamlObject(t testing.TB, b []byte) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// install applies objs with server-side apply, CRDs and namespaces first, and
+// waits for them.
+func (c *benchCluster) install(t testing.TB, what string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := c.rc.Manager("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.ApplyAllStaged(ctx, objs, ssa.DefaultApplyOptions()); err != nil {
-		t.Fatalf("failed to install the CRDs: %v", err)
+		t.Fatalf("failed to install %s: %v", what, err)
 	}
 }
 

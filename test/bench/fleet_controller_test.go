@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -33,57 +35,108 @@ const (
 
 // controllerRun is one `cairn controller` process of B2.
 type controllerRun struct {
-	f   *fleetRun
-	cmd *exec.Cmd
-	log string
+	*process
+	f *fleetRun
 }
 
 // startController starts `cairn controller` against the fleet's repository.
 func (f *fleetRun) startController(extra ...string) *controllerRun {
 	f.t.Helper()
-	c := &controllerRun{f: f, log: filepath.Join(f.t.TempDir(), "controller.log")}
-	out, err := os.Create(c.log)
-	f.g.Expect(err).NotTo(HaveOccurred())
-	c.cmd = exec.CommandContext(f.ctx, f.bin, "controller", "--repo", "file://"+f.repo, "--branch", "main",
+	args := append([]string{"controller", "--repo", "file://" + f.repo, "--branch", "main",
 		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache)
-	c.cmd.Args = append(c.cmd.Args, extra...)
-	c.cmd.Stdout, c.cmd.Stderr = out, out
-	f.g.Expect(c.cmd.Start()).To(Succeed())
-	f.t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
+		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache}, extra...)
+	p := startProcess(f.t, f.ctx, "cairn controller", nil, f.bin, args...)
+	return &controllerRun{process: p, f: f}
+}
+
+// process is a long-running child process of a benchmark, its output in a log
+// file; it is killed when the test ends.
+type process struct {
+	t      testing.TB
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has exited, err set
+	err    error
+}
+
+// startProcess starts bin with args and env added to the test's environment.
+func startProcess(t testing.TB, ctx context.Context, name string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, name: name, log: filepath.Join(t.TempDir(), "process.log"), exited: make(chan struct{})}
+	out, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.CommandContext(ctx, bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("failed to start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
 		_ = out.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 	})
-	return c
+	return p
 }
 
-// stop ends the controller with SIGTERM, as a rollout would.
-func (c *controllerRun) stop() {
-	c.f.t.Helper()
-	if b, err := os.ReadFile(c.log); err == nil && os.Getenv("CAIRN_BENCH_LOG") != "" {
-		c.f.t.Logf("controller log:\n%s", b)
-	}
-	c.f.g.Expect(c.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
+// running reports whether the process has not exited; when it has, it says
+// how in err.
+func (p *process) running() error {
 	select {
-	case err := <-done:
-		c.f.g.Expect(err).NotTo(HaveOccurred(), "cairn controller must exit cleanly on SIGTERM: %s", c.tail())
-	case <-time.After(30 * time.Second):
-		c.f.t.Fatalf("cairn controller still runs 30 s after SIGTERM: %s", c.tail())
+	case <-p.exited:
+		return fmt.Errorf("%s exited: %v: %s", p.name, p.err, p.tail())
+	default:
+		return nil
 	}
 }
 
-func (c *controllerRun) tail() string {
-	b, _ := os.ReadFile(c.log)
-	return tail(string(b), 20)
+// stop ends the process with SIGTERM, as a rollout would; it must exit cleanly
+// within 30 s.
+func (p *process) stop() {
+	p.t.Helper()
+	if os.Getenv("CAIRN_BENCH_LOG") != "" {
+		p.t.Logf("%s log:\n%s", p.name, p.output())
+	}
+	if err := p.running(); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatalf("failed to signal %s: %v", p.name, err)
+	}
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			p.t.Fatalf("%s must exit cleanly on SIGTERM: %v: %s", p.name, p.err, p.tail())
+		}
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("%s still runs 30 s after SIGTERM: %s", p.name, p.tail())
+	}
+}
+
+func (p *process) output() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+func (p *process) tail() string { return tail(p.output(), 20) }
+
+// cpu is the process's user+system CPU time so far.
+func (p *process) cpu() time.Duration {
+	d, _ := procCPU(strconv.Itoa(p.cmd.Process.Pid))
+	return d
 }
 
 // driftInFlight reports whether the controller's log says a drift check has
 // started and has not finished or been interrupted since.
 func (c *controllerRun) driftInFlight() bool {
-	b, _ := os.ReadFile(c.log)
-	log := string(b)
+	log := c.output()
 	return strings.Count(log, "drift check started") >
 		strings.Count(log, "drift check finished")+strings.Count(log, "drift check interrupted")
 }
@@ -100,12 +153,6 @@ func (c *controllerRun) awaitDriftCheck() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// cpu is the process's user+system CPU time so far.
-func (c *controllerRun) cpu() time.Duration {
-	d, _ := procCPU(strconv.Itoa(c.cmd.Process.Pid))
-	return d
 }
 
 // coldController starts the controller on the empty cluster and times it until

@@ -225,11 +225,14 @@ spec:
 `, name, ns, tag)
 }
 
-func (f *fleetRun) commit(msg string) string {
-	f.t.Helper()
-	gitRun(f.t, f.repo, "add", "-A")
-	gitRun(f.t, f.repo, "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "--quiet", "-m", msg)
-	return gitRun(f.t, f.repo, "rev-parse", "HEAD")
+func (f *fleetRun) commit(msg string) string { return commitAll(f.t, f.repo, msg) }
+
+// commitAll commits everything in the working tree repo and returns the SHA.
+func commitAll(t testing.TB, repo, msg string) string {
+	t.Helper()
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "--quiet", "-m", msg)
+	return gitRun(t, repo, "rev-parse", "HEAD")
 }
 
 // cliRun is one measured `cairn sync --once`.
