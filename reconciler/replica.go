@@ -94,9 +94,10 @@ const attemptPoll = 500 * time.Millisecond
 
 // awaitAttempts waits, in a sharded sync, until every instance the revision affects
 // has attempted its input (its CR records it), each at most its timeout and the
-// health wait beyond the start of the wait, and takes their outcomes from their
-// CRs; the suspended ones it records itself, as ReconcileAll does. An instance still
-// not attempted by then is reported as not synced yet (its reconcile goes on).
+// health wait beyond the start of the wait, and takes their outcomes from their CRs,
+// reporting each (commit statuses, metrics) as it reads it; the suspended ones it
+// records itself, as ReconcileAll does. An instance still not attempted by then is
+// reported as not synced yet (its reconcile goes on).
 func (st *RevisionState) awaitAttempts(ctx context.Context) {
 	if st.unusable != nil {
 		return
@@ -126,6 +127,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 				if mi := live[r.key()]; mi != nil {
 					if out := attemptedIn(mi, r); out != nil {
 						r.remote = out
+						s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, out.Result)
 						continue
 					}
 				}
@@ -146,6 +148,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 		r.remote = &InstanceOutcome{Result: InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name,
 			Action: outcome.ActionProgressing, Reason: cairnv1.ReasonProgressing,
 			Message: "its reconcile has not attempted this revision's input yet"}}
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.remote.Result)
 	}
 }
 
@@ -188,9 +191,6 @@ func (st *RevisionState) Reconciled(key string) bool {
 // it finishes it).
 func (e *Engine) ForInstances() *Engine {
 	opts := e.opts
-	opts.Reporter = nopReporter{}
-	if opts.Metrics != nil {
-		opts.Reporter = Reporters(nil, opts.Metrics)
-	}
+	opts.Reporter = nopReporter{} // the leader reports each outcome as it reads it (awaitAttempts)
 	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts}
 }
