@@ -39,7 +39,7 @@ func (r *instanceRun) ready() bool {
 // syncInstance takes the CR the revision step wrote, then applies, prunes and waits, and records the outcome.
 func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	r.started = time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout(r.mi))
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(r.mi)-r.rendering, time.Second)) // the render took its share
 	defer cancel()
 	if err := r.takeMirrored(); err != nil {
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))

@@ -97,6 +97,9 @@ type instanceRun struct {
 	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
 	// message (see maskFailure).
 	masks []string
+	// rendering is how long this sync's render of the instance took: spec.timeout
+	// bounds the render, the apply and the health wait together.
+	rendering time.Duration
 	// started is when the instance reconcile began (zero: it did not run).
 	started time.Time
 	// hooksRan counts the Helm hooks this sync ran, by event ("2 pre-install").

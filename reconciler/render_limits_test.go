@@ -3,8 +3,10 @@ package reconciler
 import (
 	"testing"
 	"testing/fstest"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"cairn.dev/cairn/render/declarations"
 )
@@ -55,5 +57,27 @@ func TestRenderLimits(t *testing.T) {
 		g.Expect(l.Memory).To(Equal(tt.memory), tt.name)
 		g.Expect(l.MaxModuleBytes).To(Equal(tt.moduleBytes), tt.name)
 		g.Expect(l.Timeout).To(Equal(DefaultOptions().RenderLimits.Timeout), tt.name)
+	}
+}
+
+// TestRenderLimitsTimeout: spec.timeout bounds the render when it is the shorter, and
+// never lengthens the render's own deadline.
+func TestRenderLimitsTimeout(t *testing.T) {
+	g := NewWithT(t)
+	set, err := declarations.Load(limitsRepo, declarations.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	opts := DefaultOptions()
+	opts.RenderLimits.Timeout = 30 * time.Second
+	for _, tc := range []struct {
+		timeout *metav1.Duration
+		want    time.Duration
+	}{
+		{nil, 30 * time.Second},
+		{&metav1.Duration{Duration: 5 * time.Second}, 5 * time.Second},
+		{&metav1.Duration{Duration: 10 * time.Minute}, 30 * time.Second},
+	} {
+		mi := set.Instance("ops", "tool").DeepCopy()
+		mi.Spec.Timeout = tc.timeout
+		g.Expect(renderLimits(set, mi, opts).Timeout).To(Equal(tc.want), "%v", tc.timeout)
 	}
 }

@@ -150,6 +150,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		cache = nil // its key would digest values from Secrets; such renders are not kept
 	}
 	began := time.Now()
+	defer func() { r.rendering = time.Since(began) }()
 	switch {
 	case r.chart != nil && r.chart.timoni != nil:
 		res, cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, r.chart, req)
@@ -267,6 +268,14 @@ func renderLimits(set *declarations.Set, mi *cairnv1.ModuleInstance, opts Option
 	l := opts.RenderLimits
 	eff := set.Platform.Spec.Effective(set.Tenant(mi.Namespace, mi.Name))
 	l.Memory, l.MaxModuleBytes = eff.RenderMemory, eff.MaxModuleBytes
+	// spec.timeout bounds the render too (and what is left of it, the apply and the
+	// health wait: see syncInstance); it never lengthens the render's own deadline.
+	if t := mi.Spec.Timeout; t != nil && t.Duration > 0 {
+		if l.Timeout <= 0 {
+			l.Timeout = render.DefaultLimits().Timeout
+		}
+		l.Timeout = min(l.Timeout, t.Duration)
+	}
 	return l
 }
 
