@@ -64,3 +64,42 @@ func TestAPullRequestToAReplicaThatDoesNotLeadIsPlannedByTheLeader(t *testing.T)
 	e.g.Expect(f.configMap(e.ns, "a-z")).NotTo(BeNil())
 	e.g.Expect(other.out.String()).To(ContainSubstring("passed a push on to the leader"))
 }
+
+// TestShardedControllersPostEveryInstancesCommitStatus: under two `cairn controller
+// --shards 2` processes, the instances are reconciled by the replicas that hold
+// their shards, and the leader still posts each instance's commit status and the
+// revision's (read from the CRs as they attempt their input); nothing is left
+// pending, and a failing instance's status says why.
+func TestShardedControllersPostEveryInstancesCommitStatus(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	insts := []inst{{name: "a", ns: e.ns, configs: configs("x")}, {name: "b", ns: e.ns, configs: configs("x")},
+		{name: "c", ns: e.ns, configs: configs("x")}}
+	f, first := newForgeEnv(t, e, appRepo("", insts...))
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	e.g.Expect(os.WriteFile(tokenFile, []byte(f.gitea.Token+"\n"), 0o600)).To(Succeed())
+	controller := func(cache string) []string {
+		return []string{"controller", "--repo", f.gitURL(), "--interval", "1s", "--drift-interval", "0", "--shards", "2",
+			"--leader-elect", "--metrics-bind-address", "0", "--health-probe-bind-address", freeLoopbackAddr(t),
+			"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
+			"--forge", "gitea", "--forge-url", f.gitea.URL, "--forge-token-file", tokenFile,
+			"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", cache}
+	}
+	f.cache = filepath.Join(dir, "cache-0")
+	f.cairn = startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, controller(f.cache)...)
+	startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, controller(filepath.Join(dir, "cache-1"))...)
+	for _, in := range insts {
+		f.waitInstance(in.name, first, time.Now(), 2*time.Minute)
+		f.waitState(first, "cairn/"+e.ns+"/"+in.name, "success")
+	}
+	f.waitState(first, "cairn/sync", "success")
+
+	bad := insts[1]
+	bad.replicas = -1 // the module refuses it: the render fails
+	sha := f.push("b breaks", map[string]string{"instances/b.yaml": bad.yaml()})
+	failed := f.waitState(sha, "cairn/"+e.ns+"/b", "failure")
+	e.g.Expect(failed.Description).NotTo(BeEmpty())
+	f.waitState(sha, "cairn/sync", "failure")
+	f.expectNothingPending()
+}
