@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -69,6 +70,10 @@ type Options struct {
 	// waits until every instance it affects has attempted its input (read from the
 	// CRs) and finishes the revision; it reconciles no instance itself.
 	Sharded bool
+	// Instances, when set, is where a sharded sync and the replicas read the CRs of
+	// the instances they wait for (the controller's informer cache); nil: the API
+	// server.
+	Instances client.Reader
 	// Capabilities are what charts see in renders without a cluster (RenderOffline,
 	// `cairn render --kube-version --api-versions`); nil is `helm template`'s
 	// defaults. Syncs, plans and drift checks give charts the cluster's own.

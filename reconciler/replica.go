@@ -64,7 +64,7 @@ func (st *RevisionState) heldInput(r *instanceRun) bool {
 // records it once it has attempted its input at this revision (nil: not yet).
 func (st *RevisionState) attempted(ctx context.Context, d *instanceRun) *InstanceOutcome {
 	var mi cairnv1.ModuleInstance
-	if err := st.s.e.cluster.client.Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
+	if err := st.s.e.instances().Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
 		return nil // not readable now: the reconcile asks again
 	}
 	return attemptedIn(&mi, d)
@@ -117,7 +117,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 	until := time.Now().Add(deadline + s.e.opts.HealthWait + time.Minute)
 	for len(wait) > 0 && time.Now().Before(until) {
 		var list cairnv1.ModuleInstanceList // one LIST a poll, not a GET an instance
-		if err := s.e.cluster.client.List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err == nil {
+		if err := s.e.instances().List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err == nil {
 			live := make(map[string]*cairnv1.ModuleInstance, len(list.Items))
 			for i := range list.Items {
 				live[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
@@ -193,4 +193,12 @@ func (e *Engine) ForInstances() *Engine {
 	opts := e.opts
 	opts.Reporter = nopReporter{} // the leader reports each outcome as it reads it (awaitAttempts)
 	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts}
+}
+
+// instances is where the CRs of other instances are read (Options.Instances).
+func (e *Engine) instances() client.Reader {
+	if e.opts.Instances != nil {
+		return e.opts.Instances
+	}
+	return e.cluster.client
 }

@@ -150,6 +150,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 			o.HealthWait, o.Metrics = cf.healthWait, metrics
 			o.Events = mgr.GetEventRecorder(reconciler.EventReportingController)
 			o.Sharded = cf.shards > 0
+			if o.Sharded {
+				o.Instances = mgr.GetClient() // the informer cache: a LIST of the CRs every poll costs nothing
+			}
 		})
 	if err != nil {
 		return err
