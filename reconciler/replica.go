@@ -179,6 +179,14 @@ func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Durati
 // revision step wrote into it: the revision its reconcile builds its state from.
 const InputRevisionAnnotation = inputRevisionAnnotation
 
+// HoldsInput tells whether this state reconciles key: a declared instance whose CR,
+// as the state read it, holds the state's input for it (always, outside a replica).
+// An instance that is not affected is held too: its reconcile does nothing.
+func (st *RevisionState) HoldsInput(key string) bool {
+	r := st.s.byKey[key]
+	return r == nil || !r.affected || st.heldInput(r)
+}
+
 // Reconciled tells whether key has an outcome in this state: a second reconcile
 // would return it without doing anything, so a retry needs a fresh state.
 func (st *RevisionState) Reconciled(key string) bool {

@@ -83,13 +83,15 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
-// state is the state of revision sha for reconciling key: the one kept, unless key
-// has been reconciled in it already (a retry or a recheck is then planned afresh).
+// state is the state of revision sha for reconciling key: the newest one kept,
+// unless key has been reconciled in it already (a retry or a recheck is then planned
+// afresh) or it was built before the revision step wrote key's input (it would not
+// take key: built again, it does).
 func (in *Instances) state(ctx context.Context, sha, key string) (*reconciler.RevisionState, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, rs := range in.states {
-		if rs.sha == sha && !rs.st.Reconciled(key) {
+	for i := len(in.states) - 1; i >= 0; i-- { // the newest first
+		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && rs.st.HoldsInput(key) {
 			return rs.st, nil
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // replicas that did not run it build the revision's state from the repository and
 // the CRs (PrepareInstances) and reconcile instances from their CRs. An instance
 // whose dependency no replica has reconciled yet waits; the dependency reconciled by
-// another replica is then read from its CR. A replica whose state is at an older
+// another replica is then read from its CR. A state built before the revision step
+// wrote the inputs takes none of them (the reconciler builds another). A replica whose state is at an older
 // revision than an instance's CR leaves it alone, and a replica at the new revision
 // prunes what left its render, the verdicts over the revision decided in its own
 // process.
@@ -33,14 +34,20 @@ func TestAReplicaReconcilesInstancesFromTheirCRs(t *testing.T) {
 	repo := newGitRepo(t, appRepo("", a, inst{name: "b", ns: e.ns}))
 	rev, err := e.revision(repo)
 	e.g.Expect(err).NotTo(HaveOccurred())
+	early, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = leader.PrepareRevision(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(early.HoldsInput(e.ns+"/b")).To(BeFalse(), "a state built before the inputs were written does not take them")
+	out := early.ReconcileInstance(e.ctx, e.ns+"/b")
+	e.g.Expect(out.Stale).To(BeTrue(), "%+v", out)
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "b")).To(BeTrue())
 
 	one, err := newEngine().PrepareInstances(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	two, err := newEngine().PrepareInstances(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	out := one.ReconcileInstance(e.ctx, e.ns+"/a")
+	out = one.ReconcileInstance(e.ctx, e.ns+"/a")
 	e.g.Expect(out.Pending).To(BeTrue(), "%+v", out)
 	e.g.Expect(out.WaitsOn).To(Equal([]string{e.ns + "/b"}))
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeTrue(), "nothing of a before b")
