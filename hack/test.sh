@@ -14,13 +14,15 @@ mkdir -p "$(dirname "$TEST_LOG")"
 $GO run ./hack/repocheck || exit 1
 
 # The one-time builds first, outside any test's deadline: the Kubernetes binaries,
-# Gitea and the baseline CLIs (helm v3.22.0 for render's golden files, cue v0.17.1 for
-# the Timoni renders compared with cue export), cached by
+# Gitea, Flux's source- and kustomize-controller (B6 runs them beside cairn, a small
+# fleet in a quick run) and the baseline CLIs (helm v3.22.0 for render's golden files,
+# cue v0.17.1 for the Timoni renders compared with cue export), cached by
 # version (make test has run hack/prereqs.sh before this).
 bin=$(hack/build-kube.sh) || exit 1
 gitea=$(hack/build-gitea.sh) || exit 1
+flux=$(hack/build-flux.sh) || exit 1
 tools=$(hack/bench-tools.sh) || exit 1
-CAIRN_KUBE_BIN=$bin CAIRN_GITEA_DIR=$gitea CAIRN_HELM=$tools/helm CAIRN_CUE=$tools/cue $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
+CAIRN_KUBE_BIN=$bin CAIRN_GITEA_DIR=$gitea CAIRN_FLUX_DIR=$flux CAIRN_HELM=$tools/helm CAIRN_CUE=$tools/cue $GO test -json -timeout="$TEST_TIMEOUT" ./... >"$TEST_LOG" 2>&1
 rc=$?
 $GO run ./hack/testreport <"$TEST_LOG" || rc=1
 

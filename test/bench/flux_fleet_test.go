@@ -47,7 +47,7 @@ func TestB6FluxFleet(t *testing.T) {
 	m := fleetSize(t)
 	flux := builtDir(t, "CAIRN_FLUX_DIR", "build-flux.sh")
 	if flux == "" {
-		t.Skip("Flux is not built: run hack/build-flux.sh, or make bench-fleet")
+		t.Fatal("Flux is not built: make test builds it (hack/build-flux.sh, cached), as make bench-fleet does; or set CAIRN_FLUX_DIR")
 	}
 	tb := newTable(fmt.Sprintf("B6 fleet side by side: M = %d apps of the 4-object app, cairn's controller and Flux, each from an empty cluster of its own to all Ready, then one app changed and a no-op interval", m),
 		"M", "tool", "step", "wall time", "peak RSS", "requests by verb (apiserver_request_total, all clients)", "API server mean latency", "CPU time (tool; control plane)")
