@@ -95,6 +95,7 @@ func (in *Instances) state(ctx context.Context, sha, key string) (*reconciler.Re
 			return rs.st, nil
 		}
 	}
+	began := time.Now()
 	rev, err := in.Source.Read(ctx, sha, "")
 	if err != nil {
 		return nil, err
@@ -103,6 +104,8 @@ func (in *Instances) state(ctx context.Context, sha, key string) (*reconciler.Re
 	if err != nil {
 		return nil, err
 	}
+	in.Log.Info("built the state of a revision for the instance reconciles", "revision", sha, "for", key,
+		"took", time.Since(began).Round(time.Millisecond).String())
 	in.states = append(in.states, &revisionState{sha: sha, st: st})
 	if len(in.states) > keptStates {
 		in.states = in.states[len(in.states)-keptStates:]
