@@ -179,6 +179,11 @@ func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Durati
 // revision step wrote into it: the revision its reconcile builds its state from.
 const InputRevisionAnnotation = inputRevisionAnnotation
 
+// InputDigestAnnotation holds, on a ModuleInstance, the digest of the input the
+// revision step wrote (see inputDigest); status.lastAttemptedInput records the last
+// one attempted.
+const InputDigestAnnotation = inputDigestAnnotation
+
 // HoldsInput tells whether this state reconciles key: a declared instance whose CR,
 // as the state read it, holds the state's input for it (always, outside a replica).
 // An instance that is not affected is held too: its reconcile does nothing.

@@ -34,6 +34,9 @@ type Instances struct {
 
 	mu     sync.Mutex
 	states []*revisionState // the latest last
+	// attempted is the input each instance's last reconcile here attempted: the
+	// informer cache may not show its status write yet when the next event comes.
+	attempted map[string]string
 }
 
 // revisionState is one revision's state and the instances reconciled in it.
@@ -69,6 +72,12 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: after}, nil
 	}
 	key := req.Namespace + "/" + req.Name
+	input := mi.Annotations[reconciler.InputDigestAnnotation]
+	if input != mi.Status.LastAttemptedInput && in.attemptedHere(key) == input {
+		// Attempted here already: the cache has not seen the status it wrote. Planned
+		// again from that stale view, its objects would all look new and be applied twice.
+		return reconcile.Result{RequeueAfter: staleRequeue}, nil
+	}
 	st, err := in.state(ctx, mi.Annotations[reconciler.InputRevisionAnnotation], key)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -80,7 +89,20 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case out.Pending:
 		return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
 	}
+	in.mu.Lock()
+	if in.attempted == nil {
+		in.attempted = map[string]string{}
+	}
+	in.attempted[key] = input
+	in.mu.Unlock()
 	return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
+}
+
+// attemptedHere is the input the last reconcile of key in this replica attempted.
+func (in *Instances) attemptedHere(key string) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.attempted[key]
 }
 
 // state is the state of revision sha for reconciling key: the newest one kept,
