@@ -85,16 +85,10 @@ func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
 // provider that served a kind once is never waited on for it again (activation
 // latches), and an instance in a cycle waits on no provider (it fails instead).
 func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
-	if r.fast { // s.cyclic and s.contracts may be being written
-		if r.contracts == nil {
-			return nil // its render failed: it applies nothing
-		}
-		return s.pendingIn(*r.contracts, r) // none (mayApplyAlone)
-	}
-	if s.cyclic[r.key()] {
+	if !r.fast && s.cyclic[r.key()] { // a fast instance's are its own (contractsOf): s.cyclic may be being written
 		return nil
 	}
-	return s.pendingIn(s.contracts, r)
+	return s.pendingIn(s.contractsOf(r), r)
 }
 
 // pendingIn are the providers r requires by contracts c for kinds they have not

@@ -452,7 +452,8 @@ func (st *RevisionState) ReconcileAll(ctx context.Context) {
 		return
 	}
 	st.startRenders(ctx)
-	inDependencyOrder(st.Instances(), st.unreconciledDependsOn, func(key string) {
+	waitsOn := func(key string) []string { return st.unreconciledDependsOn(ctx, key) }
+	inDependencyOrder(st.Instances(), waitsOn, func(key string) {
 		for {
 			out := st.ReconcileInstance(ctx, key)
 			if !out.Pending || interrupted(ctx) {
@@ -465,10 +466,10 @@ func (st *RevisionState) ReconcileAll(ctx context.Context) {
 
 // unreconciledDependsOn are the instances key declares it depends on that have no
 // outcome yet.
-func (st *RevisionState) unreconciledDependsOn(key string) []string {
+func (st *RevisionState) unreconciledDependsOn(ctx context.Context, key string) []string {
 	var out []string
 	for _, dep := range declarations.DependencyIDs(st.s.byKey[key].mi) {
-		if d := st.dependency(context.Background(), dep, nil); d.declared && d.outcome == nil {
+		if d := st.dependency(ctx, dep, nil); d.declared && d.outcome == nil {
 			out = append(out, d.key)
 		}
 	}

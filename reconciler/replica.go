@@ -116,25 +116,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 	}
 	until := time.Now().Add(deadline + s.e.opts.HealthWait + time.Minute)
 	for len(wait) > 0 && time.Now().Before(until) {
-		var list cairnv1.ModuleInstanceList // one LIST a poll, not a GET an instance
-		if err := s.e.instances().List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err == nil {
-			live := make(map[string]*cairnv1.ModuleInstance, len(list.Items))
-			for i := range list.Items {
-				live[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
-			}
-			var left []*instanceRun
-			for _, r := range wait {
-				if mi := live[r.key()]; mi != nil {
-					if out := attemptedIn(mi, r); out != nil {
-						r.remote = out
-						s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, out.Result)
-						continue
-					}
-				}
-				left = append(left, r)
-			}
-			wait = left
-		}
+		wait = st.takeAttempts(ctx, wait)
 		if len(wait) == 0 {
 			break
 		}
@@ -150,6 +132,35 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 			Message: "its reconcile has not attempted this revision's input yet"}}
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.remote.Result)
 	}
+}
+
+// takeAttempts reads the CRs once (one LIST a poll, not a GET an instance), takes
+// and reports the outcome of each instance of wait that has attempted its input,
+// and returns the others (all of them when the CRs could not be read).
+func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) []*instanceRun {
+	s := st.s
+	var list cairnv1.ModuleInstanceList
+	if err := s.e.instances().List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err != nil {
+		return wait
+	}
+	live := make(map[string]*cairnv1.ModuleInstance, len(list.Items))
+	for i := range list.Items {
+		live[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+	}
+	var left []*instanceRun
+	for _, r := range wait {
+		out := (*InstanceOutcome)(nil)
+		if mi := live[r.key()]; mi != nil {
+			out = attemptedIn(mi, r)
+		}
+		if out == nil {
+			left = append(left, r)
+			continue
+		}
+		r.remote = out
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, out.Result)
+	}
+	return left
 }
 
 // Due says whether the instance reconcile of mi has work now: its CR holds an input

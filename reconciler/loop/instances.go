@@ -86,15 +86,14 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	switch {
 	case out.Stale:
 		return reconcile.Result{RequeueAfter: staleRequeue}, nil
-	case out.Pending:
-		return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
+	case !out.Pending:
+		in.mu.Lock()
+		if in.attempted == nil {
+			in.attempted = map[string]string{}
+		}
+		in.attempted[key] = input
+		in.mu.Unlock()
 	}
-	in.mu.Lock()
-	if in.attempted == nil {
-		in.attempted = map[string]string{}
-	}
-	in.attempted[key] = input
-	in.mu.Unlock()
 	return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
