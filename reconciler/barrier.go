@@ -10,6 +10,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -82,8 +83,8 @@ func (s *syncRun) mayApplyAlone(r *instanceRun) bool {
 	if len(r.oldInv.Minus(r.desiredInventory(s.digestKey))) > 0 {
 		return false
 	}
-	c := inferContractsWith(map[string][]*unstructured.Unstructured{r.key(): r.objects}, s.recordedProvides(r.key()))
-	if len(c.conflicts) > 0 || len(s.pendingIn(c, r)) > 0 {
+	c := contracts.Infer(map[string][]*unstructured.Unstructured{r.key(): r.objects}, s.recordedProvides(r.key()))
+	if len(c.Conflicts()) > 0 || len(s.pendingIn(c, r)) > 0 {
 		return false
 	}
 	r.contracts = &c
@@ -97,7 +98,7 @@ func (s *syncRun) recordedProvides(key string) map[string][]schema.GroupKind {
 		s.provides = map[string][]schema.GroupKind{}
 		for _, r := range s.runs {
 			if r.was != nil && len(r.was.Status.Provides) > 0 {
-				s.provides[r.key()] = parseKindNames(r.was.Status.Provides)
+				s.provides[r.key()] = contracts.ParseKindNames(r.was.Status.Provides)
 			}
 		}
 	})
@@ -160,10 +161,10 @@ func (r *instanceRun) awaitPlaced(ctx context.Context) {
 
 // contractsOf are the contracts r's reconcile acts on: its own when it applies
 // without the barrier, else the revision's.
-func (s *syncRun) contractsOf(r *instanceRun) contracts {
+func (s *syncRun) contractsOf(r *instanceRun) contracts.Set {
 	if r.fast {
 		if r.contracts == nil {
-			return contracts{} // its render failed: it provides and requires nothing new
+			return contracts.Set{} // its render failed: it provides and requires nothing new
 		}
 		return *r.contracts
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -37,11 +38,11 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 			provided = map[string][]schema.GroupKind{}
 		}
 		for key, r := range recorded {
-			provided[key] = parseKindNames(r.was.Status.Provides)
+			provided[key] = contracts.ParseKindNames(r.was.Status.Provides)
 		}
-		s.contracts = inferContractsWith(objects, provided)
+		s.contracts = contracts.Infer(objects, provided)
 		for key, r := range recorded {
-			s.contracts.recall(key, r.was.Status.Requires)
+			s.contracts.Recall(key, r.was.Status.Requires)
 		}
 	}
 	infer()
@@ -76,8 +77,8 @@ func (s *syncRun) provideWithdrawn() {
 // recordContracts sets what a successfully synced instance provides and requires.
 func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
 	c := s.contractsOf(r)
-	mi.Status.Provides = c.providedNames(r.key())
-	mi.Status.Requires = c.requirements(r.key())
+	mi.Status.Provides = c.ProvidedNames(r.key())
+	mi.Status.Requires = c.Requirements(r.key())
 }
 
 // pendingProviders are the providers r requires for kinds they have not served
@@ -92,27 +93,14 @@ func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement
 }
 
 // pendingIn are the providers r requires by contracts c for kinds they have not
-// served yet.
-func (s *syncRun) pendingIn(c contracts, r *instanceRun) []cairnv1.ContractRequirement {
-	var out []cairnv1.ContractRequirement
-	for _, req := range c.requirements(r.key()) {
-		served := map[string]bool{}
-		if p := s.byKey[req.Instance]; p != nil && p.was != nil {
-			for _, k := range p.was.Status.Provides {
-				served[k] = true
-			}
+// served yet (their status.provides, as the revision step found it).
+func (s *syncRun) pendingIn(c contracts.Set, r *instanceRun) []cairnv1.ContractRequirement {
+	return c.Unserved(r.key(), func(provider string) []string {
+		if p := s.byKey[provider]; p != nil && p.was != nil {
+			return p.was.Status.Provides
 		}
-		var kinds []string
-		for _, k := range req.Kinds {
-			if !served[k] {
-				kinds = append(kinds, k)
-			}
-		}
-		if len(kinds) > 0 {
-			out = append(out, cairnv1.ContractRequirement{Instance: req.Instance, Kinds: kinds})
-		}
-	}
-	return out
+		return nil
+	})
 }
 
 // providerVerdict is why an instance must wait for a provider it requires (nil:
@@ -144,7 +132,7 @@ func (s *syncRun) failCycles() {
 			edges[r.key()] = append(edges[r.key()], p.Instance)
 		}
 	}
-	for _, cycle := range stronglyConnected(edges) {
+	for _, cycle := range contracts.Cycles(edges) {
 		err := fmt.Errorf("a cycle of dependsOn and provided kinds: %s", strings.Join(append(cycle, cycle[0]), " -> "))
 		for _, key := range cycle {
 			s.cyclic[key] = true
@@ -153,53 +141,6 @@ func (s *syncRun) failCycles() {
 			}
 		}
 	}
-}
-
-// stronglyConnected returns the components of more than one node of the graph
-// (Tarjan's algorithm), each sorted, sorted by their first node.
-func stronglyConnected(edges map[string][]string) [][]string {
-	index, low := map[string]int{}, map[string]int{}
-	onStack := map[string]bool{}
-	var stack []string
-	var out [][]string
-	var visit func(string)
-	visit = func(v string) {
-		index[v], low[v] = len(index), len(index)
-		stack = append(stack, v)
-		onStack[v] = true
-		for _, w := range edges[v] {
-			if _, seen := index[w]; !seen {
-				visit(w)
-				low[v] = min(low[v], low[w])
-			} else if onStack[w] {
-				low[v] = min(low[v], index[w])
-			}
-		}
-		if low[v] != index[v] {
-			return
-		}
-		var comp []string
-		for {
-			w := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			onStack[w] = false
-			comp = append(comp, w)
-			if w == v {
-				break
-			}
-		}
-		if len(comp) > 1 {
-			slices.Sort(comp)
-			out = append(out, comp)
-		}
-	}
-	for _, v := range slices.Sorted(maps.Keys(edges)) {
-		if _, seen := index[v]; !seen {
-			visit(v)
-		}
-	}
-	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	return out
 }
 
 // maxNamedRequirers is how many remaining requirers a refused removal names.
@@ -211,8 +152,8 @@ const maxNamedRequirers = 10
 func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.Failure {
 	key := live.Namespace + "/" + live.Name
 	kinds := map[schema.GroupKind]bool{}
-	for _, gk := range parseKindNames(live.Status.Provides) {
-		if _, taken := s.contracts.providerOf[gk]; !taken { // another instance provides it now
+	for _, gk := range contracts.ParseKindNames(live.Status.Provides) {
+		if s.contracts.ProviderOf(gk) == "" { // another instance provides it now
 			kinds[gk] = true
 		}
 	}
@@ -235,17 +176,7 @@ func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool)
 			return kinds[u.GroupVersionKind().GroupKind()]
 		})
 	}
-	return r.live != nil && requiresKinds(r.live, provider, kinds)
-}
-
-// requiresKinds tells whether live's status records that it uses one of kinds of
-// provider.
-func requiresKinds(live *cairnv1.ModuleInstance, provider string, kinds map[schema.GroupKind]bool) bool {
-	return slices.ContainsFunc(live.Status.Requires, func(req cairnv1.ContractRequirement) bool {
-		return req.Instance == provider && slices.ContainsFunc(req.Kinds, func(k string) bool {
-			return kinds[schema.ParseGroupKind(k)]
-		})
-	})
+	return r.live != nil && contracts.RequiresKinds(r.live, provider, kinds)
 }
 
 // standing are the CRs this revision does not sync that keep their objects: those
@@ -277,7 +208,7 @@ func (s *syncRun) usersOf(provider string, kinds map[schema.GroupKind]bool, remo
 		others = append(others, s.removed...)
 	}
 	for _, live := range others {
-		if key := live.Namespace + "/" + live.Name; key != provider && requiresKinds(live, provider, kinds) {
+		if key := live.Namespace + "/" + live.Name; key != provider && contracts.RequiresKinds(live, provider, kinds) {
 			out = append(out, key)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -66,56 +67,6 @@ func widgets(names ...string) []*unstructured.Unstructured {
 		out = append(out, kindObject("example.com/v1", "Widget", n))
 	}
 	return out
-}
-
-// TestInferContractsWithRecordedKinds: the kinds the status of an instance not
-// rendered this time records are provided as a render's CRDs are; a render that
-// brings the CRD of such a kind conflicts with it, unless it is the same instance.
-func TestInferContractsWithRecordedKinds(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		objects    map[string][]*unstructured.Unstructured
-		provided   map[string][]schema.GroupKind
-		providerOf map[schema.GroupKind]string
-		requires   map[string]map[string][]schema.GroupKind
-		conflicts  map[schema.GroupKind][]string
-	}{{
-		name:       "a provider not rendered this time is required by its status",
-		objects:    map[string][]*unstructured.Unstructured{"b/use": widgets("w")},
-		provided:   map[string][]schema.GroupKind{"a/prov": {widgetGK}},
-		providerOf: map[schema.GroupKind]string{widgetGK: "a/prov"},
-		requires:   map[string]map[string][]schema.GroupKind{"b/use": {"a/prov": {widgetGK}}},
-		conflicts:  map[schema.GroupKind][]string{},
-	}, {
-		name:       "a provider that keeps a kind its render dropped and renders it too is no conflict",
-		objects:    map[string][]*unstructured.Unstructured{"a/prov": {crdObject("example.com", "Widget")}, "b/use": widgets("w")},
-		provided:   map[string][]schema.GroupKind{"a/prov": {widgetGK}},
-		providerOf: map[schema.GroupKind]string{widgetGK: "a/prov"},
-		requires:   map[string]map[string][]schema.GroupKind{"b/use": {"a/prov": {widgetGK}}},
-		conflicts:  map[schema.GroupKind][]string{},
-	}, {
-		name:       "a render that brings a kind another instance's status records conflicts, recorded one first",
-		objects:    map[string][]*unstructured.Unstructured{"c/new": {crdObject("example.com", "Widget")}, "b/use": widgets("w")},
-		provided:   map[string][]schema.GroupKind{"z/old": {widgetGK}},
-		providerOf: map[schema.GroupKind]string{widgetGK: "z/old"},
-		requires:   map[string]map[string][]schema.GroupKind{},
-		conflicts:  map[schema.GroupKind][]string{widgetGK: {"z/old", "c/new"}},
-	}, {
-		name:       "an empty kind recorded is no kind",
-		objects:    map[string][]*unstructured.Unstructured{"b/use": widgets("w")},
-		provided:   map[string][]schema.GroupKind{"a/prov": {{Group: "example.com"}}},
-		providerOf: map[schema.GroupKind]string{},
-		requires:   map[string]map[string][]schema.GroupKind{},
-		conflicts:  map[schema.GroupKind][]string{},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			c := inferContractsWith(tc.objects, tc.provided)
-			g.Expect(c.providerOf).To(Equal(tc.providerOf))
-			g.Expect(c.requires).To(Equal(tc.requires))
-			g.Expect(c.conflicts).To(Equal(tc.conflicts))
-		})
-	}
 }
 
 // TestContractsPhase runs the contracts phase of a sync (inferContracts) over
@@ -218,17 +169,17 @@ func TestContractsPhase(t *testing.T) {
 			s.inferContracts(nil)
 
 			if tc.provider == "" {
-				g.Expect(s.contracts.providerOf).NotTo(HaveKey(widgetGK))
+				g.Expect(s.contracts.ProviderOf(widgetGK)).To(BeEmpty())
 			} else {
-				g.Expect(s.contracts.providerOf).To(HaveKeyWithValue(widgetGK, tc.provider))
-				g.Expect(s.contracts.conflicts).To(BeEmpty(), "the conflict is resolved by failing the newcomers")
+				g.Expect(s.contracts.ProviderOf(widgetGK)).To(Equal(tc.provider))
+				g.Expect(s.contracts.Conflicts()).To(BeEmpty(), "the conflict is resolved by failing the newcomers")
 			}
 			for _, r := range s.runs {
 				key := r.key()
 				if want, ok := tc.requires[key]; ok {
-					g.Expect(s.contracts.providers(key)).To(Equal([]string{want}), key)
+					g.Expect(s.contracts.Providers(key)).To(Equal([]string{want}), key)
 				} else {
-					g.Expect(s.contracts.providers(key)).To(BeEmpty(), key)
+					g.Expect(s.contracts.Providers(key)).To(BeEmpty(), key)
 				}
 				if want, ok := tc.failed[key]; ok {
 					g.Expect(r.failure).NotTo(BeNil(), key)
@@ -270,7 +221,7 @@ func TestPendingProviders(t *testing.T) {
 			prov := tc.prov
 			prov.key, prov.objects = "infra/prov", []*unstructured.Unstructured{crdObject("example.com", "Widget"), gadget}
 			s := contractsFixture(prov, contractRun{key: "team/use", objects: uses})
-			s.contracts = inferContracts(map[string][]*unstructured.Unstructured{"infra/prov": prov.objects, "team/use": uses})
+			s.contracts = contracts.Infer(map[string][]*unstructured.Unstructured{"infra/prov": prov.objects, "team/use": uses}, nil)
 			s.cyclic = map[string]bool{"team/use": tc.cyclic}
 			g.Expect(s.pendingProviders(s.byKey["team/use"])).To(Equal(tc.pending))
 		})

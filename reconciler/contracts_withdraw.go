@@ -15,11 +15,9 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 )
-
-// crdKind is the kind of a CustomResourceDefinition, as inventories record it.
-var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 
 // withdrawal is a kind a provider's render no longer provides (its CRD left the
 // render) while other instances still use it: the CRD is kept.
@@ -40,7 +38,7 @@ func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale apply
 	var c client.Client
 	for _, id := range slices.Sorted(maps.Keys(stale)) {
 		meta, err := object.ParseObjMetadata(id)
-		if err != nil || meta.GroupKind != crdKind {
+		if err != nil || meta.GroupKind != contracts.CRDKind {
 			continue
 		}
 		if c == nil {
@@ -51,7 +49,7 @@ func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale apply
 			c = m.Client()
 		}
 		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(crdKind.WithVersion("v1"))
+		crd.SetGroupVersionKind(contracts.CRDKind.WithVersion("v1"))
 		if err := c.Get(ctx, client.ObjectKey{Name: meta.Name}, crd); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
@@ -60,7 +58,7 @@ func (s *syncRun) keepWithdrawn(ctx context.Context, r *instanceRun, stale apply
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 		gk := schema.GroupKind{Group: group, Kind: kind}
-		if _, other := s.contracts.providerOf[gk]; other || kind == "" {
+		if s.contracts.ProviderOf(gk) != "" || kind == "" {
 			continue
 		}
 		users := s.usersOf(r.key(), map[schema.GroupKind]bool{gk: true}, true)
@@ -91,8 +89,8 @@ func namedSome(keys []string) string {
 // provided it, all are. It returns the instances it failed.
 func (s *syncRun) failConflicts() []*instanceRun {
 	var failed []*instanceRun
-	for _, gk := range slices.SortedFunc(maps.Keys(s.contracts.conflicts), compareGroupKinds) {
-		keys := s.contracts.conflicts[gk]
+	for _, gk := range s.contracts.Conflicts() {
+		keys := s.contracts.Conflicting(gk)
 		var owner string
 		for _, key := range keys {
 			if r := s.byKey[key]; r != nil && r.was != nil && slices.Contains(r.was.Status.Provides, gk.String()) {

@@ -8,6 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -37,13 +38,13 @@ func renderedGraph(out []Rendered) graph.Graph {
 			g.Edges = append(g.Edges, graph.Edge{From: key, To: d, Kind: graph.DependsOn})
 		}
 	}
-	c := inferContracts(objects)
-	for _, instances := range c.conflicts {
-		for _, key := range instances {
+	c := contracts.Infer(objects, nil)
+	for _, gk := range c.Conflicts() {
+		for _, key := range c.Conflicting(gk) {
 			failed[key] = true
 		}
 	}
-	g.Edges = append(g.Edges, c.edges()...)
+	g.Edges = append(g.Edges, c.Edges()...)
 	for _, r := range out {
 		key := r.Namespace + "/" + r.Name
 		n := graph.Node{Key: key}
@@ -55,19 +56,6 @@ func renderedGraph(out []Rendered) graph.Graph {
 	return g
 }
 
-// edges are the contract edges, one per requirer, provider and kind.
-func (c contracts) edges() []graph.Edge {
-	var out []graph.Edge
-	for key, by := range c.requires {
-		for provider, kinds := range by {
-			for _, gk := range kinds {
-				out = append(out, graph.Edge{From: key, To: provider, Kind: graph.Contract, Label: gk.String()})
-			}
-		}
-	}
-	return out
-}
-
 // planGraph is the graph of a plan: the declared instances with their dependsOn
 // and contract edges, those the revision affects marked, and those whose plan is
 // an error (failed) or that wait for a provider (waiting).
@@ -76,7 +64,7 @@ func (s *syncRun) planGraph(plans []InstancePlan) graph.Graph {
 	for _, ip := range plans {
 		failed[ip.Namespace+"/"+ip.Name] = ip.Action == outcome.PlanError
 	}
-	g := graph.Graph{Edges: s.contracts.edges()}
+	g := graph.Graph{Edges: s.contracts.Edges()}
 	for _, r := range s.runs {
 		n := graph.Node{Key: r.key(), Affected: r.affected}
 		switch {

@@ -15,6 +15,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -56,7 +57,7 @@ type instanceRun struct {
 	// contracts are then its own. placed is closed once its objects are placed or its
 	// render failed (a sync's; nil in a plan).
 	fast      bool
-	contracts *contracts
+	contracts *contracts.Set
 	placed    chan struct{}
 	settled   chan struct{} // closed once settle has decided (a sync's)
 	// renderOnce: a sync renders and settles each instance once (see RevisionState.renderHeld).

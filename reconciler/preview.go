@@ -143,7 +143,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := s.previewRendered(ctx, r)
 	ip.Error = maskText(ip.Error, r.masks)
-	ip.Provides, ip.Requires = s.contracts.providedNames(r.key()), s.contracts.requirements(r.key())
+	ip.Provides, ip.Requires = s.contracts.ProvidedNames(r.key()), s.contracts.Requirements(r.key())
 	return ip
 }
 

@@ -288,15 +288,15 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			if tc.provider == "" {
 				g.Expect(r.readyReason()).To(Equal(cairnv1.ReasonSucceeded))
 				g.Expect(r.warnings).To(BeEmpty())
-				g.Expect(s.contracts.providerOf).NotTo(HaveKey(widgetGK))
+				g.Expect(s.contracts.ProviderOf(widgetGK)).To(BeEmpty())
 				return
 			}
 			g.Expect(r.readyReason()).To(Equal(cairnv1.ReasonContractWithdrawn))
 			g.Expect(r.warnings).To(ConsistOf("ContractWithdrawn: kept CustomResourceDefinition widgets.example.com, which the render dropped: " +
 				"Widget.example.com is still used by team-b/cache"))
-			g.Expect(s.contracts.providerOf).To(HaveKeyWithValue(widgetGK, tc.provider))
-			g.Expect(s.contracts.providers("team-b/cache")).To(Equal([]string{tc.provider}))
-			g.Expect(s.contracts.providedNames("team-a/web")).To(Equal([]string{widgetKind}))
+			g.Expect(s.contracts.ProviderOf(widgetGK)).To(Equal(tc.provider))
+			g.Expect(s.contracts.Providers("team-b/cache")).To(Equal([]string{tc.provider}))
+			g.Expect(s.contracts.ProvidedNames("team-a/web")).To(Equal([]string{widgetKind}))
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -191,7 +192,7 @@ type syncRun struct {
 	managedMu sync.Mutex
 	results   []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
-	contracts contracts
+	contracts contracts.Set
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
 	cyclic map[string]bool
 	// conflicted are the instances that render the CRD of a kind another provides:

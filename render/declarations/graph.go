@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	instancegraph "cairn.dev/cairn/internal/graph"
 )
 
 // graph is the dependsOn graph of the decoded instances, valid or not, with edges to
@@ -88,58 +89,13 @@ func pathTo(parent map[string]string, id, last string) []string {
 	return append(path, id)
 }
 
-// components returns the strongly connected components of g (Tarjan), members sorted.
+// components returns the strongly connected components of g, members sorted.
 func (g graph) components() [][]string {
-	t := &tarjan{g: g, index: map[string]int{}, low: map[string]int{}, onStack: map[string]bool{}}
-	for _, id := range g.ids {
-		if _, seen := t.index[id]; !seen {
-			t.visit(id)
-		}
+	sccs := instancegraph.Components(g.ids, g.edges)
+	for _, scc := range sccs {
+		slices.SortFunc(scc, compareIDs)
 	}
-	return t.sccs
-}
-
-type tarjan struct {
-	g       graph
-	next    int
-	index   map[string]int
-	low     map[string]int
-	onStack map[string]bool
-	stack   []string
-	sccs    [][]string
-}
-
-func (t *tarjan) visit(v string) {
-	t.index[v], t.low[v] = t.next, t.next
-	t.next++
-	t.stack = append(t.stack, v)
-	t.onStack[v] = true
-	for _, w := range t.g.edges[v] {
-		if _, seen := t.index[w]; !seen {
-			t.visit(w)
-			t.low[v] = min(t.low[v], t.low[w])
-		} else if t.onStack[w] {
-			t.low[v] = min(t.low[v], t.index[w])
-		}
-	}
-	if t.low[v] == t.index[v] {
-		t.popComponent(v)
-	}
-}
-
-func (t *tarjan) popComponent(v string) {
-	var scc []string
-	for {
-		w := t.stack[len(t.stack)-1]
-		t.stack = t.stack[:len(t.stack)-1]
-		t.onStack[w] = false
-		scc = append(scc, w)
-		if w == v {
-			break
-		}
-	}
-	slices.SortFunc(scc, compareIDs)
-	t.sccs = append(t.sccs, scc)
+	return sccs
 }
 
 // fillInstances orders the valid instances by dependsOn (Kahn's algorithm, ties by
