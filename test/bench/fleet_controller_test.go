@@ -14,15 +14,17 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
 )
 
 // B2 through the controller: the same fleet, on a fresh cluster of its own, synced
 // by one `cairn controller` process (polling file:// every second) instead of
-// `cairn sync --once`. Cold: from the start of the process until a LIST (every
-// second) finds all M instances Ready at the first commit. One change: from the
+// `cairn sync --once`. Cold: from the start of the process until a watch of the
+// ModuleInstances sees the last of the M become Ready at the first commit. One change: from the
 // commit until the changed instance is Ready at the new commit (read every 50 ms).
 
 // controllerPoll is the controller's --interval in B2; controllerDrift its
@@ -163,22 +165,66 @@ func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 	var peak <-chan int64
 	done := make(chan struct{})
 	run.measurement = f.c.measure(f.t, nil, func() error {
+		ready, stop, err := f.watchReady(f.first)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		c = f.startController(extra...)
 		peak = watchPeakRSS(c.cmd.Process.Pid, done)
-		deadline := time.Now().Add(30 * time.Minute)
-		for f.readyAt(f.first) < f.m {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%d of %d instances Ready after 30 minutes: %s", f.readyAt(f.first), f.m, c.tail())
-			}
-			time.Sleep(time.Second)
+		select {
+		case <-ready:
+			return nil
+		case <-time.After(30 * time.Minute):
+			return fmt.Errorf("%d of %d instances Ready after 30 minutes: %s", f.readyAt(f.first), f.m, c.tail())
 		}
-		return nil
 	})
 	run.cairnCPU = c.cpu()
 	close(done)
 	run.rss = <-peak
 	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
 	return run, c
+}
+
+// watchReady watches the ModuleInstances and closes ready once all M are Ready
+// with sha applied: the time is taken when the last status write arrives (a LIST
+// every second would be late by up to a second, and would load the API server
+// with M instances a second beside the controller it measures).
+func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), err error) {
+	wc, err := client.NewWithWatch(f.c.RESTConfig, client.Options{Scheme: reconciler.Scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := wc.Watch(f.ctx, &cairnv1.ModuleInstanceList{})
+	if err != nil {
+		return nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		at := map[string]bool{}
+		for ev := range w.ResultChan() {
+			mi, ok := ev.Object.(*cairnv1.ModuleInstance)
+			if !ok {
+				continue
+			}
+			at[mi.Namespace+"/"+mi.Name] = ev.Type != watch.Deleted && conditions.IsTrue(mi, "Ready") && mi.Status.LastAppliedRevision == sha
+			if countTrue(at) == f.m {
+				close(done)
+				return
+			}
+		}
+	}()
+	return done, w.Stop, nil
+}
+
+func countTrue(m map[string]bool) int {
+	n := 0
+	for _, v := range m {
+		if v {
+			n++
+		}
+	}
+	return n
 }
 
 // readyAt counts the instances Ready with sha applied.
