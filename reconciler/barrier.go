@@ -11,6 +11,7 @@ import (
 	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -62,7 +63,7 @@ func (s *syncRun) settle(ctx context.Context, r *instanceRun) {
 // servesAll tells whether the cluster serves the kind of every object and hook of
 // res.
 func (s *syncRun) servesAll(res *render.Result) bool {
-	for _, u := range append(res.Objects, hookObjects(res.Hooks)...) {
+	for _, u := range append(res.Objects, hooks.Objects(res.Hooks)...) {
 		gvk := u.GroupVersionKind()
 		if _, err := s.kinds.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return false

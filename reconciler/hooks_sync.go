@@ -2,40 +2,34 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
-// hookEvents are the events whose hooks a sync of r runs: install until it first
-// synced (it never succeeded and applied none of its objects: a first sync that
-// failed is retried as an install), upgrade when its render changed since its last
-// good sync, none when it did not. A retry at the same render runs them again
-// unless they ran (see hookPhases).
-func hookEvents(r *instanceRun) (pre, post string) {
-	switch {
-	case len(r.hooks()) == 0:
+// The Helm hooks of a sync (package hooks has what they are and how they run): the
+// methods here gather what the hooks package needs from the run state and record
+// what it returns.
+
+// hookEvents are the events whose hooks a sync of r runs (hooks.Events).
+func (r *instanceRun) hookEvents() (pre, post string) {
+	if r.rendered == nil {
 		return "", ""
-	case r.live == nil || (r.live.Status.LastAppliedRevision == "" && !anyApplied(r.oldInv)):
-		return render.HookPreInstall, render.HookPostInstall
-	case r.live.Status.RenderDigest != r.rendered.Digest:
-		return render.HookPreUpgrade, render.HookPostUpgrade
 	}
-	return "", ""
+	return hooks.Events(r.rendered.Hooks, r.rendered.Digest, r.live, r.oldInv)
 }
 
 // hookPhases are the events whose hooks this sync of r runs before its apply and
-// after its objects are healthy (see hookEvents), and, when its pre hooks ran
+// after its objects are healthy (see hooks.Events), and, when its pre hooks ran
 // already for this render (an earlier attempt that failed or handed its health
 // check over), none before and that event's post hooks after.
 func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *outcome.Failure) {
-	pre, post = hookEvents(r)
+	pre, post = r.hookEvents()
 	if pre == "" {
 		return "", "", nil
 	}
@@ -43,20 +37,8 @@ func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post str
 	if err != nil {
 		return "", "", outcome.NewTransient(cairnv1.ReasonHookFailed, err)
 	}
-	pre, post = afterEarlierRun(rec.Ran, r.rendered.Digest, pre, post)
+	pre, post = hooks.AfterEarlierRun(rec.Ran, r.rendered.Digest, pre, post)
 	return pre, post, nil
-}
-
-// afterEarlierRun is pre and post, or, when ran records pre hooks that ran for this
-// render, no pre and the post hooks of that event.
-func afterEarlierRun(ran *hookRun, digest, pre, post string) (string, string) {
-	if ran == nil || ran.Digest != digest {
-		return pre, post
-	}
-	if ran.Event == render.HookPreInstall {
-		return "", render.HookPostInstall
-	}
-	return "", render.HookPostUpgrade
 }
 
 // runPreHooks runs r's pre hooks of event and records that they ran for its render,
@@ -67,8 +49,8 @@ func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceR
 	}
 	rec, err := s.hookRecordOf(ctx, r)
 	if err == nil {
-		rec = nextHookRecord(rec, r.hooks()) // a removal before the first success finds them too
-		rec.Ran = &hookRun{Event: event, Digest: r.rendered.Digest}
+		rec = hooks.NextRecord(rec, r.hooks()) // a removal before the first success finds them too
+		rec.Ran = &hooks.PreRun{Event: event, Digest: r.rendered.Digest}
 		err = s.storeHookRecord(ctx, r, r.live, rec)
 	}
 	if err != nil {
@@ -83,7 +65,7 @@ func (s *syncRun) runHooks(ctx context.Context, c client.Client, r *instanceRun,
 		return nil
 	}
 	s.step(r.key(), "hooks %s: %s", r.key(), event)
-	n, f := hookRunner{c: c, owner: hookOwnerOf(r.live), event: event}.run(ctx, r.hooks())
+	n, f := hooks.Run(ctx, c, hooks.OwnerOf(r.live), event, r.hooks())
 	if n > 0 {
 		r.hooksRan = append(r.hooksRan, fmt.Sprintf("%d %s", n, event))
 	}
@@ -100,39 +82,94 @@ func (r *instanceRun) hooks() []render.Hook {
 
 // runDeleteHooks runs the pre-delete or post-delete hooks of a removed instance
 // (from its hook record) with the identity it deletes as, within its timeout.
-func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, hooks []render.Hook,
+func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, deleteHooks []render.Hook,
 	event string) *outcome.Failure {
-	if len(render.HooksFor(hooks, event)) == 0 {
+	if len(render.HooksFor(deleteHooks, event)) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(live))
 	defer cancel()
 	s.step(live.Namespace+"/"+live.Name, "hooks %s/%s: %s", live.Namespace, live.Name, event)
-	_, f := hookRunner{c: c, owner: hookOwnerOf(live), event: event}.run(ctx, hooks)
+	_, f := hooks.Run(ctx, c, hooks.OwnerOf(live), event, deleteHooks)
 	return f
 }
 
-// deleteLeftHooks deletes the install and upgrade hook objects a removed instance
-// left, those still there and still the instance's.
-func deleteLeftHooks(ctx context.Context, h hookRunner, left []cairnv1.InventoryEntry) error {
-	objects, err := apply.InventoryFromEntries(left).Objects()
+// hasHookRecord tells whether mi may have a hook record (hooks.HasRecord): its
+// status names one, or it is a chart.
+func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
+	k := moduleKindOf(mi)
+	return hooks.HasRecord(mi, k != nil && k.hooks())
+}
+
+// recordHooks writes the hook record after a successful sync whose render has
+// hooks, or of an instance that has one (status.hookRecord) and whose render has
+// none now (its chart dropped them, or it is not a chart any more): its old delete
+// hooks no longer run on its removal (the objects its install hooks left still go
+// then). An instance with neither reads nothing.
+func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+	if r.rendered == nil || (len(r.rendered.Hooks) == 0 && mi.Status.HookRecord == "") {
+		return nil
+	}
+	prev, err := s.hookRecordOf(ctx, r)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, u := range objects {
-		errs = append(errs, h.deleteHook(ctx, u))
-	}
-	return errors.Join(errs...)
+	return s.storeHookRecord(ctx, r, mi, hooks.NextRecord(prev, r.rendered.Hooks))
 }
 
-// anyApplied reports whether inv records an object as applied (with its hash): an
-// entry without one was recorded before an apply that never came.
-func anyApplied(inv apply.Inventory) bool {
-	for _, e := range inv {
-		if e.Hash != "" {
-			return true
+// hookRecordOf is r's hook record, read once per sync.
+func (s *syncRun) hookRecordOf(ctx context.Context, r *instanceRun) (hooks.Record, error) {
+	if r.hookRecord != nil {
+		return *r.hookRecord, nil
+	}
+	rec, err := hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), r.live)
+	if err != nil {
+		return rec, err
+	}
+	r.hookRecord = &rec
+	return rec, nil
+}
+
+// storeHookRecord writes r's hook record (for mi, its CR) and remembers it.
+// status.hookRecord names the record while there is one (mi's status is
+// recorded after this, or, for the pre hooks, at the end of the attempt).
+func (s *syncRun) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hooks.Record) error {
+	if err := hooks.StoreRecord(ctx, s.e.cluster.client, s.e.namespace(), mi, rec); err != nil {
+		r.hookRecord = nil // read it again: the write may or may not have happened
+		return err
+	}
+	r.hookRecord = &rec
+	mi.Status.HookRecord = ""
+	if !rec.Empty() {
+		mi.Status.HookRecord = hooks.SecretName(mi)
+	}
+	return nil
+}
+
+// previewHooks lists the hooks a sync of r would run, as hookPhases decides: a
+// retry whose pre hooks ran already for this render lists its post hooks only.
+// When the hook record cannot be read it lists both, and says so.
+func (s *syncRun) previewHooks(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+	pre, post := r.hookEvents()
+	if pre == "" {
+		return
+	}
+	if r.live != nil {
+		p, q, f := s.hookPhases(ctx, r)
+		if f != nil {
+			ip.Warnings = append(ip.Warnings, "the hooks listed may have run already: "+f.Error())
+		} else {
+			pre, post = p, q
 		}
 	}
-	return false
+	ip.Hooks = hooks.Plans(r.hooks(), pre, post)
+}
+
+// previewDeleteHooks lists the hooks removing live would run, from its hook record.
+func (s *syncRun) previewDeleteHooks(ctx context.Context, live *cairnv1.ModuleInstance) ([]HookPlan, error) {
+	rec, err := hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), live)
+	if err != nil {
+		return nil, err
+	}
+	return hooks.Plans(rec.Delete, render.HookPreDelete, render.HookPostDelete), nil
 }

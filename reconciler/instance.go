@@ -18,6 +18,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/shard"
 )
@@ -148,7 +149,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 	// Placement labelled the objects with the CR the revision step wrote; they are
 	// labelled again only if it has been replaced since (a new UID), as the verdicts
 	// over the revision may be reading them.
-	for _, u := range append(slices.Clone(r.objects), hookObjects(r.hooks())...) {
+	for _, u := range append(slices.Clone(r.objects), hooks.Objects(r.hooks())...) {
 		if u.GetLabels()[cairnv1.InstanceUIDLabel] != string(r.live.UID) {
 			setOwnerLabels(u, r.live)
 		}

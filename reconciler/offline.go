@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 	"cairn.dev/cairn/sign"
@@ -102,7 +103,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 		out.Err = err
 		return out
 	}
-	for _, u := range append(slices.Clone(res.Objects), hookObjects(res.Hooks)...) {
+	for _, u := range append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...) {
 		setOwnerLabels(u, mi)
 	}
 	out.Hooks = res.Hooks
@@ -113,7 +114,7 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 	}
 	out.Generated = describeIDs(generatedInventory(mi))
 	pl := newPlacement(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
-	if out.Err = pl.checkObjects(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...)); out.Err == nil {
+	if out.Err = pl.checkObjects(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...)); out.Err == nil {
 		out.Err = checkGeneratedSecrets(res.Objects, mi, pl)
 	}
 	return out

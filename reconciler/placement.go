@@ -8,6 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -58,7 +59,7 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
 		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
 	}
-	for _, prefix := range []string{apply.InventorySecretPrefix, hooksSecretPrefix} {
+	for _, prefix := range []string{apply.InventorySecretPrefix, hooks.SecretPrefix} {
 		if gvk.Group == "" && gvk.Kind == "Secret" && strings.HasPrefix(u.GetName(), prefix) {
 			return p.refuse(u, "Secret names starting with %q are reserved for cairn's inventories and hook records", prefix)
 		}

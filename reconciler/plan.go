@@ -16,6 +16,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -107,7 +108,7 @@ type instanceRun struct {
 	hooksRan []string
 	// hookRecord is the instance's hook record as this sync last read or wrote
 	// it (nil: not read yet), so that one sync reads it once.
-	hookRecord *hookRecord
+	hookRecord *hooks.Record
 	// withdrawn are the kinds r's render no longer provides while others use
 	// them; withheld are their CRDs, kept in r's inventory (ContractWithdrawn).
 	withdrawn []withdrawal

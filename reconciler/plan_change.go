@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
@@ -74,8 +75,8 @@ func renderedDiff(before, after Rendered) string {
 	if after.Err != nil {
 		return ""
 	}
-	a := renderText(before.Objects, nil) + renderText(hookObjects(before.Hooks), nil)
-	b := renderText(after.Objects, before.Objects) + renderText(hookObjects(after.Hooks), hookObjects(before.Hooks))
+	a := renderText(before.Objects, nil) + renderText(hooks.Objects(before.Hooks), nil)
+	b := renderText(after.Objects, before.Objects) + renderText(hooks.Objects(after.Hooks), hooks.Objects(before.Hooks))
 	if a == b {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -68,6 +69,9 @@ type InstancePlan struct {
 	Provides []string                      `json:"provides,omitempty"`
 	Requires []cairnv1.ContractRequirement `json:"requires,omitempty"`
 }
+
+// HookPlan is one Helm hook a sync would run, as a plan lists it (hooks.Plan).
+type HookPlan = hooks.Plan
 
 // ArtifactLine describes one artifact's verification in one line.
 func ArtifactLine(a cairnv1.ArtifactStatus) string {
@@ -243,11 +247,11 @@ func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstan
 	}
 	ip.Prune = describeIDs(rs.stale)
 	if pruneEnabled(live) {
-		hooks, err := s.previewDeleteHooks(ctx, live)
+		deleteHooks, err := s.previewDeleteHooks(ctx, live)
 		if err != nil {
 			ip.Error = err.Error()
 		}
-		ip.Hooks = hooks
+		ip.Hooks = deleteHooks
 	}
 	if len(rs.orphan) > 0 {
 		ip.Orphan = describeIDs(rs.orphan)

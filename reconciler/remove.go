@@ -13,6 +13,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -67,25 +68,25 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
 	ps := rs.pruneSet
-	var hooks hookRecord
+	var rec hooks.Record
 	if hasHookRecord(live) {
-		if hooks, err = s.e.inventories().loadHooks(ctx, live); err != nil {
+		if rec, err = hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), live); err != nil {
 			return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 		}
 	}
-	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPreDelete); f != nil {
+	if f := s.runDeleteHooks(ctx, m.Client(), live, rec.Delete, render.HookPreDelete); f != nil {
 		return f // nothing is deleted
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
 	cs, err := apply.DeleteStale(ctx, m, ps.stale, ps.key, ps.uid, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err == nil {
-		err = deleteLeftHooks(ctx, hookRunner{c: m.Client(), owner: hookOwnerOf(live)}, hooks.Left)
+		err = hooks.DeleteLeft(ctx, m.Client(), hooks.OwnerOf(live), rec.Left)
 	}
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
-	if f := s.runDeleteHooks(ctx, m.Client(), live, hooks.Delete, render.HookPostDelete); f != nil {
+	if f := s.runDeleteHooks(ctx, m.Client(), live, rec.Delete, render.HookPostDelete); f != nil {
 		return f
 	}
 	if err := s.deleteCR(ctx, live); err != nil {
@@ -182,7 +183,7 @@ func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) er
 		return err
 	}
 	if hasHookRecord(live) {
-		if err := s.e.inventories().removeHooks(ctx, live); err != nil {
+		if err := hooks.RemoveRecord(ctx, s.e.cluster.client, s.e.namespace(), live); err != nil {
 			return err
 		}
 	}

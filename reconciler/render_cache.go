@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/render"
 )
 
@@ -119,7 +120,7 @@ func (c *renderCache) load(key string) *render.Result {
 // store writes the render atomically; a failure only costs a future render. A render
 // that holds a Secret stays in memory only: its data never lands on disk in the clear.
 func (c *renderCache) store(key string, res *render.Result) {
-	if c.dir == "" || holdsSecret(res.Objects) || holdsSecret(hookObjects(res.Hooks)) {
+	if c.dir == "" || holdsSecret(res.Objects) || holdsSecret(hooks.Objects(res.Hooks)) {
 		return
 	}
 	var buf bytes.Buffer

@@ -72,7 +72,7 @@ func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
 func TestRenderCacheHooks(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
-	job := hookObject("batch/v1", "Job", "migrate", nil)
+	job := hookObject("batch/v1", "Job", "migrate")
 	c := newRenderCache(dir)
 	c.put("aa01", &render.Result{Digest: "sha256:h", Hooks: []render.Hook{{Object: job, Events: []string{render.HookPreInstall}, Weight: 2}}})
 	got := c.get("aa01")
@@ -83,7 +83,7 @@ func TestRenderCacheHooks(t *testing.T) {
 	g.Expect(again.Hooks[0].Weight).To(Equal(2))
 	g.Expect(again.Hooks[0].Object.GetKind()).To(Equal("Job"))
 
-	secret := hookObject("v1", "Secret", "setup", nil)
+	secret := hookObject("v1", "Secret", "setup")
 	c.put("bb02", &render.Result{Digest: "sha256:s", Hooks: []render.Hook{{Object: secret, Events: []string{render.HookPreInstall}}}})
 	g.Expect(c.get("bb02")).NotTo(BeNil(), "kept in memory")
 	g.Expect(newRenderCache(dir).get("bb02")).To(BeNil(), "a hook Secret is never written to disk")

@@ -15,6 +15,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/internal/fairslots"
+	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -184,7 +185,7 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	if r.mirrored != nil {
 		owner = r.mirrored // the CR as written, with its UID (see applyInstance)
 	}
-	if err := prepare(append(slices.Clone(res.Objects), hookObjects(res.Hooks)...), owner, s.kinds, pl, scopes); err != nil {
+	if err := prepare(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...), owner, s.kinds, pl, scopes); err != nil {
 		r.failure = outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		return
 	}

@@ -1,4 +1,4 @@
-package reconciler
+package hooks
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"cairn.dev/cairn/reconciler/apply"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // hookDeleteWait bounds the wait for a deleted hook object to be gone.

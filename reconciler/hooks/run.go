@@ -1,4 +1,4 @@
-package reconciler
+package hooks
 
 import (
 	"context"
@@ -16,33 +16,23 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// Helm hooks (DESIGN.md section 7b): the hooks of a chart instance run as `helm
-// install` and `helm upgrade` run them. On the first sync of an instance pre-install
-// runs before its objects are applied and post-install once they are healthy; on a
-// later sync whose render changed, pre-upgrade and post-upgrade; when the instance
-// leaves Git, pre-delete before its objects are deleted and post-delete after. The
-// hooks of an event run one after another in Helm's order (render.HooksFor), each as
-// the instance's identity: delete the object of an earlier run (before-hook-creation,
-// the default), apply it with cairn's labels, wait for a Job to complete or a Pod to
-// succeed; once all succeeded, those with hook-succeeded are deleted. A failed hook
-// (its Job failed, it could not be applied, or it did not finish within the timeout)
-// is deleted when it has hook-failed, those before it that have hook-succeeded too,
-// and the instance fails with HookFailed: nothing after it is applied, pruned or
-// deleted. Hooks are not in the inventory: see hookRecord for what removes them.
+// Owner is the instance whose hooks run: its instance label and UID.
+type Owner struct{ Key, UID string }
 
-// hookOwner is the instance whose hooks run: its instance label and UID.
-type hookOwner struct{ key, uid string }
+// OwnerOf is the owner of mi's hooks, as the engine labels them.
+func OwnerOf(mi *cairnv1.ModuleInstance) Owner {
+	return Owner{Key: cairnv1.InstanceKey(mi.Namespace, mi.Name), UID: string(mi.UID)}
+}
 
-// hookRunner runs the hooks of one event of one instance with the instance's
-// client.
-type hookRunner struct {
+// runner runs the hooks of one event of one instance with the instance's client.
+type runner struct {
 	c     client.Client
-	owner hookOwner
+	owner Owner
 	event string
 }
 
-// hookObjects returns the objects of hooks.
-func hookObjects(hooks []render.Hook) []*unstructured.Unstructured {
+// Objects returns the objects of hooks.
+func Objects(hooks []render.Hook) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, len(hooks))
 	for i, h := range hooks {
 		out[i] = h.Object
@@ -50,9 +40,18 @@ func hookObjects(hooks []render.Hook) []*unstructured.Unstructured {
 	return out
 }
 
+// Run runs the hooks of event among hooks, in order, with c, the client of owner's
+// identity, and returns how many ran. A hook that fails stops the run: it is
+// deleted when it has hook-failed, those before it when they have hook-succeeded,
+// and the failure is the instance's (HookFailed, or OwnershipConflict for a hook
+// object another owns). Once all succeeded, those with hook-succeeded are deleted.
+func Run(ctx context.Context, c client.Client, owner Owner, event string, hooks []render.Hook) (int, *outcome.Failure) {
+	return runner{c: c, owner: owner, event: event}.run(ctx, hooks)
+}
+
 // run runs the hooks of the runner's event among hooks, in order, and returns how
 // many ran.
-func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *outcome.Failure) {
+func (h runner) run(ctx context.Context, hooks []render.Hook) (int, *outcome.Failure) {
 	todo := render.HooksFor(hooks, h.event)
 	for i, hk := range todo {
 		if err := h.runOne(ctx, hk); err != nil {
@@ -71,7 +70,7 @@ func (h hookRunner) run(ctx context.Context, hooks []render.Hook) (int, *outcome
 
 // runOne deletes the object of an earlier run when the hook asks for it, applies
 // the hook and waits for it to finish.
-func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
+func (h runner) runOne(ctx context.Context, hk render.Hook) error {
 	u := hk.Object
 	live, err := apply.GetLive(ctx, h.c, u)
 	if err != nil {
@@ -79,7 +78,7 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 	}
 	switch {
 	case live == nil:
-	case !apply.OwnedBy(live, h.owner.key, h.owner.uid):
+	case !apply.OwnedBy(live, h.owner.Key, h.owner.UID):
 		return outcome.NewStalled(cairnv1.ReasonOwnershipConflict, fmt.Errorf("%s already exists and is not this instance's", apply.Describe(u)))
 	case hk.Deletes(render.HookBeforeCreation):
 		if err := h.deleteHook(ctx, u); err != nil {
@@ -96,7 +95,7 @@ func (h hookRunner) runOne(ctx context.Context, hk render.Hook) error {
 }
 
 // deleteSucceeded deletes, last first, the hooks that have hook-succeeded.
-func (h hookRunner) deleteSucceeded(ctx context.Context, hooks []render.Hook) error {
+func (h runner) deleteSucceeded(ctx context.Context, hooks []render.Hook) error {
 	var errs []error
 	for i := len(hooks) - 1; i >= 0; i-- {
 		if hooks[i].Deletes(render.HookSucceeded) {
@@ -108,11 +107,11 @@ func (h hookRunner) deleteSucceeded(ctx context.Context, hooks []render.Hook) er
 
 // deleteHook deletes a hook's object if it is the instance's, and waits until it
 // is gone. CustomResourceDefinitions are never deleted, as in Helm.
-func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured) error {
+func (h runner) deleteHook(ctx context.Context, u *unstructured.Unstructured) error {
 	if u.GetKind() == "CustomResourceDefinition" {
 		return nil
 	}
-	action, _, err := apply.DeleteOne(ctx, h.c, u, h.owner.key, h.owner.uid)
+	action, _, err := apply.DeleteOne(ctx, h.c, u, h.owner.Key, h.owner.UID)
 	if err != nil || action != ssa.DeletedAction {
 		return err
 	}
@@ -120,7 +119,7 @@ func (h hookRunner) deleteHook(ctx context.Context, u *unstructured.Unstructured
 }
 
 // failure is the instance's failure for a hook that failed with err.
-func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
+func (h runner) failure(hk render.Hook, err error) *outcome.Failure {
 	msg := fmt.Errorf("%s hook %s (%s) failed: %w", h.event, apply.Describe(hk.Object), hk.Source, err)
 	var f *outcome.Failure
 	switch {
@@ -130,6 +129,21 @@ func (h hookRunner) failure(hk render.Hook, err error) *outcome.Failure {
 		return &outcome.Failure{Kind: f.Kind, Reason: cairnv1.ReasonHookFailed, Err: msg}
 	}
 	return outcome.Classify(cairnv1.ReasonHookFailed, msg)
+}
+
+// DeleteLeft deletes, with c, the install and upgrade hook objects a removed
+// instance left (its record's Left), those still there and still owner's.
+func DeleteLeft(ctx context.Context, c client.Client, owner Owner, left []cairnv1.InventoryEntry) error {
+	objects, err := apply.InventoryFromEntries(left).Objects()
+	if err != nil {
+		return err
+	}
+	h := runner{c: c, owner: owner}
+	var errs []error
+	for _, u := range objects {
+		errs = append(errs, h.deleteHook(ctx, u))
+	}
+	return errors.Join(errs...)
 }
 
 // runsToCompletion reports whether Helm waits for u: a Job or a Pod.
