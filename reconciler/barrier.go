@@ -11,6 +11,7 @@ import (
 	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 )
 
@@ -127,7 +128,7 @@ func (s *syncRun) claimObjects(r *instanceRun, objects []*unstructured.Unstructu
 			ids[apply.ObjectID(u)] = true
 		}
 	}
-	for id := range generatedInventory(r.mi) {
+	for id := range secretgen.Inventory(r.mi) {
 		ids[id] = true
 	}
 	s.claimsMu.Lock()

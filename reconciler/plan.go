@@ -16,6 +16,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -87,7 +88,7 @@ type instanceRun struct {
 	published *cairnv1.PublishedArtifact
 	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
 	// secretNote reports a rotation of an instance the revision does not affect.
-	secrets    []*secretDecl
+	secrets    []*secretgen.Decl
 	secretNote string
 	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
 	adopted []string
