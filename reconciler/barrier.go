@@ -13,6 +13,7 @@ import (
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 )
 
@@ -129,7 +130,7 @@ func (s *syncRun) claimObjects(r *instanceRun, objects []*unstructured.Unstructu
 			ids[apply.ObjectID(u)] = true
 		}
 	}
-	for id := range generatedInventory(r.mi) {
+	for id := range secretgen.Inventory(r.mi) {
 		ids[id] = true
 	}
 	s.claimsMu.Lock()

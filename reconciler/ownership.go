@@ -15,6 +15,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 )
 
 // Ownership: every applied object belongs to exactly one live instance, known by its
@@ -34,7 +35,7 @@ func (s *syncRun) claimShared() {
 			continue
 		}
 		ids := idsOf(r.objects)
-		for id := range generatedInventory(r.mi) {
+		for id := range secretgen.Inventory(r.mi) {
 			ids[id] = true
 		}
 		for id := range ids {

@@ -18,6 +18,7 @@ import (
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -89,7 +90,7 @@ type instanceRun struct {
 	published *cairnv1.PublishedArtifact
 	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
 	// secretNote reports a rotation of an instance the revision does not affect.
-	secrets    []*secretDecl
+	secrets    []*secretgen.Decl
 	secretNote string
 	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
 	adopted []string

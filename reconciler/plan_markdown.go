@@ -6,6 +6,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/reconciler/secretgen"
 )
 
 // Markdown renders the plan for a pull request: a summary table (instances ×
@@ -52,7 +53,7 @@ func actionCell(i InstancePlan) string {
 
 func (i InstancePlan) changes() bool {
 	return len(i.Create)+len(i.Configure)+len(i.Prune)+len(i.Orphan)+len(i.Hooks) > 0 || i.Error != "" || i.Diff != "" || len(i.Artifacts) > 0 ||
-		len(i.Warnings) > 0 || secretsChange(i.Secrets)
+		len(i.Warnings) > 0 || secretgen.PlansChange(i.Secrets)
 }
 
 func markdownArtifact(a cairnv1.ArtifactStatus) string {

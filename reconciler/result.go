@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 )
 
 // summary is the Ready message of a successful sync.
@@ -19,7 +20,7 @@ func (r *instanceRun) summary() string {
 	if n := countDeleted(r.pruned); n > 0 {
 		msg += fmt.Sprintf(", %d pruned", n)
 	}
-	if gen := secretSummary(r.secrets); gen != "" {
+	if gen := secretgen.Summary(r.secrets); gen != "" {
 		msg += "; " + gen
 	}
 	if len(r.hooksRan) > 0 {

@@ -3,24 +3,36 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 )
 
+// Generated Secrets (spec.secrets) are read, decided and written by secretgen; this
+// file says when a sync does each, as which identity, and reports what was done.
+
 // SecretPlan is what a sync would do to one generated Secret (spec.secrets) or
 // copy; it never holds a value.
-type SecretPlan struct {
-	// Secret is Secret/<namespace>/<name>.
-	Secret string `json:"secret"`
-	// Action is create, keep, rotate or update.
-	Action string `json:"action"`
-	Why    string `json:"why,omitempty"`
+type SecretPlan = secretgen.Plan
+
+// desiredInventory is everything r owns after this sync: its rendered objects and
+// its generated Secrets.
+func (r *instanceRun) desiredInventory(key []byte) apply.Inventory {
+	return apply.InventoryOf(r.objects, key).Union(secretgen.Inventory(r.mi))
+}
+
+// checkGeneratedSecrets refuses, before anything is written, a generated Secret
+// that the instance may not place (see placement: a namespace it may not use, a name
+// reserved for inventories), and one that has the name of a rendered object.
+func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, pl placement) error {
+	return secretgen.Check(objects, mi, func(u *unstructured.Unstructured) error { return pl.check(u, true) })
 }
 
 // readInstanceSecrets reads, as the instance's identity c, the live generated
@@ -31,7 +43,7 @@ func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *i
 	if len(r.mi.Spec.Secrets) == 0 {
 		return nil
 	}
-	decls, err := readSecrets(ctx, c, r.mi, string(r.live.UID), s.now, nil)
+	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), s.now, nil)
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
@@ -60,7 +72,11 @@ func (s *syncRun) writeSecretsForHooks(ctx context.Context, c client.Client, r *
 
 func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *outcome.Failure {
 	for _, d := range r.secrets {
-		if err := d.writeTargets(ctx, c, s.now, s.reporter(ctx, r), early); err != nil {
+		write := d.Write
+		if early {
+			write = d.WriteEarly
+		}
+		if err := write(ctx, c, s.now, s.reporter(ctx, r)); err != nil {
 			return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
@@ -69,27 +85,13 @@ func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *
 
 // reporter returns the callback that reports each write of a generated Secret of r
 // (names and actions only).
-func (s *syncRun) reporter(ctx context.Context, r *instanceRun) func(*secretTarget) {
-	return func(t *secretTarget) { s.reportSecret(ctx, r, t) }
+func (s *syncRun) reporter(ctx context.Context, r *instanceRun) func(*secretgen.Target) {
+	return func(t *secretgen.Target) { s.reportSecret(ctx, r, t) }
 }
 
-func (s *syncRun) reportSecret(ctx context.Context, r *instanceRun, t *secretTarget) {
-	name := "Secret/" + t.key.Namespace + "/" + t.key.Name
-	s.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.action, name, t.why)
-	s.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", s.rev.SHA, "secret", t.key.String(), "action", string(t.action))
-}
-
-func hasRotation(spec cairnv1.GeneratedSecret) bool {
-	return spec.RotateAfter != nil && spec.RotateAfter.Duration > 0
-}
-
-func instanceRotates(mi *cairnv1.ModuleInstance) bool {
-	for _, spec := range mi.Spec.Secrets {
-		if hasRotation(spec) {
-			return true
-		}
-	}
-	return false
+func (s *syncRun) reportSecret(ctx context.Context, r *instanceRun, t *secretgen.Target) {
+	s.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.Action(), t.Describe(), t.Why())
+	s.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", s.rev.SHA, "secret", t.Key().String(), "action", string(t.Action()))
 }
 
 // rotateUnaffected rotates, in a sync, the generated Secrets of instances the
@@ -97,7 +99,7 @@ func instanceRotates(mi *cairnv1.ModuleInstance) bool {
 // needed); nothing else of those instances is read or written.
 func (s *syncRun) rotateUnaffected(ctx context.Context) {
 	for _, r := range s.runs {
-		if r.affected || r.suspended() || r.live == nil || !instanceRotates(r.mi) {
+		if r.affected || r.suspended() || r.live == nil || !secretgen.InstanceRotates(r.mi) {
 			continue
 		}
 		if err := s.rotateDue(ctx, r); err != nil {
@@ -115,52 +117,23 @@ func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
 	if err != nil {
 		return err
 	}
-	decls, err := readSecrets(ctx, m.Client(), r.mi, string(r.live.UID), s.now, hasRotation)
+	decls, err := secretgen.Read(ctx, m.Client(), r.mi, string(r.live.UID), s.now, secretgen.HasRotation)
 	if err != nil {
 		return err
 	}
 	for _, d := range decls {
-		if !d.regenerate {
+		if !d.Regenerates() {
 			continue
 		}
 		r.secrets = append(r.secrets, d)
-		if err := d.write(ctx, m.Client(), s.now, s.reporter(ctx, r)); err != nil {
+		if err := d.Write(ctx, m.Client(), s.now, s.reporter(ctx, r)); err != nil {
 			return err
 		}
 	}
 	if len(r.secrets) > 0 {
-		r.secretNote = "; " + secretSummary(r.secrets)
+		r.secretNote = "; " + secretgen.Summary(r.secrets)
 	}
 	return nil
-}
-
-// secretSummary says, per declaration, what the sync did: "generated Secrets:
-// db-credentials kept, webhook-tls rotated".
-func secretSummary(decls []*secretDecl) string {
-	if len(decls) == 0 {
-		return ""
-	}
-	parts := make([]string, 0, len(decls))
-	for _, d := range decls {
-		parts = append(parts, d.spec.Name+" "+pastTense(d.outcome()))
-	}
-	return "generated Secrets: " + strings.Join(parts, ", ")
-}
-
-// outcome is the strongest action among the targets of d.
-func (d *secretDecl) outcome() secretAction {
-	rank := map[secretAction]int{secretKeep: 0, secretUpdate: 1, secretCreate: 2, secretRotate: 3}
-	best := secretKeep
-	for _, t := range d.targets {
-		if rank[t.action] > rank[best] {
-			best = t.action
-		}
-	}
-	return best
-}
-
-func pastTense(a secretAction) string {
-	return map[secretAction]string{secretKeep: "kept", secretUpdate: "updated", secretCreate: "created", secretRotate: "rotated"}[a]
 }
 
 // driftSecrets checks the generated Secrets of an instance in a drift check:
@@ -168,38 +141,28 @@ func pastTense(a secretAction) string {
 // declaration asks for it); other differences (a Secret or copy deleted or edited
 // by hand, labels) are drift, corrected under Correct and reported under Warn.
 func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instanceRun, rep *DriftReport) error {
-	decls, err := readSecrets(ctx, c, r.mi, string(r.live.UID), time.Now(), nil)
+	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), time.Now(), nil)
 	if err != nil {
 		return err
 	}
 	for _, d := range decls {
-		rotation := d.regenerate && d.source != nil
-		if !rotation && d.changes() {
-			rep.Drifted = append(rep.Drifted, d.changedNames()...)
+		rotation := d.Rotates()
+		if !rotation && d.Changes() {
+			rep.Drifted = append(rep.Drifted, d.Changed()...)
 		}
-		if !d.changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
+		if !d.Changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
 			continue
 		}
-		if err := d.write(ctx, c, time.Now(), s.reporter(ctx, r)); err != nil {
+		if err := d.Write(ctx, c, time.Now(), s.reporter(ctx, r)); err != nil {
 			return err
 		}
 		if rotation {
-			rep.Rotated = append(rep.Rotated, d.changedNames()...)
+			rep.Rotated = append(rep.Rotated, d.Changed()...)
 		} else {
-			rep.Corrected += len(d.changedNames())
+			rep.Corrected += len(d.Changed())
 		}
 	}
 	return nil
-}
-
-func (d *secretDecl) changedNames() []string {
-	var out []string
-	for _, t := range d.targets {
-		if t.action != secretKeep {
-			out = append(out, d.describe(t))
-		}
-	}
-	return out
 }
 
 // previewSecrets is what a sync would do to r's generated Secrets, read as its
@@ -217,22 +180,11 @@ func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretP
 	if r.live != nil {
 		uid = string(r.live.UID)
 	}
-	decls, err := readSecrets(ctx, m.Client(), r.mi, uid, s.now, nil)
+	decls, err := secretgen.Read(ctx, m.Client(), r.mi, uid, s.now, nil)
 	if err != nil {
 		return nil, err
 	}
-	var out []SecretPlan
-	for _, d := range decls {
-		synced := r.affected || (r.live != nil && hasRotation(d.spec) && d.regenerate)
-		for _, t := range d.targets {
-			sp := SecretPlan{Secret: d.describe(t), Action: string(t.action), Why: t.why}
-			if !synced {
-				sp.Action, sp.Why = string(secretKeep), "the revision does not change the instance and no rotation is due"
-			}
-			out = append(out, sp)
-		}
-	}
-	return out, nil
+	return secretgen.Plans(decls, r.affected, r.live != nil), nil
 }
 
 // previewGenerated adds to ip what a sync would do to r's generated Secrets.
@@ -244,19 +196,4 @@ func (s *syncRun) previewGenerated(ctx context.Context, r *instanceRun, ip *Inst
 		return
 	}
 	ip.Secrets = plans
-}
-
-// secretsChange reports whether a sync would write any of the generated Secrets.
-func secretsChange(plans []SecretPlan) bool {
-	for _, sp := range plans {
-		if sp.Action != string(secretKeep) {
-			return true
-		}
-	}
-	return false
-}
-
-// SecretLine describes what a sync would do to one generated Secret in one line.
-func SecretLine(sp SecretPlan) string {
-	return sp.Action + " " + sp.Secret + " (" + sp.Why + ")"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/secretgen"
 )
 
 func newPlanCommand(kube *kubeFlags) *cobra.Command {
@@ -127,7 +128,7 @@ func printPlanText(w io.Writer, p *reconciler.Plan) error {
 			fmt.Fprintf(w, "  publish: %s (signed)\n", i.Publish)
 		}
 		for _, sp := range i.Secrets {
-			fmt.Fprintf(w, "  generated secret: %s\n", reconciler.SecretLine(sp))
+			fmt.Fprintf(w, "  generated secret: %s\n", secretgen.Line(sp))
 		}
 		if len(i.Prune) > 0 || (i.PruneVerdict != "" && i.PruneVerdict != "allowed") {
 			fmt.Fprintf(w, "  prune: %s\n", i.PruneVerdict)
