@@ -32,9 +32,10 @@ var layer = map[string]int{
 	"reconciler/shard":     1,
 	"render":               2,
 	"reconciler/apply":     2,
-	"reconciler":           3,
-	"reconciler/loop":      4,
-	"cmd/...":              5,
+	"reconciler/supply":    3,
+	"reconciler":           4,
+	"reconciler/loop":      5,
+	"cmd/...":              6,
 }
 
 func layerOf(pkg string) (int, bool) {
@@ -88,7 +89,7 @@ func TestImportsPointDown(t *testing.T) {
 
 func TestLayerOf(t *testing.T) {
 	g := NewWithT(t)
-	for pkg, want := range map[string]int{"gitsource/forge/gitea": 1, "cmd/cairn": 5, "render": 2, "render/declarations": 1, "manifests": 0} {
+	for pkg, want := range map[string]int{"gitsource/forge/gitea": 1, "cmd/cairn": 6, "render": 2, "render/declarations": 1, "manifests": 0} {
 		got, ok := layerOf(pkg)
 		g.Expect(ok).To(BeTrue(), pkg)
 		g.Expect(got).To(Equal(want), pkg)
