@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 )
 
@@ -24,7 +25,7 @@ type moduleKind interface {
 	sourceChange() string
 	// oci is the OCI artifact the module is pulled from (ok false when none): a
 	// chart, or a Timoni module of a URL.
-	oci() (ref chartRef, timoni, ok bool, err error)
+	oci() (ref supply.OCIRef, timoni, ok bool, err error)
 	// usesModuleRegistry says whether the render reads the Platform's module
 	// registry (a CUE module, or anything but Timoni rendered against catalogs).
 	usesModuleRegistry(p cairnv1.PlatformSpec) bool
@@ -77,7 +78,7 @@ type (
 
 func (noSource) source(*syncRun) (string, []string)             { return "", nil }
 func (noSource) sourceChange() string                           { return "" }
-func (noOCI) oci() (chartRef, bool, bool, error)                { return chartRef{}, false, false, nil }
+func (noOCI) oci() (supply.OCIRef, bool, bool, error)           { return supply.OCIRef{}, false, false, nil }
 func (noCapabilities) capabilities(*clusterCapabilities) string { return "" }
 func (noCapabilities) seesCluster() bool                        { return false }
 func (noHooks) hooks() bool                                     { return false }
@@ -133,8 +134,8 @@ type chartKind struct {
 
 func (chartKind) label() string             { return "helm" }
 func (chartKind) rendersWithRegistry() bool { return false }
-func (k chartKind) oci() (chartRef, bool, bool, error) {
-	ref, err := parseChart(k.m)
+func (k chartKind) oci() (supply.OCIRef, bool, bool, error) {
+	ref, err := supply.ParseChart(k.m)
 	return ref, false, true, err
 }
 func (chartKind) usesModuleRegistry(cairnv1.PlatformSpec) bool           { return false }
@@ -164,11 +165,11 @@ func (k timoniKind) source(s *syncRun) (string, []string) {
 	return s.linkedModuleDigest(k.m.Path)
 }
 func (timoniKind) sourceChange() string { return "Timoni module directory changed" }
-func (k timoniKind) oci() (chartRef, bool, bool, error) {
+func (k timoniKind) oci() (supply.OCIRef, bool, bool, error) {
 	if k.m.URL == "" {
-		return chartRef{}, false, false, nil
+		return supply.OCIRef{}, false, false, nil
 	}
-	ref, err := parseTimoni(k.m)
+	ref, err := supply.ParseTimoni(k.m)
 	return ref, true, true, err
 }
 func (timoniKind) usesModuleRegistry(cairnv1.PlatformSpec) bool { return false }

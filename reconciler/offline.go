@@ -11,6 +11,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/secretgen"
+	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 	"cairn.dev/cairn/sign"
@@ -73,9 +74,9 @@ func renderOffline(ctx context.Context, renderer Renderer, rev Revision, opts Op
 }
 
 func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi *cairnv1.ModuleInstance,
-	root, repo fs.FS, opts Options, sc *supplyChain) Rendered {
+	root, repo fs.FS, opts Options, sc *supply.Chain) Rendered {
 	out := Rendered{Namespace: mi.Namespace, Name: mi.Name, DependsOn: declarations.DependencyIDs(mi)}
-	artifacts, chart, f := sc.verifyArtifacts(ctx, set.Platform, mi)
+	artifacts, chart, f := verifyArtifacts(ctx, sc, set.Platform, mi)
 	out.Artifacts = artifacts
 	if f != nil {
 		out.Err = f

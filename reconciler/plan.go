@@ -255,7 +255,7 @@ func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv
 	used := map[string]bool{}
 	if ref, _, ok, err := ociModule(mi); ok {
 		for _, reg := range set.Registries {
-			used[reg.Name] = used[reg.Name] || (err == nil && reg.Spec.Hostname == ref.host)
+			used[reg.Name] = used[reg.Name] || (err == nil && reg.Spec.Hostname == ref.Host)
 		}
 	} else if k := moduleKindOf(mi); k != nil && k.usesModuleRegistry(p) {
 		used[p.ModuleRegistry] = true

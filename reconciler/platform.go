@@ -37,8 +37,8 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	before := r.DeepCopy()
 	r.Status.ObservedGeneration = r.Generation
 	r.Status.LastAppliedRevision = s.rev.SHA
-	if st := s.supplyChain(ctx).regs[r.Name]; st != nil && st.failure != nil {
-		setReady(r, false, st.failure.Reason, st.failure.Error())
+	if f := s.supplyChain(ctx).RegistryFailure(r.Name); f != nil {
+		setReady(r, false, f.Reason, f.Error())
 	} else {
 		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", shortSHA(s.rev.SHA)))
 	}

@@ -17,6 +17,7 @@ import (
 	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -117,7 +118,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
-	artifacts, chart, f := s.supplyChain(ctx).verifyArtifacts(ctx, s.platform, r.mi)
+	artifacts, chart, f := verifyArtifacts(ctx, s.supplyChain(ctx), s.platform, r.mi)
 	r.artifacts, r.chart = artifacts, chart
 	if f != nil {
 		r.failure = f
@@ -235,7 +236,7 @@ func renderReason(err error) string {
 // are relative to; repo is the whole repository, which a kustomize path is relative
 // to (as Flux's spec.path: a Kustomization under clusters/production builds
 // apps/production).
-func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supplyChain) (render.Request, *outcome.Failure) {
+func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo fs.FS, opts Options, sc *supply.Chain) (render.Request, *outcome.Failure) {
 	p := set.Platform
 	req := render.Request{
 		Name: mi.Name, Namespace: mi.Namespace, Source: root, Tenants: tenantPaths(set), Tenant: tenantOf(set, mi),
@@ -255,7 +256,7 @@ func renderRequest(set *declarations.Set, mi *cairnv1.ModuleInstance, root, repo
 	var reg *render.ModuleRegistry
 	if k.rendersWithRegistry() {
 		var f *outcome.Failure
-		if reg, f = sc.moduleRegistry(p.Spec.ModuleRegistry); f != nil && k.usesModuleRegistry(p.Spec) {
+		if reg, f = sc.ModuleRegistry(p.Spec.ModuleRegistry); f != nil && k.usesModuleRegistry(p.Spec) {
 			return req, f
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -174,7 +175,7 @@ type syncRun struct {
 	readOnly bool                      // a plan: nothing is written
 
 	supplyOnce sync.Once
-	supply     *supplyChain // see supplyChain
+	supply     *supply.Chain // see supplyChain
 
 	capsOnce sync.Once
 	caps     *clusterCapabilities // see capabilities
@@ -365,7 +366,7 @@ func shortSHA(sha string) string {
 // supplyChain returns the sync's view of its Registries, loaded (Secrets,
 // ConfigMaps, keys) the first time a sync needs it: a drift check or a sync that
 // renders nothing reads none of them.
-func (s *syncRun) supplyChain(ctx context.Context) *supplyChain {
+func (s *syncRun) supplyChain(ctx context.Context) *supply.Chain {
 	s.supplyOnce.Do(func() {
 		s.supply = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
 	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/opencontainers/go-digest"
-
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
@@ -44,12 +42,12 @@ func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *rende
 func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *renderCache, in *chartInput,
 	req render.Request) (*render.Result, bool, error) {
 	t := *req.Timoni
-	t.Ref, t.Digest = in.display(), in.digest
+	t.Ref, t.Digest = in.Display(), in.Digest
 	req.Timoni = &t
-	return throughCache(cache, cacheKey(req, "timoni:"+in.display()), func() (*render.Result, error) {
-		files, err := in.st.client.PullTimoniModule(ctx, in.ref.repo, digest.Digest(in.digest))
+	return throughCache(cache, cacheKey(req, "timoni:"+in.Display()), func() (*render.Result, error) {
+		files, err := in.PullTimoniModule(ctx)
 		if err != nil {
-			return nil, artifactFailure(err)
+			return nil, err
 		}
 		t.Files = files
 		return renderer.Render(ctx, req)

@@ -34,6 +34,7 @@ var layer = map[string]int{
 	"reconciler/apply":     2,
 	"reconciler/hooks":     3,
 	"reconciler/secretgen": 3,
+	"reconciler/supply":    3,
 	"reconciler":           4,
 	"reconciler/loop":      5,
 	"cmd/...":              6,
