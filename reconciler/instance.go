@@ -20,6 +20,7 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/shard"
 )
 
@@ -259,7 +260,7 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 }
 
 func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
-	return effectiveServiceAccount(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi)
+	return placement.ServiceAccount(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi)
 }
 
 // applyBaseline is the inventory whose hashes spare unchanged objects their apply:

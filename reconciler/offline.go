@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/hooks"
+	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
@@ -115,8 +116,8 @@ func renderOne(ctx context.Context, renderer Renderer, set *declarations.Set, mi
 		out.Warnings = append(out.Warnings, "spec.valuesFrom is read from the cluster when syncing: rendered without it")
 	}
 	out.Generated = describeIDs(secretgen.Inventory(mi))
-	pl := newPlacement(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
-	if out.Err = pl.checkObjects(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...)); out.Err == nil {
+	pl := placement.New(set.Platform, set.Tenant(mi.Namespace, mi.Name), mi, opts.cairnNamespace())
+	if out.Err = pl.CheckObjects(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...)); out.Err == nil {
 		out.Err = checkGeneratedSecrets(res.Objects, mi, pl)
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"cairn.dev/cairn/internal/crds"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/placement"
 )
 
 // prepare labels the rendered objects of one instance as cairn's, fixes their
@@ -21,7 +22,7 @@ import (
 // instance's, cluster-scoped ones none), and checks that each may go where it is
 // placed (see placement).
 func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, mapper meta.RESTMapper,
-	pl placement, provided map[schema.GroupKind]bool) error {
+	pl placement.Placement, provided map[schema.GroupKind]bool) error {
 	crdScopes := maps.Clone(provided)
 	if crdScopes == nil {
 		crdScopes = map[schema.GroupKind]bool{}
@@ -32,7 +33,7 @@ func prepare(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, m
 		if err != nil {
 			return err
 		}
-		if err := pl.check(u, namespaced); err != nil {
+		if err := pl.Check(u, namespaced); err != nil {
 			return err
 		}
 		setOwnerLabels(u, mi)

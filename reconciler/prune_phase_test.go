@@ -300,3 +300,12 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 		})
 	}
 }
+
+func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}

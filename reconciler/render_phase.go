@@ -17,6 +17,7 @@ import (
 	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -107,7 +108,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 func (s *syncRun) mayPlaceCRDs(r *instanceRun) bool {
 	pl := s.placementFor(r.mi)
 	for _, u := range r.unplaced.Objects {
-		if crds.Is(u) && pl.check(u, false) != nil {
+		if crds.Is(u) && pl.Check(u, false) != nil {
 			return false
 		}
 	}
@@ -303,4 +304,9 @@ func tenantPaths(set *declarations.Set) []render.TenantPaths {
 		out = append(out, render.TenantPaths{Name: t.Name, Paths: t.Paths})
 	}
 	return out
+}
+
+// placementFor returns the placement of mi's objects in this sync.
+func (s *syncRun) placementFor(mi *cairnv1.ModuleInstance) placement.Placement {
+	return placement.New(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi, s.e.namespace())
 }

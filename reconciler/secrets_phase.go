@@ -11,6 +11,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 )
@@ -31,8 +32,8 @@ func (r *instanceRun) desiredInventory(key []byte) apply.Inventory {
 // checkGeneratedSecrets refuses, before anything is written, a generated Secret
 // that the instance may not place (see placement: a namespace it may not use, a name
 // reserved for inventories), and one that has the name of a rendered object.
-func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, pl placement) error {
-	return secretgen.Check(objects, mi, func(u *unstructured.Unstructured) error { return pl.check(u, true) })
+func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.ModuleInstance, pl placement.Placement) error {
+	return secretgen.Check(objects, mi, func(u *unstructured.Unstructured) error { return pl.Check(u, true) })
 }
 
 // readInstanceSecrets reads, as the instance's identity c, the live generated

@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/placement"
 )
 
 // TestCheckGeneratedSecrets: the placement of the instance refuses a generated
@@ -14,8 +16,8 @@ import (
 func TestCheckGeneratedSecrets(t *testing.T) {
 	spec := cairnv1.GeneratedSecret{Name: "db", ToNamespaces: []string{"team-b"}, Data: map[string]cairnv1.SecretValueSource{
 		"password": {Random: &cairnv1.RandomSource{Length: 8}}}}
-	pl := placement{own: "team-a", cairnNS: "cairn-system",
-		policy: cairnv1.NamespacePolicy{Allow: []string{"team-*"}, Deny: []string{"kube-*"}}}
+	pl := placement.New(&cairnv1.Platform{Spec: cairnv1.PlatformSpec{Namespaces: cairnv1.NamespacePolicy{
+		Allow: []string{"team-*"}, Deny: []string{"kube-*"}}}}, nil, &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}}, "cairn-system")
 	inventoryName := spec
 	inventoryName.Name, inventoryName.ToNamespaces = "cairn-inventory-app", nil
 	denied := spec

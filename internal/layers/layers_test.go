@@ -35,6 +35,7 @@ var layer = map[string]int{
 	"reconciler/hooks":     3,
 	"reconciler/secretgen": 3,
 	"reconciler/supply":    3,
+	"reconciler/placement": 3,
 	"reconciler":           4,
 	"reconciler/loop":      5,
 	"cmd/...":              6,

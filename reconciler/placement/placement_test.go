@@ -1,4 +1,4 @@
-package reconciler
+package placement
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
 func TestPlacement(t *testing.T) {
 	tenant := &cairnv1.Tenant{Name: "team-a", Namespaces: []string{"team-a", "team-a-*"}, ServiceAccount: "deployer",
 		ClusterResources: []cairnv1.GroupKind{{Group: "", Kind: "Namespace"}}}
-	base := placement{own: "team-a", cairnNS: "cairn-system", policy: cairnv1.NamespacePolicy{Deny: []string{"kube-*"}}}
+	base := Placement{own: "team-a", cairnNS: "cairn-system", policy: cairnv1.NamespacePolicy{Deny: []string{"kube-*"}}}
 	granted := base
 	granted.policy.Allow = []string{"*"}
 	withSA := base
@@ -36,7 +36,7 @@ func TestPlacement(t *testing.T) {
 	ns := func(name string) *unstructured.Unstructured { return placed("v1", "Namespace", "", name) }
 	cases := []struct {
 		name       string
-		pl         placement
+		pl         Placement
 		obj        *unstructured.Unstructured
 		namespaced bool
 		reason     string
@@ -78,7 +78,7 @@ func TestPlacement(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			err := tc.pl.check(tc.obj, tc.namespaced)
+			err := tc.pl.Check(tc.obj, tc.namespaced)
 			if tc.err == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -1,4 +1,4 @@
-package reconciler
+package placement
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
-// placement decides where one instance's rendered objects may go. Whatever the
+// Placement decides where one instance's rendered objects may go. Whatever the
 // policy, no render may hold an object of cairn's own API group or an object in
 // cairn's namespace. Namespaced objects go to the instance's own namespace, or, when
 // the Platform grants more, to the namespaces of its tenant (a tenant's instance) or
@@ -20,7 +20,7 @@ import (
 // deny list always wins. Cluster-scoped objects are accepted from a tenant's
 // instance when the tenant lists the kind, from any other instance when it applies
 // as a ServiceAccount (whose RBAC then decides) or when the Platform lists the kind.
-type placement struct {
+type Placement struct {
 	own      string // the instance's namespace
 	cairnNS  string // cairn's own namespace
 	policy   cairnv1.NamespacePolicy
@@ -29,22 +29,19 @@ type placement struct {
 	cluster  []cairnv1.GroupKind
 }
 
-// placementFor returns the placement of mi's objects in this sync.
-func (s *syncRun) placementFor(mi *cairnv1.ModuleInstance) placement {
-	return newPlacement(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi, s.e.namespace())
-}
-
-func newPlacement(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance, cairnNS string) placement {
-	return placement{
+// New returns the placement of mi's objects under Platform p; tenant is mi's
+// tenant (nil: none), cairnNS cairn's own namespace.
+func New(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance, cairnNS string) Placement {
+	return Placement{
 		own: mi.Namespace, cairnNS: cairnNS, policy: p.Spec.Namespaces, tenant: tenant,
-		identity: effectiveServiceAccount(p, tenant, mi), cluster: p.Spec.ClusterResources,
+		identity: ServiceAccount(p, tenant, mi), cluster: p.Spec.ClusterResources,
 	}
 }
 
-// effectiveServiceAccount is what mi applies, prunes and deletes as: its tenant's
+// ServiceAccount is what mi applies, prunes and deletes as: its tenant's
 // ServiceAccount, else its own serviceAccountName, else the Platform's default ("" is
 // cairn itself).
-func effectiveServiceAccount(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance) string {
+func ServiceAccount(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *cairnv1.ModuleInstance) string {
 	switch {
 	case tenant != nil:
 		return tenant.ServiceAccount
@@ -54,7 +51,9 @@ func effectiveServiceAccount(p *cairnv1.Platform, tenant *cairnv1.Tenant, mi *ca
 	return p.Spec.DefaultServiceAccount
 }
 
-func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
+// Check says why u may not be rendered by the instance (nil: it may), an error
+// of reason ObjectForbidden or NamespaceDenied; namespaced is the scope of u's kind.
+func (p Placement) Check(u *unstructured.Unstructured, namespaced bool) error {
 	gvk := u.GroupVersionKind()
 	if gvk.Group == cairnv1.GroupVersion.Group || strings.HasSuffix(gvk.Group, "."+cairnv1.GroupVersion.Group) {
 		return p.refuse(u, "objects of cairn's own API group %s are refused from any render", cairnv1.GroupVersion.Group)
@@ -75,17 +74,17 @@ func (p placement) check(u *unstructured.Unstructured, namespaced bool) error {
 	return p.checkClusterKind(u, gvk.Group, gvk.Kind)
 }
 
-// checkObjects checks objects whose scope is known only by their namespace (offline).
-func (p placement) checkObjects(objects []*unstructured.Unstructured) error {
+// CheckObjects checks objects whose scope is known only by their namespace (offline).
+func (p Placement) CheckObjects(objects []*unstructured.Unstructured) error {
 	for _, u := range objects {
-		if err := p.check(u, u.GetNamespace() != ""); err != nil {
+		if err := p.Check(u, u.GetNamespace() != ""); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p placement) checkNamespace(u *unstructured.Unstructured, ns string) error {
+func (p Placement) checkNamespace(u *unstructured.Unstructured, ns string) error {
 	switch {
 	case ns == p.cairnNS:
 		return p.deny(u, "namespace %q is cairn's own namespace, refused from any render", ns)
@@ -106,7 +105,7 @@ func (p placement) checkNamespace(u *unstructured.Unstructured, ns string) error
 	return nil
 }
 
-func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind string) error {
+func (p Placement) checkClusterKind(u *unstructured.Unstructured, group, kind string) error {
 	switch {
 	case p.tenant != nil:
 		if cairnv1.MatchesGroupKind(p.tenant.ClusterResources, group, kind) {
@@ -121,12 +120,12 @@ func (p placement) checkClusterKind(u *unstructured.Unstructured, group, kind st
 }
 
 // refuse is ObjectForbidden: the object may not be rendered at all.
-func (p placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
+func (p Placement) refuse(u *unstructured.Unstructured, format string, args ...any) error {
 	return outcome.NewStalled(cairnv1.ReasonObjectForbidden, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
 // deny is NamespaceDenied: the object may not go to that namespace.
-func (p placement) deny(u *unstructured.Unstructured, format string, args ...any) error {
+func (p Placement) deny(u *unstructured.Unstructured, format string, args ...any) error {
 	return outcome.NewStalled(cairnv1.ReasonNamespaceDenied, fmt.Errorf("%s: %s", apply.Describe(u), fmt.Sprintf(format, args...)))
 }
 
