@@ -18,6 +18,7 @@ import (
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -230,7 +231,7 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 	})
 	for _, inv := range s.set.Invalid {
 		if ns, name := splitKey(inv.Object); inv.Kind == cairnv1.ModuleInstanceKind && name != "" {
-			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{ns, name}, invalidResult(inv))
+			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, report.InstanceKey{Namespace: ns, Name: name}, invalidResult(inv))
 		}
 	}
 	err := s.recordPlatform(ctx, res)

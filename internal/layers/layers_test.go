@@ -32,6 +32,7 @@ var layer = map[string]int{
 	"reconciler/shard":     1,
 	"render":               2,
 	"reconciler/apply":     2,
+	"reconciler/report":    2,
 	"reconciler":           3,
 	"reconciler/loop":      4,
 	"cmd/...":              5,
