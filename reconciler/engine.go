@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
 )
@@ -49,14 +50,14 @@ type Options struct {
 	// (logr.NewContext): status writes that failed, with instance and revision keys.
 	Log logr.Logger
 	// Reporter is told about each sync as it happens (nil: nobody).
-	Reporter Reporter
+	Reporter report.Reporter
 	// Events records a Kubernetes event (events.k8s.io/v1) on each transition of the
 	// Ready condition of a ModuleInstance, the Platform or a Registry, and on each
-	// removal of an instance (nil: none). See emitTransition.
+	// removal of an instance (nil: none). See report.RecordTransition.
 	Events events.EventRecorder
 	// Metrics keeps cairn's Prometheus metrics (nil: none); it is also told what the
 	// Reporter is.
-	Metrics *MetricsReporter
+	Metrics *report.MetricsReporter
 	// Namespace is cairn's own namespace, where the Secrets and ConfigMaps that
 	// Registries name live ("" means DefaultNamespace).
 	Namespace string
@@ -120,10 +121,10 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 		opts.Log = logr.Discard()
 	}
 	if opts.Metrics != nil {
-		opts.Reporter = Reporters(opts.Reporter, opts.Metrics)
+		opts.Reporter = report.Reporters(opts.Reporter, opts.Metrics)
 	}
 	if opts.Reporter == nil {
-		opts.Reporter = nopReporter{}
+		opts.Reporter = report.Nop{}
 	}
 	cacheDir := ""
 	if opts.RenderCacheDir != "" {

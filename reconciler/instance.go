@@ -46,7 +46,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	if err := r.takeMirrored(); err != nil {
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
 		r.interrupt(ctx)
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
 		return
 	}
 	before := r.live.DeepCopy()
@@ -364,7 +364,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	s.transition(before, mi)
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
-	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
+	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
 }
 
 // storeOutcome records the new inventory of a successful sync, and a chart

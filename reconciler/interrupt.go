@@ -45,5 +45,5 @@ func (s *syncRun) reportInterrupted(ctx context.Context, r *instanceRun) {
 	r.interrupt(ctx)
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
-	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.result())
+	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
 }

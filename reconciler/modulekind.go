@@ -47,6 +47,15 @@ type moduleKind interface {
 	registryModule() *render.CUEModuleRef
 }
 
+// moduleType is the label of an instance's kind of module in metrics ("other" when
+// spec.module names none).
+func moduleType(mi *cairnv1.ModuleInstance) string {
+	if k := moduleKindOf(mi); k != nil {
+		return k.label()
+	}
+	return "other"
+}
+
 // moduleKindOf is the kind of mi's module; nil when spec.module names none (declarations
 // refuse that, so only a CR written by hand gets there).
 func moduleKindOf(mi *cairnv1.ModuleInstance) moduleKind {

@@ -13,6 +13,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // defaultProtectedKinds are never pruned unless an instance opts in.
@@ -202,10 +203,10 @@ func (g pruneGuard) refuse(limit, format string, args ...any) *outcome.Failure {
 
 // The prune guards, as cairn_prune_refusals_total names them.
 const (
-	limitMaxDeletions    = "maxDeletions"
-	limitHalfOfInstances = "halfOfInstances"
-	limitMaxPercent      = "maxPercent"
-	limitEmptyRender     = "emptyRender"
+	limitMaxDeletions    = report.LimitMaxDeletions
+	limitHalfOfInstances = report.LimitHalfOfInstances
+	limitMaxPercent      = report.LimitMaxPercent
+	limitEmptyRender     = report.LimitEmptyRender
 )
 
 // guardError is a prune refusal by the guard limit.

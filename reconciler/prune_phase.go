@@ -52,7 +52,7 @@ func (s *syncRun) countRefusals() {
 	}
 	for _, err := range errs {
 		if limit := refusedBy(err); limit != "" {
-			s.e.opts.Metrics.countPruneRefusal(limit)
+			s.e.opts.Metrics.CountPruneRefusal(limit)
 		}
 	}
 }

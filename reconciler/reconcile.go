@@ -78,7 +78,7 @@ const pendingRequeue = time.Second
 // does not exist, declarations that do not load) is recorded on the Platform and
 // yields a state with no instance to reconcile, whose Finish returns the failure.
 func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionState, error) {
-	e.opts.Metrics.observeRevision(rev)
+	e.opts.Metrics.ObserveFetch(rev.Fetch)
 	root, err := rev.Tree.Sub(e.opts.Path)
 	if err != nil {
 		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("failed to open path %s: %w", e.opts.Path, err))

@@ -45,7 +45,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 		res.Duration = time.Since(began)
 		s.results = append(s.results, res)
 		s.e.emitRemoval(live, res, s.rev.SHA)
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(live), res)
 	}
 }
 
@@ -163,7 +163,7 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 		}
 		res.NextRetryAt = retryTime(live)
 		s.results = append(s.results, res)
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{live.Namespace, live.Name}, res)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(live), res)
 	}
 }
 

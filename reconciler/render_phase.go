@@ -162,7 +162,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	default:
 		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
 	}
-	s.e.opts.Metrics.observeRender(r.mi, cached, err, time.Since(began))
+	s.e.opts.Metrics.ObserveRender(moduleType(r.mi), cached, err, time.Since(began))
 	if cached {
 		s.step(r.key(), "render %s: cached", r.key())
 	}

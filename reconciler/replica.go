@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // A replica's view of a revision (docs/architecture.md, step 7): a replica that did
@@ -130,7 +131,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 		r.remote = &InstanceOutcome{Result: InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name,
 			Action: outcome.ActionProgressing, Reason: cairnv1.ReasonProgressing,
 			Message: "its reconcile has not attempted this revision's input yet"}}
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, r.remote.Result)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.remote.Result)
 	}
 }
 
@@ -158,7 +159,7 @@ func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) 
 			continue
 		}
 		r.remote = out
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{r.mi.Namespace, r.mi.Name}, out.Result)
+		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), out.Result)
 	}
 	return left
 }
@@ -215,7 +216,7 @@ func (st *RevisionState) Reconciled(key string) bool {
 // it finishes it).
 func (e *Engine) ForInstances() *Engine {
 	opts := e.opts
-	opts.Reporter = nopReporter{} // the leader reports each outcome as it reads it (awaitAttempts)
+	opts.Reporter = report.Nop{} // the leader reports each outcome as it reads it (awaitAttempts)
 	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts}
 }
 

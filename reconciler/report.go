@@ -1,45 +1,61 @@
 package reconciler
 
-import "slices"
+import (
+	"slices"
+	"time"
 
-// Reporter is told what a sync does, as it happens, so the outcome can be reported
-// where people look (commit statuses on the forge). Calls come from several
-// goroutines; implementations must not block (queue and return).
-type Reporter interface {
-	// SyncStarted is called once the instances a revision affects are known.
-	SyncStarted(revision string, instances []InstanceKey)
-	// InstanceFinished is called when an affected instance has its outcome.
-	InstanceFinished(revision string, instance InstanceKey, res InstanceResult)
-	// SyncFinished is called last, with the whole result.
-	SyncFinished(revision string, res *SyncResult)
-}
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-// InstanceKey names an instance.
-type InstanceKey struct{ Namespace, Name string }
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/report"
+)
 
-func (k InstanceKey) String() string { return k.Namespace + "/" + k.Name }
-
-type nopReporter struct{}
-
-func (nopReporter) SyncStarted(string, []InstanceKey)                    {}
-func (nopReporter) InstanceFinished(string, InstanceKey, InstanceResult) {}
-func (nopReporter) SyncFinished(string, *SyncResult)                     {}
+// The engine's glue to reconciler/report, which tells the outside what a sync did.
 
 // touched lists the instances this sync acts on: the affected and the removed ones.
-func (s *syncRun) touched() []InstanceKey {
-	var out []InstanceKey
+func (s *syncRun) touched() []report.InstanceKey {
+	var out []report.InstanceKey
 	for _, r := range s.runs {
 		if r.affected {
-			out = append(out, InstanceKey{r.mi.Namespace, r.mi.Name})
+			out = append(out, keyOf(r.mi))
 		}
 	}
 	for _, live := range append(slices.Clone(s.removed), s.held...) {
-		out = append(out, InstanceKey{live.Namespace, live.Name})
+		out = append(out, keyOf(live))
 	}
 	for _, inv := range s.set.Invalid {
 		if ns, name := splitKey(inv.Object); inv.Kind == "ModuleInstance" && name != "" {
-			out = append(out, InstanceKey{ns, name})
+			out = append(out, report.InstanceKey{Namespace: ns, Name: name})
 		}
 	}
 	return out
+}
+
+// keyOf is the key mi is reported under.
+func keyOf(mi *cairnv1.ModuleInstance) report.InstanceKey {
+	return report.InstanceKey{Namespace: mi.Namespace, Name: mi.Name}
+}
+
+// transition is what a status write of an instance's outcome reports: the event of
+// its Ready transition and its push-to-Ready time.
+func (s *syncRun) transition(before, after client.Object) {
+	s.e.emitTransition(before, after)
+	s.e.opts.Metrics.ObservePushToReady(s.rev.SHA, s.rev.Committed, before, after, time.Now())
+}
+
+// emitTransition records the event of a change of after's Ready condition from
+// before's (see report.RecordTransition).
+func (e *Engine) emitTransition(before, after client.Object) {
+	report.RecordTransition(e.opts.Events, before, after)
+}
+
+// emitRemoval records that an instance that left Git was removed (see
+// report.RecordRemoval).
+func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, revision string) {
+	report.RecordRemoval(e.opts.Events, live, res, revision)
+}
+
+// emitDrift records the event of a drift check (see report.RecordDrift).
+func (e *Engine) emitDrift(before, after *cairnv1.ModuleInstance) {
+	report.RecordDrift(e.opts.Events, before, after)
 }

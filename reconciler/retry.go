@@ -64,23 +64,6 @@ func retryTime(mi *cairnv1.ModuleInstance) *time.Time {
 	return &t
 }
 
-// NextRetry is the earliest time at which an instance that failed in this sync
-// (or earlier) is due for a retry of the same revision; zero when none is. A
-// revision that could not be used at all is retried after the stalled recheck. A
-// sync loop wakes up then even when the branch has not moved.
-func (r *SyncResult) NextRetry() time.Time {
-	if r.Error != nil {
-		return r.RetryAt
-	}
-	var next time.Time
-	for _, i := range r.Instances {
-		if (i.Action == outcome.ActionFailed || i.Action == outcome.ActionProgressing) && i.NextRetryAt != nil && (next.IsZero() || i.NextRetryAt.Before(next)) {
-			next = *i.NextRetryAt
-		}
-	}
-	return next
-}
-
 // RetryDue reports whether a retry scheduled at next (zero: none) is due at now.
 func RetryDue(next, now time.Time) bool {
 	return !next.IsZero() && !now.Before(next)

@@ -60,27 +60,13 @@ func TestRetryDue(t *testing.T) {
 	}
 }
 
-func TestNextRetryIsTheEarliestFailedInstance(t *testing.T) {
+func TestRetryDueAt(t *testing.T) {
 	g := NewWithT(t)
 	at := func(d time.Duration) *time.Time { x := time.Unix(1000, 0).Add(d); return &x }
-	res := &SyncResult{Instances: []InstanceResult{
-		{Action: "Failed", NextRetryAt: at(30 * time.Minute)},
-		{Action: "Failed", NextRetryAt: at(5 * time.Second)},
-		{Action: "Progressing", NextRetryAt: at(4 * time.Second)},
-		{Action: "Unchanged"},
-		{Action: "Updated", NextRetryAt: at(time.Second)}, // not failed: ignored
-	}}
-	g.Expect(res.NextRetry()).To(Equal(*at(4 * time.Second)), "a progressing instance is rechecked like a failed one is retried")
-	g.Expect(res.Failed()).To(BeTrue())
-	g.Expect((&SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}}).Failed()).To(BeFalse(), "progressing is no failure")
-	g.Expect((&SyncResult{}).NextRetry().IsZero()).To(BeTrue())
-	g.Expect((&SyncResult{Error: errFake, RetryAt: *at(0)}).NextRetry()).To(Equal(*at(0)))
 	g.Expect(RetryDue(time.Time{}, time.Now())).To(BeFalse(), "nothing scheduled")
 	g.Expect(RetryDue(*at(0), *at(0))).To(BeTrue())
 	g.Expect(RetryDue(*at(time.Second), *at(0))).To(BeFalse())
 }
-
-var errFake = outcome.Failuref(outcome.Stalled, "X", "x")
 
 func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	g := NewWithT(t)

@@ -19,58 +19,16 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render/declarations"
 )
 
-// SyncResult is the outcome of one sync.
-type SyncResult struct {
-	Revision  string
-	Instances []InstanceResult
-	// Error is set when the revision could not be used at all (declarations).
-	Error error
-	// RetryAt is when a revision that could not be used is tried again.
-	RetryAt time.Time `json:",omitempty"`
-	// Interrupted says the sync was stopped (SIGTERM, a lost Lease) before it ended.
-	Interrupted bool `json:",omitempty"`
-}
+// SyncResult is the outcome of one sync (see outcome.SyncResult).
+type SyncResult = outcome.SyncResult
 
-// InstanceResult is what one sync did to one instance.
-type InstanceResult struct {
-	Namespace, Name string
-	// Action is Created, Updated, Unchanged, Deleted, Skipped, Failed or Progressing
-	// (applied, not yet Current when the sync stopped waiting; see Options.HealthWait).
-	Action outcome.Action
-	// Retry says how a failure is retried: Transient, Waiting, Stalled or Progressing.
-	Retry   outcome.Kind `json:",omitempty"`
-	Ready   bool
-	Reason  string
-	Message string
-	// Warnings are non-fatal findings, e.g. catalog skew under skewPolicy: Warn; a
-	// ready instance also carries them at the end of its Ready message.
-	Warnings []string `json:",omitempty"`
-	// Applied counts objects created or configured; Pruned counts deletions.
-	Applied, Unchanged, Pruned int
-	// Created counts the objects of Applied that were created.
-	Created int `json:",omitempty"`
-	// Duration is how long the instance's reconcile took (zero: it did not run).
-	Duration time.Duration `json:"-"`
-	// NextRetryAt is when a failed instance is retried at the same revision.
-	NextRetryAt *time.Time `json:",omitempty"`
-}
-
-// Failed reports whether any instance failed or the revision was unusable.
-func (r *SyncResult) Failed() bool {
-	if r.Error != nil {
-		return true
-	}
-	for _, i := range r.Instances {
-		if i.Action == outcome.ActionFailed {
-			return true
-		}
-	}
-	return false
-}
+// InstanceResult is what one sync did to one instance (see outcome.InstanceResult).
+type InstanceResult = outcome.InstanceResult
 
 // LastSynced returns the revision the Platform CR records as last synced ("" if none).
 func (e *Engine) LastSynced(ctx context.Context) (string, error) {
@@ -275,7 +233,7 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 	})
 	for _, inv := range s.set.Invalid {
 		if ns, name := splitKey(inv.Object); inv.Kind == cairnv1.ModuleInstanceKind && name != "" {
-			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, InstanceKey{ns, name}, invalidResult(inv))
+			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, report.InstanceKey{Namespace: ns, Name: name}, invalidResult(inv))
 		}
 	}
 	err := s.recordPlatform(ctx, res)

@@ -15,17 +15,18 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render/declarations"
 )
 
 // recordingReporter keeps what it is told of a sync.
 type recordingReporter struct {
-	nopReporter
-	instances map[InstanceKey]InstanceResult
+	report.Nop
+	instances map[report.InstanceKey]InstanceResult
 	finished  *SyncResult
 }
 
-func (r *recordingReporter) InstanceFinished(_ string, k InstanceKey, res InstanceResult) {
+func (r *recordingReporter) InstanceFinished(_ string, k report.InstanceKey, res InstanceResult) {
 	r.instances[k] = res
 }
 
@@ -91,7 +92,7 @@ func TestFinishRecordsTheRevisionOnThePlatform(t *testing.T) {
 			p.Status.LastSyncedRevision = "old"
 			conditions.MarkStalled(p, cairnv1.ReasonInvalidDeclaration, "the last revision could not be used")
 			c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(p).WithStatusSubresource(p).Build()
-			rep := &recordingReporter{instances: map[InstanceKey]InstanceResult{}}
+			rep := &recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}
 			s := &syncRun{e: &Engine{cluster: &Cluster{client: c}, opts: Options{Repository: "https://git.example.com/platform", Reporter: rep}},
 				rev: Revision{SHA: sha}, now: now, platform: p.DeepCopy(), set: &declarations.Set{Invalid: tc.invalid}, results: tc.results}
 			ctx := context.Background()
@@ -134,7 +135,7 @@ func TestFinishRecordsTheRevisionOnThePlatform(t *testing.T) {
 			}
 			for _, inv := range tc.invalid {
 				ns, name := splitKey(inv.Object)
-				reported := rep.instances[InstanceKey{ns, name}]
+				reported := rep.instances[report.InstanceKey{Namespace: ns, Name: name}]
 				g.Expect(reported.Action).To(Equal(outcome.ActionFailed))
 				g.Expect(reported.Reason).To(Equal(inv.Reason))
 				g.Expect(reported.Message).To(Equal(inv.Error()))
@@ -178,7 +179,7 @@ func TestFailRevisionRecordsAnUnusableRevision(t *testing.T) {
 			p := &cairnv1.Platform{ObjectMeta: metav1.ObjectMeta{Name: cairnv1.PlatformName}}
 			p.Status.LastSyncedRevision, p.Status.LastAttemptedRevision = "old", "old"
 			c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(p).WithStatusSubresource(p).Build()
-			rep := &recordingReporter{instances: map[InstanceKey]InstanceResult{}}
+			rep := &recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}
 			e := &Engine{cluster: &Cluster{client: c}, opts: Options{Reporter: rep}}
 			before := time.Now()
 			res, err := tc.fail(context.Background(), e)

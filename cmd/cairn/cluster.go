@@ -6,19 +6,20 @@ import (
 	"github.com/go-logr/logr"
 
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render"
 )
 
 // engine connects to the cluster and returns an engine for the repository flags that
 // writes its progress to progress (nil: none) and logs to log; tune adjusts the
 // options last.
-func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
+func engine(kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter report.Reporter,
 	log logr.Logger, tune ...func(*reconciler.Options)) (*reconciler.Engine, func(), error) {
 	return engineWith(render.DefaultRendererOptions(), kube, repo, progress, reporter, log, tune...)
 }
 
 // engineWith is engine with a renderer of options ro.
-func engineWith(ro render.RendererOptions, kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter reconciler.Reporter,
+func engineWith(ro render.RendererOptions, kube *kubeFlags, repo *repoFlags, progress io.Writer, reporter report.Reporter,
 	log logr.Logger, tune ...func(*reconciler.Options)) (*reconciler.Engine, func(), error) {
 	cfg, err := kube.restConfig()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/lease"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // controllerFlags are the manager's flags, named as kubebuilder names them.
@@ -141,14 +142,14 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	defer fw.close()
-	metrics, err := reconciler.NewMetricsReporter(ctrlmetrics.Registry)
+	metrics, err := report.NewMetricsReporter(ctrlmetrics.Registry)
 	if err != nil {
 		return fmt.Errorf("failed to register cairn's metrics: %w", err)
 	}
 	e, closeFn, err := engineWith(rendererOptions(sizing), kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
 		func(o *reconciler.Options) {
 			o.HealthWait, o.Metrics = cf.healthWait, metrics
-			o.Events = mgr.GetEventRecorder(reconciler.EventReportingController)
+			o.Events = mgr.GetEventRecorder(report.EventReportingController)
 			o.Sharded = cf.shards > 0
 			if o.Sharded {
 				o.Instances = mgr.GetClient() // the informer cache: a LIST of the CRs every poll costs nothing

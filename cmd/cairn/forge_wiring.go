@@ -6,8 +6,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"cairn.dev/cairn/gitsource/forge"
-	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // forgeWiring connects a sync loop to a forge: commit statuses through a bounded
@@ -21,7 +21,7 @@ type forgeWiring struct {
 	queue  *forge.Queue
 	ref    forge.RepoRef
 	limit  int
-	report *reconciler.ForgeReporter
+	report *report.ForgeReporter
 
 	plans *loop.Planner
 	hooks *loop.Webhooks
@@ -41,12 +41,12 @@ func newForgeWiring(flags *forgeFlags, repo *repoFlags, log logr.Logger) (*forge
 	qopts := forge.DefaultQueueOptions()
 	qopts.Logger = log.WithName("forge")
 	w.queue = forge.NewQueue(client, qopts)
-	w.report = reconciler.NewForgeReporter(w.queue, w.ref, flags.targetURL)
+	w.report = report.NewForgeReporter(w.queue, w.ref, flags.targetURL)
 	return w, nil
 }
 
 // reporter is the engine's reporter (nil without a forge).
-func (w *forgeWiring) reporter() reconciler.Reporter {
+func (w *forgeWiring) reporter() report.Reporter {
 	if w.report == nil {
 		return nil
 	}

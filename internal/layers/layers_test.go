@@ -32,6 +32,7 @@ var layer = map[string]int{
 	"reconciler/contracts": 1,
 	"render":               2,
 	"reconciler/apply":     2,
+	"reconciler/report":    2,
 	"reconciler/hooks":     3,
 	"reconciler/secretgen": 3,
 	"reconciler/supply":    3,

@@ -1,7 +1,8 @@
 // Package outcome is the typed outcome of cairn's work on an instance: how a failure
 // is retried (Kind), the condition reason it is reported with (Failure), the
-// classifiers that choose the kind from an error, and what a sync or a plan did or
-// would do to an instance (Action, PlanAction). It sits at the bottom of the
+// classifiers that choose the kind from an error, what a sync or a plan did or
+// would do to an instance (Action, PlanAction), and the result of a sync
+// (SyncResult, InstanceResult). It sits at the bottom of the
 // engine's packages so that every layer above (the apply layer, the revision step,
 // the instance reconcile, the loop) speaks the same outcome; see
 // docs/architecture.md.

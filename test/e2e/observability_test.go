@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // eventsAbout lists the events.k8s.io events in ns regarding the object with uid.
@@ -83,9 +83,9 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 	e.g.Expect(ev).NotTo(BeNil(), "written before the process exited: %v", e.eventsAbout(e.ns, mi.UID))
 	e.g.Expect(ev.Type).To(Equal("Normal"))
 	e.g.Expect(ev.Note).To(Equal(conditions.GetMessage(mi, "Ready")))
-	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, sha1))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(report.RevisionAnnotation, sha1))
 	e.g.Expect(ev.Action).To(Equal("Sync"))
-	e.g.Expect(ev.ReportingController).To(Equal(reconciler.EventReportingController))
+	e.g.Expect(ev.ReportingController).To(Equal(report.EventReportingController))
 	p := e.platformCR()
 	e.g.Expect(eventWith(e.eventsAbout("default", p.UID), cairnv1.ReasonSucceeded)).NotTo(BeNil(), "the Platform's, in default")
 
@@ -111,7 +111,7 @@ func TestEventsAndJSONLogsOfASync(t *testing.T) {
 	e.g.Expect(ev.Type).To(Equal("Warning"))
 	e.g.Expect(ev.Note).To(ContainSubstring("***"))
 	e.g.Expect(ev.Note).NotTo(ContainSubstring("Hunter-Hunter-42"))
-	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, sha2))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(report.RevisionAnnotation, sha2))
 	e.g.Expect(eventWith(e.eventsAbout("default", p.UID), "InstancesFailed")).To(HaveField("Type", "Warning"))
 
 	e.g.Expect(out).NotTo(ContainSubstring("Hunter-Hunter-42"), "no Secret value in any log line")
@@ -209,5 +209,5 @@ func (e *env) expectObservedInstance(t *testing.T, scrape, log, name string) {
 		return ev
 	}, 10*time.Second, 100*time.Millisecond).ShouldNot(BeNil(), "an event of the instance's Ready transition")
 	e.g.Expect(ev.Type).To(Equal("Normal"))
-	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(reconciler.RevisionAnnotation, mi.Status.LastAppliedRevision))
+	e.g.Expect(ev.Annotations).To(HaveKeyWithValue(report.RevisionAnnotation, mi.Status.LastAppliedRevision))
 }

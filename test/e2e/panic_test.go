@@ -11,6 +11,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/report"
 )
 
 // TestPanicFailsOnlyItsInstance: a panic in one instance's render and one in
@@ -21,7 +22,7 @@ import (
 func TestPanicFailsOnlyItsInstance(t *testing.T) {
 	e := newEnv(t)
 	logs := &lockedBuffer{}
-	rec, err := reconciler.NewEventRecorder(e.cluster.RESTConfig)
+	rec, err := report.NewEventRecorder(e.cluster.RESTConfig, reconciler.Scheme)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.withOptions(func(o *reconciler.Options) {
 		o.Log = funcr.New(func(prefix, args string) { fmt.Fprintln(logs, prefix, args) }, funcr.Options{})

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render"
 )
 
@@ -58,7 +59,7 @@ func (e *env) withEngine(ro render.RendererOptions, tune func(*reconciler.Option
 func TestSlowKustomizeBuildsOfOneTenantCannotStarveAnother(t *testing.T) {
 	e := newEnv(t)
 	registry := prometheus.NewRegistry()
-	metrics, err := reconciler.NewMetricsReporter(registry)
+	metrics, err := report.NewMetricsReporter(registry)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.withEngine(render.RendererOptions{MaxEvaluations: 2}, func(o *reconciler.Options) {
 		o.RenderLimits.Timeout = 10 * time.Second

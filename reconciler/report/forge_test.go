@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"cairn.dev/cairn/gitsource/forge"
+	"cairn.dev/cairn/reconciler/outcome"
 )
 
 type posted struct {
@@ -53,9 +54,9 @@ func TestForgeReporterPendingThenOutcome(t *testing.T) {
 	g.Expect(p.last(sha1)["cairn/team/a"].State).To(Equal(forge.StatePending))
 	g.Expect(p.last(sha1)["cairn/sync"].State).To(Equal(forge.StatePending))
 
-	r.InstanceFinished(sha1, a, InstanceResult{Action: "Updated", Ready: true, Message: "4 objects applied"})
-	r.InstanceFinished(sha1, b, InstanceResult{Action: "Failed", Reason: "RenderFailed", Message: "modules/app/app.cue:3:1: boom"})
-	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Updated", Ready: true}, {Action: "Failed"}}})
+	r.InstanceFinished(sha1, a, outcome.InstanceResult{Action: "Updated", Ready: true, Message: "4 objects applied"})
+	r.InstanceFinished(sha1, b, outcome.InstanceResult{Action: "Failed", Reason: "RenderFailed", Message: "modules/app/app.cue:3:1: boom"})
+	r.SyncFinished(sha1, &outcome.SyncResult{Instances: []outcome.InstanceResult{{Action: "Updated", Ready: true}, {Action: "Failed"}}})
 	last := p.last(sha1)
 	g.Expect(last["cairn/team/a"].State).To(Equal(forge.StateSuccess))
 	g.Expect(last["cairn/team/b"].State).To(Equal(forge.StateFailure))
@@ -84,7 +85,7 @@ func TestForgeReporterSkipsDirectoryRevisionsAndReportsUnusableRevisions(t *test
 	r := NewForgeReporter(p, forge.RepoRef{Owner: "o", Name: "r"}, "")
 	r.SyncStarted("dir:0123456789ab", nil)
 	g.Expect(p.all).To(BeEmpty())
-	r.SyncFinished(sha1, &SyncResult{Error: errors.New("platform.yaml:3: Platform cluster: spec.foo: unknown field")})
+	r.SyncFinished(sha1, &outcome.SyncResult{Error: errors.New("platform.yaml:3: Platform cluster: spec.foo: unknown field")})
 	g.Expect(p.last(sha1)["cairn/sync"].Description).To(ContainSubstring("platform.yaml:3"))
 }
 
@@ -94,9 +95,9 @@ func TestForgeReporterLeavesProgressingPendingUntilTheRecheck(t *testing.T) {
 	r := NewForgeReporter(p, forge.RepoRef{Owner: "o", Name: "r"}, "")
 	a, b := InstanceKey{"team", "a"}, InstanceKey{"team", "b"}
 	r.SyncStarted(sha1, []InstanceKey{a, b})
-	r.InstanceFinished(sha1, a, InstanceResult{Action: "Progressing", Message: "applied; waiting for 1 object"})
-	r.InstanceFinished(sha1, b, InstanceResult{Action: "Updated", Ready: true, Message: "2 objects applied"})
-	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}, {Action: "Updated", Ready: true}}})
+	r.InstanceFinished(sha1, a, outcome.InstanceResult{Action: "Progressing", Message: "applied; waiting for 1 object"})
+	r.InstanceFinished(sha1, b, outcome.InstanceResult{Action: "Updated", Ready: true, Message: "2 objects applied"})
+	r.SyncFinished(sha1, &outcome.SyncResult{Instances: []outcome.InstanceResult{{Action: "Progressing"}, {Action: "Updated", Ready: true}}})
 	last := p.last(sha1)
 	g.Expect(last["cairn/team/a"].State).To(Equal(forge.StatePending))
 	g.Expect(last["cairn/team/a"].Description).To(HavePrefix("progressing: "))
@@ -105,8 +106,8 @@ func TestForgeReporterLeavesProgressingPendingUntilTheRecheck(t *testing.T) {
 
 	// the recheck of the same commit gives the verdict
 	r.SyncStarted(sha1, []InstanceKey{a})
-	r.InstanceFinished(sha1, a, InstanceResult{Action: "Updated", Ready: true, Message: "1 objects applied"})
-	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Updated", Ready: true}, {Action: "Unchanged", Ready: true}}})
+	r.InstanceFinished(sha1, a, outcome.InstanceResult{Action: "Updated", Ready: true, Message: "1 objects applied"})
+	r.SyncFinished(sha1, &outcome.SyncResult{Instances: []outcome.InstanceResult{{Action: "Updated", Ready: true}, {Action: "Unchanged", Ready: true}}})
 	g.Expect(p.last(sha1)["cairn/team/a"].State).To(Equal(forge.StateSuccess))
 	g.Expect(p.last(sha1)["cairn/sync"].State).To(Equal(forge.StateSuccess))
 }
@@ -117,10 +118,10 @@ func TestForgeReporterSupersedesAProgressingCommit(t *testing.T) {
 	r := NewForgeReporter(p, forge.RepoRef{Owner: "o", Name: "r"}, "")
 	a := InstanceKey{"team", "a"}
 	r.SyncStarted(sha1, []InstanceKey{a})
-	r.InstanceFinished(sha1, a, InstanceResult{Action: "Progressing", Message: "applied; waiting"})
-	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}})
+	r.InstanceFinished(sha1, a, outcome.InstanceResult{Action: "Progressing", Message: "applied; waiting"})
+	r.SyncFinished(sha1, &outcome.SyncResult{Instances: []outcome.InstanceResult{{Action: "Progressing"}}})
 	r.SyncStarted(sha1, nil) // a recheck that has nothing due yet
-	r.SyncFinished(sha1, &SyncResult{Instances: []InstanceResult{{Action: "Progressing"}}})
+	r.SyncFinished(sha1, &outcome.SyncResult{Instances: []outcome.InstanceResult{{Action: "Progressing"}}})
 	r.SyncStarted(sha2, []InstanceKey{a})
 	g.Expect(p.last(sha1)["cairn/team/a"].State).To(Equal(forge.StateError), "a newer commit closes what the older left progressing")
 }

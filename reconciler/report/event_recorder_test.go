@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -53,7 +54,7 @@ func TestEventRecorderFlushWaitsForTheWrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			sink := &slowSink{delay: 300 * time.Millisecond}
-			r, err := newEventRecorder(sink)
+			r, err := newEventRecorder(sink, scheme(g))
 			g.Expect(err).NotTo(HaveOccurred())
 			mi := &cairnv1.ModuleInstance{}
 			mi.Name, mi.Namespace, mi.UID = "app", "team", "uid-1"
@@ -66,4 +67,11 @@ func TestEventRecorderFlushWaitsForTheWrites(t *testing.T) {
 			r.Eventf(mi, nil, "Normal", "Succeeded", "Sync", "after the flush") // dropped, no panic
 		})
 	}
+}
+
+// scheme knows cairn's kinds, as reconciler.Scheme does.
+func scheme(g Gomega) *runtime.Scheme {
+	s := runtime.NewScheme()
+	g.Expect(cairnv1.AddToScheme(s)).To(Succeed())
+	return s
 }

@@ -1,18 +1,28 @@
-package reconciler
+package report
 
 import (
 	"sync"
 	"time"
 
-	"cairn.dev/cairn/reconciler/outcome"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"cairn.dev/cairn/reconciler/outcome"
+)
+
+// The prune guards, as cairn_prune_refusals_total names them in its limit label.
+const (
+	LimitMaxDeletions    = "maxDeletions"
+	LimitHalfOfInstances = "halfOfInstances"
+	LimitMaxPercent      = "maxPercent"
+	LimitEmptyRender     = "emptyRender"
 )
 
 // MetricsReporter keeps cairn's Prometheus metrics: how long syncs and reconciles take
 // and how they end, what happened to each instance, the objects applied and pruned,
 // how many instances are in each state, the time from a commit to its instances being
 // Ready, render and Git fetch durations, and prune refusals. It is a Reporter; set it
-// as Options.Metrics (which also reports to it) to get the engine's own observations.
+// as reconciler.Options.Metrics (which also reports to it) to get the engine's own
+// observations.
 // Labels carry kinds, actions and reasons only, never names of objects or values.
 type MetricsReporter struct {
 	syncDuration      *prometheus.HistogramVec
@@ -43,7 +53,7 @@ func NewMetricsReporter(reg prometheus.Registerer) (*MetricsReporter, error) {
 
 func newMetrics() *MetricsReporter {
 	m := newCollectors()
-	for _, limit := range []string{limitMaxDeletions, limitHalfOfInstances, limitMaxPercent, limitEmptyRender} {
+	for _, limit := range []string{LimitMaxDeletions, LimitHalfOfInstances, LimitMaxPercent, LimitEmptyRender} {
 		m.pruneRefusals.WithLabelValues(limit) // each series is scraped from the start, at 0
 	}
 	return m
@@ -93,7 +103,7 @@ func (m *MetricsReporter) SyncStarted(revision string, _ []InstanceKey) {
 
 // InstanceFinished counts the instance's outcome and the objects it changed, and
 // observes how long its reconcile took.
-func (m *MetricsReporter) InstanceFinished(_ string, _ InstanceKey, res InstanceResult) {
+func (m *MetricsReporter) InstanceFinished(_ string, _ InstanceKey, res outcome.InstanceResult) {
 	m.results.WithLabelValues(string(res.Action), res.Reason).Inc()
 	m.objects.WithLabelValues("created").Add(float64(res.Created))
 	m.objects.WithLabelValues("configured").Add(float64(res.Applied - res.Created))
@@ -105,7 +115,7 @@ func (m *MetricsReporter) InstanceFinished(_ string, _ InstanceKey, res Instance
 }
 
 // SyncFinished records the sync's duration and the instances by state.
-func (m *MetricsReporter) SyncFinished(revision string, res *SyncResult) {
+func (m *MetricsReporter) SyncFinished(revision string, res *outcome.SyncResult) {
 	m.mu.Lock()
 	began, ok := m.started[revision]
 	delete(m.started, revision)
@@ -134,7 +144,7 @@ func (m *MetricsReporter) SyncFinished(revision string, res *SyncResult) {
 	}
 }
 
-func syncOutcome(res *SyncResult) string {
+func syncOutcome(res *outcome.SyncResult) string {
 	switch {
 	case res.Interrupted:
 		return "interrupted"
@@ -142,43 +152,4 @@ func syncOutcome(res *SyncResult) string {
 		return "failed"
 	}
 	return "succeeded"
-}
-
-// Reporters tells every non-nil reporter of rs, in order; nil when there is none.
-func Reporters(rs ...Reporter) Reporter {
-	var out multiReporter
-	for _, r := range rs {
-		if r != nil && !isNilReporter(r) {
-			out = append(out, r)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-func isNilReporter(r Reporter) bool {
-	m, ok := r.(*MetricsReporter)
-	return ok && m == nil
-}
-
-type multiReporter []Reporter
-
-func (m multiReporter) SyncStarted(rev string, instances []InstanceKey) {
-	for _, r := range m {
-		r.SyncStarted(rev, instances)
-	}
-}
-
-func (m multiReporter) InstanceFinished(rev string, k InstanceKey, res InstanceResult) {
-	for _, r := range m {
-		r.InstanceFinished(rev, k, res)
-	}
-}
-
-func (m multiReporter) SyncFinished(rev string, res *SyncResult) {
-	for _, r := range m {
-		r.SyncFinished(rev, res)
-	}
 }

@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"errors"
@@ -22,11 +22,11 @@ func TestMetricsReporterCountsOutcomes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	a, b := InstanceKey{"team", "a"}, InstanceKey{"team", "b"}
 	m.SyncStarted("sha", []InstanceKey{a, b})
-	ra := InstanceResult{Action: outcome.ActionCreated, Reason: "Succeeded", Ready: true, Applied: 4, Created: 3, Unchanged: 2, Duration: 2 * time.Second}
-	rb := InstanceResult{Action: outcome.ActionFailed, Reason: "RenderFailed"}
+	ra := outcome.InstanceResult{Action: outcome.ActionCreated, Reason: "Succeeded", Ready: true, Applied: 4, Created: 3, Unchanged: 2, Duration: 2 * time.Second}
+	rb := outcome.InstanceResult{Action: outcome.ActionFailed, Reason: "RenderFailed"}
 	m.InstanceFinished("sha", a, ra)
 	m.InstanceFinished("sha", b, rb)
-	m.SyncFinished("sha", &SyncResult{Revision: "sha", Instances: []InstanceResult{ra, rb,
+	m.SyncFinished("sha", &outcome.SyncResult{Revision: "sha", Instances: []outcome.InstanceResult{ra, rb,
 		{Action: outcome.ActionProgressing}, {Action: outcome.ActionDeleted}}})
 
 	g.Expect(testutil.ToFloat64(m.results.WithLabelValues("Created", "Succeeded"))).To(Equal(1.0))
@@ -47,94 +47,69 @@ func TestMetricsReporterCountsOutcomes(t *testing.T) {
 	g.Expect(err).To(HaveOccurred(), "registered once")
 }
 
-func TestReportersSkipsNil(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(Reporters(nil, nil, (*MetricsReporter)(nil))).To(BeNil())
-	m, _ := NewMetricsReporter(prometheus.NewRegistry())
-	r := Reporters(nil, m)
-	r.SyncStarted("x", nil)
-	r.SyncFinished("x", &SyncResult{})
-	g.Expect(testutil.CollectAndCount(m.syncDuration)).To(Equal(1))
-}
-
-func TestEngineReportsToItsMetrics(t *testing.T) {
-	g := NewWithT(t)
-	m := newMetrics()
-	e := New(nil, nil, Options{Metrics: m})
-	e.opts.Reporter.SyncStarted("x", nil)
-	e.opts.Reporter.SyncFinished("x", &SyncResult{})
-	g.Expect(testutil.CollectAndCount(m.syncDuration)).To(Equal(1), "Options.Metrics is a Reporter too")
-}
-
 func TestObserveRender(t *testing.T) {
-	local := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: cairnv1.ModuleSource{Local: &cairnv1.LocalModule{Path: "./m"}}}}
-	cue := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: cairnv1.ModuleSource{CUE: &cairnv1.CUEModule{Path: "x@v0"}}}}
-	chart := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: cairnv1.ModuleSource{Chart: &cairnv1.ChartSource{URL: "oci://r/c"}}}}
 	for _, tc := range []struct {
-		mi           *cairnv1.ModuleInstance
-		cached       bool
-		err          error
-		typ, outcome string
+		typ     string
+		cached  bool
+		err     error
+		outcome string
 	}{
-		{mi: local, typ: "local", outcome: "rendered"},
-		{mi: cue, cached: true, typ: "cue", outcome: "cached"},
-		{mi: chart, err: errors.New("boom"), typ: "helm", outcome: "failed"},
+		{typ: "local", outcome: "rendered"},
+		{typ: "cue", cached: true, outcome: "cached"},
+		{typ: "helm", err: errors.New("boom"), outcome: "failed"},
 	} {
 		g := NewWithT(t)
 		m := newMetrics()
-		m.observeRender(tc.mi, tc.cached, tc.err, 250*time.Millisecond)
+		m.ObserveRender(tc.typ, tc.cached, tc.err, 250*time.Millisecond)
 		g.Expect(histogramSum(t, m.renderDuration.WithLabelValues(tc.typ, tc.outcome))).To(Equal(0.25), tc.typ)
 		g.Expect(testutil.CollectAndCount(m.renderDuration)).To(Equal(1))
 	}
-	(*MetricsReporter)(nil).observeRender(local, false, nil, time.Second) // no metrics: no panic
+	(*MetricsReporter)(nil).ObserveRender("local", false, nil, time.Second) // no metrics: no panic
 }
 
-func TestObserveRevisionAndRefusals(t *testing.T) {
+func TestObserveFetchAndRefusals(t *testing.T) {
 	g := NewWithT(t)
 	m := newMetrics()
-	m.observeRevision(Revision{SHA: "dir:x"}) // a directory: nothing fetched
-	m.observeRevision(Revision{SHA: "abc", Fetch: 1500 * time.Millisecond})
+	m.ObserveFetch(0) // a directory: nothing fetched
+	m.ObserveFetch(1500 * time.Millisecond)
 	g.Expect(histogramCount(t, m.fetchDuration)).To(Equal(uint64(1)))
 	g.Expect(histogramSum(t, m.fetchDuration)).To(Equal(1.5))
 
-	s := &syncRun{e: &Engine{opts: Options{Metrics: m}}, runs: []*instanceRun{
-		{pruneErr: newPruneGuard(nil, "").refuse(limitMaxPercent, "x")}, {},
-		{pruneErr: refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
-		pruneErrs: []error{newPruneGuard(nil, "").refuse(limitMaxDeletions, "y")}}
-	s.countRefusals()
-	for limit, want := range map[string]float64{limitMaxPercent: 1, limitEmptyRender: 1, limitMaxDeletions: 1, limitHalfOfInstances: 0} {
+	m.CountPruneRefusal(LimitMaxPercent)
+	for limit, want := range map[string]float64{LimitMaxPercent: 1, LimitEmptyRender: 0, LimitMaxDeletions: 0, LimitHalfOfInstances: 0} {
 		g.Expect(testutil.ToFloat64(m.pruneRefusals.WithLabelValues(limit))).To(Equal(want), limit)
 	}
-	s.readOnly = true // a plan's refusals are not counted
-	s.countRefusals()
-	g.Expect(testutil.ToFloat64(m.pruneRefusals.WithLabelValues(limitMaxPercent))).To(Equal(1.0))
+	g.Expect(testutil.CollectAndCount(m.pruneRefusals)).To(Equal(4), "each limit is scraped from the start")
+	var none *MetricsReporter // no metrics: no panic
+	none.ObserveFetch(time.Second)
+	none.CountPruneRefusal(LimitMaxPercent)
+	none.ObservePushToReady("sha", time.Now(), nil, nil, time.Now())
 }
 
 func TestObservePushToReady(t *testing.T) {
 	committed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	rev := Revision{SHA: "sha2", Committed: committed}
 	now := committed.Add(42 * time.Second)
 	ready1 := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha1")
 	ready2 := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha2")
 	progressing2 := instanceAt("Unknown", cairnv1.ReasonProgressing, "waiting", "sha1")
 	for _, tc := range []struct {
 		name          string
-		rev           Revision
+		committed     time.Time
 		before, after client.Object
 		want          uint64
 	}{
-		{name: "ready at the new revision", rev: rev, before: ready1, after: ready2, want: 1},
-		{name: "ready after a health recheck", rev: rev, before: progressing2, after: ready2, want: 1},
-		{name: "a new instance", rev: rev, before: (*cairnv1.ModuleInstance)(nil), after: ready2, want: 1},
-		{name: "already ready at it", rev: rev, before: ready2, after: ready2},
-		{name: "not ready", rev: rev, before: ready1, after: instanceAt("False", cairnv1.ReasonApplyFailed, "x", "sha1")},
-		{name: "no commit time (a directory)", rev: Revision{SHA: "sha2"}, before: ready1, after: ready2},
-		{name: "not an instance", rev: rev, before: &cairnv1.Platform{}, after: &cairnv1.Platform{}},
+		{name: "ready at the new revision", committed: committed, before: ready1, after: ready2, want: 1},
+		{name: "ready after a health recheck", committed: committed, before: progressing2, after: ready2, want: 1},
+		{name: "a new instance", committed: committed, before: (*cairnv1.ModuleInstance)(nil), after: ready2, want: 1},
+		{name: "already ready at it", committed: committed, before: ready2, after: ready2},
+		{name: "not ready", committed: committed, before: ready1, after: instanceAt("False", cairnv1.ReasonApplyFailed, "x", "sha1")},
+		{name: "no commit time (a directory)", before: ready1, after: ready2},
+		{name: "not an instance", committed: committed, before: &cairnv1.Platform{}, after: &cairnv1.Platform{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := newMetrics()
-			m.observePushToReady(tc.rev, tc.before, tc.after, now)
+			m.ObservePushToReady("sha2", tc.committed, tc.before, tc.after, now)
 			g.Expect(histogramCount(t, m.pushToReady)).To(Equal(tc.want))
 			if tc.want == 1 {
 				g.Expect(histogramSum(t, m.pushToReady)).To(Equal(42.0))

@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"fmt"
@@ -9,14 +9,12 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
-// Commit status contexts.
-const (
-	syncContext = "cairn/sync"
-	planContext = "cairn/plan"
-)
+// syncContext is the commit status context of a whole sync.
+const syncContext = "cairn/sync"
 
-// statusPoster is what the forge reporter needs of forge.Queue.
-type statusPoster interface {
+// StatusPoster is what the forge reporter needs of forge.Queue (*forge.Queue is one).
+type StatusPoster interface {
+	// PostStatus queues the status st of the commit sha of repo; it must not block.
 	PostStatus(repo forge.RepoRef, sha string, st forge.Status)
 }
 
@@ -25,7 +23,7 @@ type statusPoster interface {
 // starts, then success only after apply, prune and health, or failure with the reason.
 // A revision left pending when a newer one starts is closed, naming the newer one.
 type ForgeReporter struct {
-	q         statusPoster
+	q         StatusPoster
 	repo      forge.RepoRef
 	targetURL string
 
@@ -35,7 +33,7 @@ type ForgeReporter struct {
 
 // NewForgeReporter reports to repo through q; targetURL (optional) is linked from
 // every status.
-func NewForgeReporter(q statusPoster, repo forge.RepoRef, targetURL string) *ForgeReporter {
+func NewForgeReporter(q StatusPoster, repo forge.RepoRef, targetURL string) *ForgeReporter {
 	return &ForgeReporter{q: q, repo: repo, targetURL: targetURL, pending: map[string]map[string]bool{}}
 }
 
@@ -53,7 +51,7 @@ func (f *ForgeReporter) SyncStarted(sha string, instances []InstanceKey) {
 }
 
 // InstanceFinished reports one instance's outcome.
-func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res InstanceResult) {
+func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res outcome.InstanceResult) {
 	if !isCommit(sha) {
 		return
 	}
@@ -69,7 +67,7 @@ func (f *ForgeReporter) InstanceFinished(sha string, k InstanceKey, res Instance
 }
 
 // SyncFinished reports the aggregate.
-func (f *ForgeReporter) SyncFinished(sha string, res *SyncResult) {
+func (f *ForgeReporter) SyncFinished(sha string, res *outcome.SyncResult) {
 	if !isCommit(sha) {
 		return
 	}
@@ -115,7 +113,8 @@ func (f *ForgeReporter) post(sha, context string, state forge.State, desc string
 	f.q.PostStatus(f.repo, sha, forge.Status{Context: context, State: state, Description: desc, TargetURL: f.targetURL})
 }
 
-// supersede closes the statuses older revisions left pending.
+// supersede closes the statuses older revisions left pending; newer is a commit
+// (isCommit), named by its first 12 hex digits.
 func (f *ForgeReporter) supersede(newer string) {
 	f.mu.Lock()
 	old := f.pending
@@ -128,7 +127,7 @@ func (f *ForgeReporter) supersede(newer string) {
 	for sha, contexts := range old {
 		for c := range contexts {
 			f.q.PostStatus(f.repo, sha, forge.Status{Context: c, State: forge.StateError,
-				Description: "superseded by " + shortSHA(newer) + " before it finished", TargetURL: f.targetURL})
+				Description: "superseded by " + newer[:12] + " before it finished", TargetURL: f.targetURL})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"reflect"
@@ -33,32 +33,36 @@ type conditionEvent struct {
 	eventType, reason, action, note, revision string
 }
 
-// emitTransition records an event on after when its Ready condition changed from
-// before's: another status or reason, or the same verdict at a newly applied revision
-// (so each commit applied is one event, and a retry that changes nothing is none).
-// The reason is the condition's and the note its message, the text already written to
-// the status, so an event says no more than the status does (Secret values are masked
-// there). Warning when Ready is False, Normal otherwise.
-func (e *Engine) emitTransition(before, after client.Object) {
+// RecordTransition records an event with rec on after when its Ready condition
+// changed from before's (either may be nil): another status or reason, or the same
+// verdict at a newly applied revision (so each commit applied is one event, and a
+// retry that changes nothing is none). The reason is the condition's and the note
+// its message, the text already written to the status, so an event says no more than
+// the status does (Secret values are masked there). Warning when Ready is False,
+// Normal otherwise. A nil rec records nothing.
+func RecordTransition(rec events.EventRecorder, before, after client.Object) {
 	if ev, ok := transitionEvent(before, after); ok {
-		e.emit(after, ev)
+		record(rec, after, ev)
 	}
 }
 
-// emitRemoval records that an instance that left Git was removed (its CR is gone; the
-// event stays, regarding it, for the events' TTL).
-func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, revision string) {
+// RecordRemoval records with rec that live, an instance that left Git, was removed
+// at revision (res is its outcome; its CR is gone, the event stays, regarding it, for
+// the events' TTL). An instance that was not deleted is no event: its transition
+// says what happened. A nil rec records nothing.
+func RecordRemoval(rec events.EventRecorder, live *cairnv1.ModuleInstance, res outcome.InstanceResult, revision string) {
 	if res.Action == outcome.ActionDeleted {
-		e.emit(live, conditionEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
+		record(rec, live, conditionEvent{eventType: corev1.EventTypeNormal, reason: res.Reason, action: eventActionRemove,
 			note: res.Message, revision: revision})
 	}
 }
 
-// emitDrift records an event for a drift check: each correction (DriftCorrected,
-// objects re-applied: Normal; the broadcaster counts repeats as a series), and a new
-// verdict of drift left in place (DriftDetected under spec.drift: Warn: a Warning).
-// A drift that is gone is no event.
-func (e *Engine) emitDrift(before, after *cairnv1.ModuleInstance) {
+// RecordDrift records with rec an event for a drift check of an instance (before
+// and after it): each correction (DriftCorrected, objects re-applied: Normal; the
+// broadcaster counts repeats as a series), and a new verdict of drift left in place
+// (DriftDetected under spec.drift: Warn: a Warning). A drift that is gone is no
+// event. A nil rec records nothing.
+func RecordDrift(rec events.EventRecorder, before, after *cairnv1.ModuleInstance) {
 	now := conditions.Get(after, cairnv1.DriftedCondition)
 	if now == nil {
 		return
@@ -72,19 +76,21 @@ func (e *Engine) emitDrift(before, after *cairnv1.ModuleInstance) {
 	if now.Status == metav1.ConditionTrue {
 		ev.eventType = corev1.EventTypeWarning
 	}
-	e.emit(after, ev)
+	record(rec, after, ev)
 }
 
-func (e *Engine) emit(regarding client.Object, ev conditionEvent) {
-	if e.opts.Events == nil {
+// record records ev with rec on the object it regards, annotated with its revision
+// when rec can; nothing when rec is nil.
+func record(rec events.EventRecorder, regarding client.Object, ev conditionEvent) {
+	if rec == nil {
 		return
 	}
 	note := truncateNote(ev.note)
-	if ar, ok := e.opts.Events.(events.AnnotatedEventRecorder); ok && ev.revision != "" {
+	if ar, ok := rec.(events.AnnotatedEventRecorder); ok && ev.revision != "" {
 		ar.AnnotatedEventf(regarding, nil, map[string]string{RevisionAnnotation: ev.revision}, ev.eventType, ev.reason, ev.action, "%s", note)
 		return
 	}
-	e.opts.Events.Eventf(regarding, nil, ev.eventType, ev.reason, ev.action, "%s", note)
+	rec.Eventf(regarding, nil, ev.eventType, ev.reason, ev.action, "%s", note)
 }
 
 // transitionEvent compares the Ready conditions of before and after (either may be nil).

@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"strings"
@@ -78,21 +78,20 @@ func registryReady(sha string) *cairnv1.Registry {
 	r := &cairnv1.Registry{}
 	r.Name = "internal"
 	r.Status.LastAppliedRevision = sha
-	setReady(r, true, cairnv1.ReasonSucceeded, "declared at "+sha)
+	conditions.MarkTrue(r, "Ready", cairnv1.ReasonSucceeded, "declared at %s", sha)
 	return r
 }
 
-func TestEmitTransitionRecordsAnnotatedEvent(t *testing.T) {
+func TestRecordTransitionRecordsAnnotatedEvent(t *testing.T) {
 	g := NewWithT(t)
 	rec := events.NewFakeRecorder(10)
 	rec.Verbose = true
-	e := &Engine{opts: Options{Events: rec}}
 	before := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha1")
 	after := instanceAt("False", cairnv1.ReasonValuesFromFailed, strings.Repeat("é", 600), "sha2")
-	e.emitTransition(before, after)
-	e.emitTransition(after, after) // no change: no event
-	e.emitRemoval(after, InstanceResult{Action: outcome.ActionDeleted, Reason: "Removed", Message: "removed from Git: 2 objects deleted"}, "sha3")
-	e.emitRemoval(after, InstanceResult{Action: outcome.ActionFailed, Reason: cairnv1.ReasonPruneGuard}, "sha3") // the transition says it
+	RecordTransition(rec, before, after)
+	RecordTransition(rec, after, after) // no change: no event
+	RecordRemoval(rec, after, outcome.InstanceResult{Action: outcome.ActionDeleted, Reason: "Removed", Message: "removed from Git: 2 objects deleted"}, "sha3")
+	RecordRemoval(rec, after, outcome.InstanceResult{Action: outcome.ActionFailed, Reason: cairnv1.ReasonPruneGuard}, "sha3") // the transition says it
 
 	g.Expect(rec.Events).To(HaveLen(2))
 	first := <-rec.Events
@@ -100,7 +99,7 @@ func TestEmitTransitionRecordsAnnotatedEvent(t *testing.T) {
 	g.Expect(first).To(ContainSubstring("map[" + RevisionAnnotation + ":sha2]"))
 	g.Expect(<-rec.Events).To(HavePrefix("Normal Removed Remove removed from Git: 2 objects deleted"))
 
-	(&Engine{}).emitTransition(before, after) // no recorder: nothing, no panic
+	RecordTransition(nil, before, after) // no recorder: nothing, no panic
 }
 
 func TestTruncateNote(t *testing.T) {
@@ -112,7 +111,7 @@ func TestTruncateNote(t *testing.T) {
 	g.Expect(long).To(HaveSuffix("…"))
 }
 
-func TestEmitDrift(t *testing.T) {
+func TestRecordDrift(t *testing.T) {
 	drifted := func(status, reason, msg string) *cairnv1.ModuleInstance {
 		mi := instanceAt("True", cairnv1.ReasonSucceeded, "ok", "sha1")
 		if status == "True" {
@@ -140,7 +139,7 @@ func TestEmitDrift(t *testing.T) {
 			g := NewWithT(t)
 			rec := events.NewFakeRecorder(2)
 			rec.Verbose = true
-			(&Engine{opts: Options{Events: rec}}).emitDrift(tc.before, tc.after)
+			RecordDrift(rec, tc.before, tc.after)
 			if tc.want == "" {
 				g.Expect(rec.Events).To(BeEmpty())
 				return

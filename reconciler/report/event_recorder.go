@@ -1,4 +1,4 @@
-package reconciler
+package report
 
 import (
 	"context"
@@ -27,16 +27,17 @@ type EventRecorder struct {
 	pending     atomic.Int64 // events recorded, not yet handed to the API server
 }
 
-// NewEventRecorder starts a broadcaster that writes cairn's events with cfg.
-func NewEventRecorder(cfg *rest.Config) (*EventRecorder, error) {
+// NewEventRecorder starts a broadcaster that writes cairn's events with cfg; scheme
+// (reconciler.Scheme) names the kinds of the objects the events regard.
+func NewEventRecorder(cfg *rest.Config, scheme *runtime.Scheme) (*EventRecorder, error) {
 	c, err := eventsv1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the events client: %w", err)
 	}
-	return newEventRecorder(&events.EventSinkImpl{Interface: c})
+	return newEventRecorder(&events.EventSinkImpl{Interface: c}, scheme)
 }
 
-func newEventRecorder(sink events.EventSink) (*EventRecorder, error) {
+func newEventRecorder(sink events.EventSink, scheme *runtime.Scheme) (*EventRecorder, error) {
 	r := &EventRecorder{}
 	r.broadcaster = events.NewBroadcaster(&countingSink{EventSink: sink, pending: &r.pending})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -45,7 +46,7 @@ func newEventRecorder(sink events.EventSink) (*EventRecorder, error) {
 		return nil, fmt.Errorf("failed to start recording events: %w", err)
 	}
 	r.cancel = cancel
-	r.recorder = r.broadcaster.NewRecorder(Scheme, EventReportingController)
+	r.recorder = r.broadcaster.NewRecorder(scheme, EventReportingController)
 	return r, nil
 }
 
