@@ -247,11 +247,11 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 	if err := s.pruneRefusal(r); err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneGuard, err)
 	}
-	if r.prune == nil || len(r.prune.stale) == 0 {
+	if r.prune == nil || len(r.prune.Stale) == 0 {
 		return nil
 	}
-	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.stale))
-	cs, err := apply.DeleteStale(ctx, m, r.prune.stale, r.prune.key, r.prune.uid, s.inlineWait(s.timeout(r.mi)))
+	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.Stale))
+	cs, err := apply.DeleteStale(ctx, m, r.prune.Stale, r.prune.Key, r.prune.UID, s.inlineWait(s.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)

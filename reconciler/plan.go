@@ -18,6 +18,7 @@ import (
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -65,7 +66,7 @@ type instanceRun struct {
 	// renderOnce: a sync renders and settles each instance once (see RevisionState.renderHeld).
 	renderOnce sync.Once
 	newInv     apply.Inventory
-	prune      *pruneSet
+	prune      *prune.Set
 	pruneErr   error
 	failure    *outcome.Failure
 	applied    *ssa.ChangeSet

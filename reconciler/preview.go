@@ -225,13 +225,13 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 }
 
 func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
-	if r.prune == nil || len(r.prune.stale) == 0 {
+	if r.prune == nil || len(r.prune.Stale) == 0 {
 		if r.pruneErr != nil {
 			ip.PruneVerdict = r.pruneErr.Error()
 		}
 		return
 	}
-	ip.Prune = describeIDs(r.prune.stale)
+	ip.Prune = describeIDs(r.prune.Stale)
 	ip.PruneVerdict = "allowed"
 	if err := s.pruneRefusal(r); err != nil {
 		ip.PruneVerdict = err.Error()
@@ -245,7 +245,7 @@ func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstan
 		ip.Error = rs.err.Error()
 		return ip
 	}
-	ip.Prune = describeIDs(rs.stale)
+	ip.Prune = describeIDs(rs.Stale)
 	if pruneEnabled(live) {
 		deleteHooks, err := s.previewDeleteHooks(ctx, live)
 		if err != nil {
@@ -257,8 +257,8 @@ func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstan
 		ip.Orphan = describeIDs(rs.orphan)
 		ip.Why = fmt.Sprintf("removed from Git, prune: false: orphan %d objects", len(ip.Orphan))
 	}
-	if rs.refused != nil {
-		ip.PruneVerdict = rs.refused.Error()
+	if rs.Refused != nil {
+		ip.PruneVerdict = rs.Refused.Error()
 	}
 	return ip
 }

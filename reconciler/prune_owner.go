@@ -48,7 +48,7 @@ func (s *syncRun) liveByOwner() map[string]int {
 // none: who wrote the commit cannot be told.
 func (s *syncRun) trailerCovers(mi *cairnv1.ModuleInstance, removed bool) bool {
 	switch {
-	case !s.guard.tenants:
+	case !s.guard.Tenants():
 		return true
 	case !s.changes.known:
 		return false

@@ -7,6 +7,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 )
 
 // checkPrunes computes what each rendered instance and each removed instance would
@@ -21,7 +22,7 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 			desired = desired.Union(r.desiredInventory(s.digestKey))
 		}
 	}
-	var sets []*pruneSet
+	var sets []*prune.Set
 	for _, r := range s.runs {
 		if r.fast {
 			continue // it deletes nothing (mayApplyAlone) and may be applying
@@ -34,9 +35,9 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	for _, live := range s.removed {
 		rs := s.removedPrune(ctx, live, desired)
 		s.removedSets[live.Namespace+"/"+live.Name] = rs
-		sets = append(sets, rs.pruneSet)
+		sets = append(sets, rs.Set)
 	}
-	s.pruneErrs = s.guard.checkSync(sets, s.liveByOwner())
+	s.pruneErrs = s.guard.CheckSync(sets, s.liveByOwner())
 	s.countRefusals()
 }
 
@@ -51,13 +52,13 @@ func (s *syncRun) countRefusals() {
 		errs = append(errs, r.pruneErr)
 	}
 	for _, err := range errs {
-		if limit := refusedBy(err); limit != "" {
+		if limit := prune.RefusedBy(err); limit != "" {
 			s.e.opts.Metrics.CountPruneRefusal(limit)
 		}
 	}
 }
 
-func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *pruneSet {
+func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *prune.Set {
 	if r.rendered == nil {
 		return nil
 	}
@@ -77,7 +78,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 	// Emptiness is the render's: the Secrets of spec.secrets stay whatever the module
 	// renders, so they must not hide an empty render from its guard.
 	if len(r.objects) == 0 && len(old) > 0 && !r.mi.Spec.AllowEmpty {
-		r.pruneErr = refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard,
+		r.pruneErr = prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard,
 			"prune refused: the render is empty and would delete all %d objects; set spec.allowEmpty to allow it", len(old)))
 		return nil
 	}
@@ -90,14 +91,14 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 	if !pruneEnabled(r.mi) {
 		return nil
 	}
-	ps := s.guard.split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
-	ps.before = len(old)
-	ps.owner, ps.covered = s.ownerOf(r.mi), s.trailerCovers(r.mi, false)
+	ps := s.guard.Split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
+	ps.Before = len(old)
+	ps.Owner, ps.Covered = s.ownerOf(r.mi), s.trailerCovers(r.mi, false)
 	if r.live != nil {
-		ps.uid = string(r.live.UID) // adopted objects carry the UID of the deleted CR
+		ps.UID = string(r.live.UID) // adopted objects carry the UID of the deleted CR
 	}
 	r.prune = ps
-	r.pruneErr = s.guard.checkInstance(ps)
+	r.pruneErr = s.guard.CheckInstance(ps)
 	return ps
 }
 
@@ -114,7 +115,7 @@ func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (apply.Inve
 // orphan), read once per sync; err is set when its inventory could not be read (the
 // instance is then not removed).
 type removedSet struct {
-	*pruneSet
+	*prune.Set
 	orphan apply.Inventory
 	err    error
 }
@@ -130,13 +131,13 @@ func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance
 	old = old.Minus(desired)
 	rs := removedSet{err: err}
 	if !pruneEnabled(live) {
-		rs.pruneSet, rs.orphan = &pruneSet{key: s.instanceLabel(live), stale: apply.Inventory{}}, old
+		rs.Set, rs.orphan = &prune.Set{Key: s.instanceLabel(live), Stale: apply.Inventory{}}, old
 	} else {
-		rs.pruneSet = s.guard.split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+		rs.Set = s.guard.Split(s.instanceLabel(live), old, live.Spec.PruneProtected)
 	}
-	rs.before, rs.removed = len(old), true
-	rs.owner, rs.covered = s.ownerOf(live), s.trailerCovers(live, true)
-	rs.uid = string(live.UID) // an object labelled with another instance's UID is not this one's
+	rs.Before, rs.Removed = len(old), true
+	rs.Owner, rs.Covered = s.ownerOf(live), s.trailerCovers(live, true)
+	rs.UID = string(live.UID) // an object labelled with another instance's UID is not this one's
 	return rs
 }
 
@@ -153,16 +154,16 @@ func (s *syncRun) pruneRefusal(r *instanceRun) error {
 	if r.pruneErr != nil {
 		return r.pruneErr
 	}
-	if r.prune != nil && len(r.prune.stale) > 0 && r.prune.refused != nil {
-		return r.prune.refused
+	if r.prune != nil && len(r.prune.Stale) > 0 && r.prune.Refused != nil {
+		return r.prune.Refused
 	}
 	return nil
 }
 
 // keptNote says which protected objects were left in place.
-func keptNote(ps *pruneSet) string {
-	if ps == nil || len(ps.kept) == 0 {
+func keptNote(ps *prune.Set) string {
+	if ps == nil || len(ps.Kept) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; kept %d object(s) of protected kinds: %v", len(ps.kept), ps.kept)
+	return fmt.Sprintf("; kept %d object(s) of protected kinds: %v", len(ps.Kept), ps.Kept)
 }

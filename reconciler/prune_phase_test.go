@@ -19,6 +19,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/render"
 )
 
@@ -100,7 +101,7 @@ func TestPrunePhase(t *testing.T) {
 		name:    "an empty render would delete everything: refused",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
 		renders: map[string][]*unstructured.Unstructured{web: nil},
-		refused: map[string]string{web: limitEmptyRender},
+		refused: map[string]string{web: prune.LimitEmptyRender},
 		message: map[string]string{web: "prune refused: the render is empty and would delete all 2 objects; set spec.allowEmpty to allow it"},
 	}, {
 		name:    "an empty render is refused even when spec.secrets generates Secrets",
@@ -109,7 +110,7 @@ func TestPrunePhase(t *testing.T) {
 		edit: func(s *syncRun) {
 			s.byKey[web].mi.Spec.Secrets = []cairnv1.GeneratedSecret{{Name: "db-password"}}
 		},
-		refused: map[string]string{web: limitEmptyRender},
+		refused: map[string]string{web: prune.LimitEmptyRender},
 		message: map[string]string{web: "prune refused: the render is empty and would delete all 2 objects; set spec.allowEmpty to allow it"},
 	}, {
 		name:    "an empty render with allowEmpty deletes everything",
@@ -138,20 +139,20 @@ func TestPrunePhase(t *testing.T) {
 		name:    "over maxPercent: the instance is refused",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b, x}},
 		renders: map[string][]*unstructured.Unstructured{web: {x}},
-		edit:    func(s *syncRun) { s.guard.maxPercent = 50 },
+		edit:    func(s *syncRun) { s.guard = guardOf(cairnv1.PrunePolicy{MaxPercent: ptr(50)}) },
 		stale:   map[string][]string{web: ids(a, b)},
-		refused: map[string]string{web: limitMaxPercent},
+		refused: map[string]string{web: prune.LimitMaxPercent},
 		message: map[string]string{web: "instance team-a.web would lose 2 of its 3 objects (66%), over prune.maxPercent 50%"},
 	}, {
 		name:    "over maxDeletions: the instances that delete are refused, the others not",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}, db: {x}},
 		renders: map[string][]*unstructured.Unstructured{web: nil, db: {x}},
 		edit: func(s *syncRun) {
-			s.guard.maxDeletions = 1
+			s.guard = guardOf(cairnv1.PrunePolicy{MaxDeletions: ptr(1)})
 			s.byKey[web].mi.Spec.AllowEmpty = true
 		},
 		stale:   map[string][]string{web: ids(a, b), db: nil},
-		refused: map[string]string{web: limitMaxDeletions},
+		refused: map[string]string{web: prune.LimitMaxDeletions},
 		message: map[string]string{web: "this sync would delete 2 objects, over prune.maxDeletions 1"},
 		syncErr: 1,
 	}, {
@@ -175,14 +176,14 @@ func TestPrunePhase(t *testing.T) {
 			s.removed = append(s.removed, removedCR(s, "gone", true, a, b), removedCR(s, "gone-too", true, x))
 		},
 		stale:   map[string][]string{web: nil, "team-a/gone": ids(b), "team-a/gone-too": ids(x)},
-		refused: map[string]string{"team-a/gone": limitHalfOfInstances, "team-a/gone-too": limitHalfOfInstances},
+		refused: map[string]string{"team-a/gone": prune.LimitHalfOfInstances, "team-a/gone-too": prune.LimitHalfOfInstances},
 		message: map[string]string{"team-a/gone": "this commit removes 2 of 3 instances, more than half"},
 		syncErr: 1,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := prunePhaseFixture(t, fake.NewClientBuilder().WithScheme(Scheme).Build(), tc.last, tc.renders)
-			s.guard = newPruneGuard(s.set.Platform, "")
+			s.guard = prune.NewGuard(s.set.Platform, "")
 			if tc.edit != nil {
 				tc.edit(s)
 			}
@@ -190,7 +191,7 @@ func TestPrunePhase(t *testing.T) {
 			s.checkPrunes(context.Background())
 
 			g.Expect(s.pruneErrs).To(HaveLen(tc.syncErr))
-			sets := map[string]*pruneSet{}
+			sets := map[string]*prune.Set{}
 			refusals := map[string]error{}
 			for _, r := range s.runs {
 				g.Expect(r.failure).To(BeNil(), r.key())
@@ -203,22 +204,22 @@ func TestPrunePhase(t *testing.T) {
 			}
 			for key, rs := range s.removedSets {
 				g.Expect(rs.err).NotTo(HaveOccurred())
-				sets[key] = rs.pruneSet
+				sets[key] = rs.Set
 				g.Expect(inventoryIDs(rs.orphan)).To(Equal(tc.orphan[key]), "%s orphans", key)
-				if rs.refused != nil {
-					refusals[key] = rs.refused
+				if rs.Refused != nil {
+					refusals[key] = rs.Refused
 				}
 			}
 			g.Expect(sets).To(HaveLen(len(tc.stale)), "the instances with a prune set")
 			for key, want := range tc.stale {
 				g.Expect(sets).To(HaveKey(key))
-				g.Expect(inventoryIDs(sets[key].stale)).To(Equal(want), "%s deletes", key)
-				g.Expect(sets[key].kept).To(Equal(tc.kept[key]), "%s keeps", key)
+				g.Expect(inventoryIDs(sets[key].Stale)).To(Equal(want), "%s deletes", key)
+				g.Expect(sets[key].Kept).To(Equal(tc.kept[key]), "%s keeps", key)
 			}
 			g.Expect(refusals).To(HaveLen(len(tc.refused)))
 			for key, limit := range tc.refused {
 				g.Expect(refusals).To(HaveKey(key))
-				g.Expect(refusedBy(refusals[key])).To(Equal(limit), key)
+				g.Expect(prune.RefusedBy(refusals[key])).To(Equal(limit), key)
 				g.Expect(refusals[key]).To(MatchError(ContainSubstring(tc.message[key])), key)
 			}
 		})
@@ -274,7 +275,7 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			s := prunePhaseFixture(t, c,
 				map[string][]*unstructured.Unstructured{"team-a/web": {a, widgetsCRD, gadgetsCRD, goneCRD}, "team-b/cache": cache},
 				map[string][]*unstructured.Unstructured{"team-a/web": {a}, "team-b/cache": cache})
-			s.guard = newPruneGuard(s.set.Platform, "")
+			s.guard = prune.NewGuard(s.set.Platform, "")
 			s.readOnly = true
 			s.inferContracts(nil)
 			s.checkPrunes(context.Background())
@@ -283,8 +284,8 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			r := s.byKey["team-a/web"]
 			g.Expect(r.failure).To(BeNil())
 			g.Expect(inventoryIDs(r.withheld)).To(Equal(tc.withheld))
-			g.Expect(r.prune.kept).To(Equal(tc.kept), "a CRD gone from the cluster is not kept for its users")
-			g.Expect(r.prune.stale).To(BeEmpty())
+			g.Expect(r.prune.Kept).To(Equal(tc.kept), "a CRD gone from the cluster is not kept for its users")
+			g.Expect(r.prune.Stale).To(BeEmpty())
 			if tc.provider == "" {
 				g.Expect(r.readyReason()).To(Equal(cairnv1.ReasonSucceeded))
 				g.Expect(r.warnings).To(BeEmpty())
@@ -309,3 +310,18 @@ func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
 	u.SetName(name)
 	return u
 }
+
+// guardOf is the prune guard of a Platform without tenants with policy p.
+func guardOf(p cairnv1.PrunePolicy) prune.Guard {
+	return prune.NewGuard(&cairnv1.Platform{Spec: cairnv1.PlatformSpec{Prune: p}}, "")
+}
+
+func inv(ids ...string) apply.Inventory {
+	out := apply.Inventory{}
+	for _, id := range ids {
+		out[id] = cairnv1.InventoryEntry{ID: id, Version: "v1"}
+	}
+	return out
+}
+
+func ptr(i int32) *int32 { return &i }

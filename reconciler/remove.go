@@ -51,8 +51,8 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 
 func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *outcome.Failure {
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
-	if rs.pruneSet != nil && rs.refused != nil {
-		return outcome.Classify(cairnv1.ReasonPruneGuard, rs.refused)
+	if rs.Set != nil && rs.Refused != nil {
+		return outcome.Classify(cairnv1.ReasonPruneGuard, rs.Refused)
 	}
 	if f := s.dependentsRemain(live); f != nil {
 		return f // nothing of it is deleted
@@ -67,7 +67,7 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if !pruneEnabled(live) {
 		return s.orphanInstance(ctx, m.Client(), live, rs, res)
 	}
-	ps := rs.pruneSet
+	ps := rs.Set
 	var rec hooks.Record
 	if hasHookRecord(live) {
 		if rec, err = hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), live); err != nil {
@@ -77,8 +77,8 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 	if f := s.runDeleteHooks(ctx, m.Client(), live, rec.Delete, render.HookPreDelete); f != nil {
 		return f // nothing is deleted
 	}
-	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.stale))
-	cs, err := apply.DeleteStale(ctx, m, ps.stale, ps.key, ps.uid, s.inlineWait(s.e.opts.DefaultTimeout))
+	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: %d objects", live.Namespace, live.Name, len(ps.Stale))
+	cs, err := apply.DeleteStale(ctx, m, ps.Stale, ps.Key, ps.UID, s.inlineWait(s.e.opts.DefaultTimeout))
 	res.Pruned = countDeleted(cs)
 	if err == nil {
 		err = hooks.DeleteLeft(ctx, m.Client(), hooks.OwnerOf(live), rec.Left)
@@ -106,7 +106,7 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
 	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
-	n, err := apply.OrphanObjects(ctx, c, objects, rs.key, string(live.UID))
+	n, err := apply.OrphanObjects(ctx, c, objects, rs.Key, string(live.UID))
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}

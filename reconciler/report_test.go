@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/report"
 )
 
@@ -32,9 +33,9 @@ func TestCountRefusals(t *testing.T) {
 	m, err := report.NewMetricsReporter(reg)
 	g.Expect(err).NotTo(HaveOccurred())
 	s := &syncRun{e: &Engine{opts: Options{Metrics: m}}, runs: []*instanceRun{
-		{pruneErr: newPruneGuard(nil, "").refuse(limitMaxPercent, "x")}, {},
-		{pruneErr: refusal(limitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
-		pruneErrs: []error{newPruneGuard(nil, "").refuse(limitMaxDeletions, "y")}}
+		{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}, {},
+		{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
+		pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}
 	s.countRefusals()
 	const want = `# HELP cairn_prune_refusals_total Prunes the guards refused, by limit (maxDeletions, halfOfInstances, maxPercent, emptyRender).
 # TYPE cairn_prune_refusals_total counter

@@ -15,6 +15,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/secretgen"
 )
 
@@ -81,7 +82,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 			r.pruned = changeSet(ssa.DeletedAction, ssa.DeletedAction, ssa.SkippedAction)
 			r.secrets = generated
 			r.hooksRan = []string{"pre/migrate", "post/smoke"}
-			r.prune = &pruneSet{kept: []string{"_team-a-data__Namespace"}}
+			r.prune = &prune.Set{Kept: []string{"_team-a-data__Namespace"}}
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
 		message: "2 objects applied (0 changed, 2 unchanged), 2 pruned; generated Secrets: db-pass created, api-key rotated; " +

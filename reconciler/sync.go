@@ -19,6 +19,7 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render/declarations"
@@ -118,7 +119,7 @@ type syncRun struct {
 	set      *declarations.Set
 	platform *cairnv1.Platform
 	changes  changes
-	guard    pruneGuard
+	guard    prune.Guard
 	now      time.Time
 
 	// digestKey keys the digests recorded over rendered objects (see DigestKeySecret).
@@ -173,7 +174,7 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 	readOnly bool) (*syncRun, error) {
 	s := &syncRun{
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
-		guard: newPruneGuard(set.Platform, rev.Message), now: time.Now(),
+		guard: prune.NewGuard(set.Platform, rev.Message), now: time.Now(),
 		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
 		createdNamespaces: map[string]bool{},
 		conflicted:        map[string]bool{},

@@ -37,6 +37,7 @@ var layer = map[string]int{
 	"reconciler/secretgen": 3,
 	"reconciler/supply":    3,
 	"reconciler/placement": 3,
+	"reconciler/prune":     3,
 	"reconciler":           4,
 	"reconciler/loop":      5,
 	"cmd/...":              6,
