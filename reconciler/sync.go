@@ -133,8 +133,8 @@ type syncRun struct {
 	removeOK bool                      // every file could be read: stale Registries may be removed
 	readOnly bool                      // a plan: nothing is written
 
-	supplyOnce sync.Once
-	supply     *supply.Chain // see supplyChain
+	chainOnce sync.Once
+	chain     *supply.Chain // see supplyChain
 
 	capsOnce sync.Once
 	caps     *clusterCapabilities // see capabilities
@@ -326,8 +326,8 @@ func shortSHA(sha string) string {
 // ConfigMaps, keys) the first time a sync needs it: a drift check or a sync that
 // renders nothing reads none of them.
 func (s *syncRun) supplyChain(ctx context.Context) *supply.Chain {
-	s.supplyOnce.Do(func() {
-		s.supply = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
+	s.chainOnce.Do(func() {
+		s.chain = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
 	})
-	return s.supply
+	return s.chain
 }
