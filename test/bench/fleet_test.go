@@ -137,9 +137,14 @@ func TestB2Fleet(t *testing.T) {
 	reportTables(t, "B2", tb, prof)
 }
 
-// buildCairn builds bin/cairn into a temporary directory.
+// buildCairn builds bin/cairn into a temporary directory, or returns
+// $CAIRN_BENCH_CAIRN: a binary built elsewhere (another commit's engine, measured
+// by this commit's benchmark for a same-run baseline).
 func buildCairn(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "cairn")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cairn")
 	cmd.Dir = "../.."
@@ -152,6 +157,9 @@ func buildCairn(t *testing.T) string {
 // engineRevision names the commit the benchmark ran on, and whether the engine
 // had uncommitted changes.
 func engineRevision(t *testing.T) string {
+	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
+		return "the binary " + bin + " ($CAIRN_BENCH_CAIRN)"
+	}
 	head, err := gitOutput("../..", "rev-parse", "--short=12", "HEAD")
 	if err != nil {
 		return "unknown commit"
