@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -189,32 +190,48 @@ func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 // watchReady watches the ModuleInstances and closes ready once all M are Ready
 // with sha applied: the time is taken when the last status write arrives (a LIST
 // every second would be late by up to a second, and would load the API server
-// with M instances a second beside the controller it measures).
+// with M instances a second beside the controller it measures). A watch the API
+// server closes (it may, under load) is listed and watched again.
 func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), err error) {
 	wc, err := client.NewWithWatch(f.c.RESTConfig, client.Options{Scheme: reconciler.Scheme})
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := wc.Watch(f.ctx, &cairnv1.ModuleInstanceList{})
-	if err != nil {
-		return nil, nil, err
-	}
+	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
 	go func() {
 		at := map[string]bool{}
-		for ev := range w.ResultChan() {
-			mi, ok := ev.Object.(*cairnv1.ModuleInstance)
-			if !ok {
+		see := func(mi *cairnv1.ModuleInstance, deleted bool) bool {
+			at[mi.Namespace+"/"+mi.Name] = !deleted && conditions.IsTrue(mi, "Ready") && mi.Status.LastAppliedRevision == sha
+			return countTrue(at) == f.m
+		}
+		for ctx.Err() == nil {
+			var list cairnv1.ModuleInstanceList
+			if err := wc.List(ctx, &list); err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			at[mi.Namespace+"/"+mi.Name] = ev.Type != watch.Deleted && conditions.IsTrue(mi, "Ready") && mi.Status.LastAppliedRevision == sha
-			if countTrue(at) == f.m {
-				close(done)
-				return
+			clear(at)
+			for i := range list.Items {
+				if see(&list.Items[i], false) {
+					close(done)
+					return
+				}
+			}
+			w, err := wc.Watch(ctx, &cairnv1.ModuleInstanceList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+			if err != nil {
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if mi, ok := ev.Object.(*cairnv1.ModuleInstance); ok && see(mi, ev.Type == watch.Deleted) {
+					w.Stop()
+					close(done)
+					return
+				}
 			}
 		}
 	}()
-	return done, w.Stop, nil
+	return done, cancel, nil
 }
 
 func countTrue(m map[string]bool) int {
