@@ -26,20 +26,20 @@ import (
 func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	prior := conditions.Get(r.live, cairnv1.HealthyCondition)
 	unsettled := prior != nil && prior.Status != metav1.ConditionTrue
-	if len(r.appliedLive) == 0 && !unsettled {
+	if len(r.applied.Live) == 0 && !unsettled {
 		markHealthy(r.live, 0, nil)
 		return nil
 	}
-	objects := r.appliedLive
+	objects := r.applied.Live
 	if unsettled {
-		rest, err := apply.GetExisting(ctx, c, apply.NotAmong(r.objects, r.appliedLive))
+		rest, err := apply.GetExisting(ctx, c, apply.NotAmong(r.objects, r.applied.Live))
 		if err != nil {
 			return outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)
 		}
 		objects = append(append([]*unstructured.Unstructured{}, objects...), rest...)
 	}
 	timeout, started := s.timeout(r.mi), time.Now()
-	if len(r.appliedLive) == 0 && prior.Reason == cairnv1.ReasonProgressing {
+	if len(r.applied.Live) == 0 && prior.Reason == cairnv1.ReasonProgressing {
 		started = prior.LastTransitionTime.Time // a recheck: the clock runs from the apply
 	} else {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // a new wait: a new transition time

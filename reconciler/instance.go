@@ -184,7 +184,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
-	r.applied, r.appliedIDs, r.appliedLive, r.untouched = rep.Changes, rep.Applied, rep.Live, rep.Untouched
+	r.applied = *rep
 	r.warnings = append(r.warnings, rep.Notes...)
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
@@ -231,11 +231,11 @@ func (r *instanceRun) pendingInventory() apply.Inventory {
 // objects the API server accepted marked as applied, or the last inventory itself
 // when the apply left nothing written (see apply.Report.Untouched).
 func (r *instanceRun) failedInventory() apply.Inventory {
-	if r.untouched {
+	if r.applied.Untouched {
 		return r.oldInv.Union(apply.Inventory{})
 	}
 	out := r.pendingInventory()
-	for id := range r.appliedIDs {
+	for id := range r.applied.Applied {
 		out[id] = r.newInv[id]
 	}
 	return out
@@ -333,7 +333,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 		before.Status.Inventory = r.persisted
 	}
 	if r.failure != nil {
-		if r.appliedIDs != nil {
+		if r.applied.Applied != nil {
 			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), masker(r.masks)); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}

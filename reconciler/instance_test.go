@@ -16,9 +16,9 @@ func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 	r := &instanceRun{oldInv: old, newInv: apply.Inventory{
 		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
 		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},
-	}, appliedIDs: map[string]bool{}}
+	}, applied: apply.Report{Applied: map[string]bool{}}}
 
 	g.Expect(r.failedInventory()).To(HaveKey("_fresh__Namespace"), "an apply that may have written records the new objects")
-	r.untouched = true
+	r.applied.Untouched = true
 	g.Expect(r.failedInventory()).To(Equal(old))
 }

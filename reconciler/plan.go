@@ -69,16 +69,13 @@ type instanceRun struct {
 	prune      *prune.Set
 	pruneErr   error
 	failure    *outcome.Failure
-	applied    *ssa.ChangeSet
-	// appliedIDs are the objects the API server accepted in this sync.
-	appliedIDs map[string]bool
-	// untouched: the apply failed and left nothing written (apply.Report.Untouched).
-	untouched bool
+	// applied is what this sync's apply did: each object's change, the ids the API
+	// server accepted, its responses (for the health check), and whether a failed
+	// apply left nothing written.
+	applied apply.Report
 	// persisted is the inventory this sync recorded before writing (persistInventory).
 	persisted *cairnv1.Inventory
-	// appliedLive are the API server's responses to this sync's applies.
-	appliedLive []*unstructured.Unstructured
-	pruned      *ssa.ChangeSet
+	pruned    *ssa.ChangeSet
 	// release gives back the instance's apply slot (see RevisionState.apply); idempotent.
 	release func()
 	// forced: every object is applied again, unchanged or not (a requested reconcile).

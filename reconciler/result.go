@@ -15,7 +15,7 @@ import (
 
 // summary is the Ready message of a successful sync.
 func (r *instanceRun) summary() string {
-	applied, unchanged := countApplied(r.applied)
+	applied, unchanged := countApplied(r.applied.Changes)
 	msg := fmt.Sprintf("%d objects applied (%d changed, %d unchanged)", len(r.objects), applied, unchanged)
 	if n := countDeleted(r.pruned); n > 0 {
 		msg += fmt.Sprintf(", %d pruned", n)
@@ -87,8 +87,8 @@ func (r *instanceRun) result() InstanceResult {
 		return r.remote.Result
 	}
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
-	res.Applied, res.Unchanged = countApplied(r.applied)
-	res.Created, res.Pruned = countAction(r.applied, ssa.CreatedAction), countAction(r.pruned, ssa.DeletedAction)
+	res.Applied, res.Unchanged = countApplied(r.applied.Changes)
+	res.Created, res.Pruned = countAction(r.applied.Changes, ssa.CreatedAction), countAction(r.pruned, ssa.DeletedAction)
 	if !r.started.IsZero() {
 		res.Duration = time.Since(r.started)
 	}

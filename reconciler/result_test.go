@@ -61,7 +61,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		name: "applied: changed and unchanged objects counted",
 		run: func(r *instanceRun) {
 			r.objects = objects(4)
-			r.applied = changeSet(ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction, ssa.UnchangedAction)
+			r.applied.Changes = changeSet(ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction, ssa.UnchangedAction)
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
 		message: "4 objects applied (2 changed, 2 unchanged)",
@@ -70,7 +70,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		name: "the first success creates",
 		run: func(r *instanceRun) {
 			r.live.Status.History = r.live.Status.History[:1]
-			r.objects, r.applied = objects(1), changeSet(ssa.CreatedAction)
+			r.objects, r.applied.Changes = objects(1), changeSet(ssa.CreatedAction)
 		},
 		action: outcome.ActionCreated, reason: cairnv1.ReasonSucceeded,
 		message: "1 objects applied (1 changed, 0 unchanged)",
@@ -78,7 +78,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "pruned objects, generated Secrets, hooks and protected objects kept",
 		run: func(r *instanceRun) {
-			r.objects, r.applied = objects(2), changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
+			r.objects, r.applied.Changes = objects(2), changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
 			r.pruned = changeSet(ssa.DeletedAction, ssa.DeletedAction, ssa.SkippedAction)
 			r.secrets = generated
 			r.hooksRan = []string{"pre/migrate", "post/smoke"}
@@ -91,7 +91,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "a CRD kept for its users: ContractWithdrawn",
 		run: func(r *instanceRun) {
-			r.objects, r.applied = objects(1), changeSet(ssa.UnchangedAction)
+			r.objects, r.applied.Changes = objects(1), changeSet(ssa.UnchangedAction)
 			r.withheld = inv("_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition")
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonContractWithdrawn,
@@ -100,7 +100,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "warnings end the Ready message",
 		run: func(r *instanceRun) {
-			r.objects, r.applied = objects(1), changeSet(ssa.ConfiguredAction)
+			r.objects, r.applied.Changes = objects(1), changeSet(ssa.ConfiguredAction)
 			r.warnings = []string{"first", "second"}
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
@@ -110,7 +110,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "a failure after part of the apply",
 		run: func(r *instanceRun) {
-			r.objects, r.applied = objects(3), changeSet(ssa.CreatedAction)
+			r.objects, r.applied.Changes = objects(3), changeSet(ssa.CreatedAction)
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("conflict on Deployment/team-a/web"))
 			markFailed(r.live, "new", r.failure, now)
 		},
@@ -121,7 +121,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "applied, not yet healthy",
 		run: func(r *instanceRun) {
-			r.objects, r.applied = objects(1), changeSet(ssa.ConfiguredAction)
+			r.objects, r.applied.Changes = objects(1), changeSet(ssa.ConfiguredAction)
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting for 1 of 1 object(s)")}
 			markFailed(r.live, "new", r.failure, now)
 		},
