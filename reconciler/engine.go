@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/cairn/reconciler/rendercache"
 	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -97,7 +98,7 @@ func DefaultOptions() Options {
 type Engine struct {
 	cluster  *Cluster
 	renderer Renderer
-	cache    *renderCache
+	cache    *rendercache.Cache
 	verifier *sign.Verifier // signature checks, cached by digest across syncs
 	opts     Options
 
@@ -130,7 +131,7 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	if opts.RenderCacheDir != "" {
 		cacheDir = filepath.Join(opts.RenderCacheDir, "renders")
 	}
-	return &Engine{cluster: cluster, renderer: renderer, cache: newRenderCache(cacheDir), verifier: &sign.Verifier{}, opts: opts}
+	return &Engine{cluster: cluster, renderer: renderer, cache: rendercache.New(cacheDir), verifier: &sign.Verifier{}, opts: opts}
 }
 
 // logger is the logger of ctx (set with logr.NewContext), else Options.Log.

@@ -18,6 +18,7 @@ import (
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/placement"
+	"cairn.dev/cairn/reconciler/rendercache"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -309,4 +310,18 @@ func tenantPaths(set *declarations.Set) []render.TenantPaths {
 // placementFor returns the placement of mi's objects in this sync.
 func (s *syncRun) placementFor(mi *cairnv1.ModuleInstance) placement.Placement {
 	return placement.New(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi, s.e.namespace())
+}
+
+// Version is cairn's version; it is part of every render cache key, so a new cairn
+// never reuses an older one's renders.
+var Version = "dev"
+
+// cacheKey is the render cache's key of req under this cairn's version.
+func cacheKey(req render.Request, moduleID string) string {
+	return rendercache.Key(Version, req, moduleID)
+}
+
+// renderCached renders req through the cache.
+func (e *Engine) renderCached(ctx context.Context, cache *rendercache.Cache, req render.Request, moduleID string) (*render.Result, bool, error) {
+	return rendercache.Through(cache, cacheKey(req, moduleID), func() (*render.Result, error) { return e.renderer.Render(ctx, req) }, nil)
 }

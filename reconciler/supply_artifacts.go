@@ -8,6 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/rendercache"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render"
 )
@@ -68,9 +69,9 @@ type chartRenderer interface {
 // renderChart pulls the verified chart by digest and renders it with renderer when
 // it renders charts (else in this process), through the render cache (keyed by the
 // chart digest and the whole request, the capabilities included) when one is given.
-func renderChart(ctx context.Context, renderer Renderer, cache *renderCache, chart *chartInput, req render.Request,
+func renderChart(ctx context.Context, renderer Renderer, cache *rendercache.Cache, chart *chartInput, req render.Request,
 	lookup render.Lookup) (*render.Result, bool, error) {
-	return throughCache(cache, cacheKey(req, "chart:"+chart.Display()), func() (*render.Result, error) {
+	return rendercache.Through(cache, cacheKey(req, "chart:"+chart.Display()), func() (*render.Result, error) {
 		archive, err := chart.PullChart(ctx)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/rendercache"
 	"cairn.dev/cairn/render"
 )
 
@@ -39,12 +40,12 @@ func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *rende
 // through the render cache when one is given: its key is the whole request (values,
 // module version, Kubernetes version) and the module's digest, so the module is not
 // pulled again for a render the cache has.
-func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *renderCache, in *chartInput,
+func renderTimoniArtifact(ctx context.Context, renderer Renderer, cache *rendercache.Cache, in *chartInput,
 	req render.Request) (*render.Result, bool, error) {
 	t := *req.Timoni
 	t.Ref, t.Digest = in.Display(), in.Digest
 	req.Timoni = &t
-	return throughCache(cache, cacheKey(req, "timoni:"+in.Display()), func() (*render.Result, error) {
+	return rendercache.Through(cache, cacheKey(req, "timoni:"+in.Display()), func() (*render.Result, error) {
 		files, err := in.PullTimoniModule(ctx)
 		if err != nil {
 			return nil, err

@@ -1,9 +1,8 @@
-package reconciler
+package rendercache
 
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,28 +17,26 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// Version is cairn's version; it is part of every render cache key, so a new cairn
-// never reuses an older one's renders.
-var Version = "dev"
+// maxEntries bounds the renders kept in memory.
+const maxEntries = 256
 
-// renderCacheEntries bounds the renders kept in memory.
-const renderCacheEntries = 256
-
-// renderCache remembers renders by everything that determines them: the instance's
+// Cache remembers renders by everything that determines them: the instance's
 // identity, the module's digest, the values, the Platform inputs and cairn's version.
 // It lives in memory and, when a directory is given, on disk across restarts.
-type renderCache struct {
+type Cache struct {
 	dir   string
 	mu    sync.Mutex
 	mem   map[string]*render.Result
 	order []string
 }
 
-func newRenderCache(dir string) *renderCache {
-	return &renderCache{dir: dir, mem: map[string]*render.Result{}}
+// New returns a cache in memory and, when dir is not "", on disk in dir.
+func New(dir string) *Cache {
+	return &Cache{dir: dir, mem: map[string]*render.Result{}}
 }
 
-// cacheKey digests the whole render request, so that a field added to it is part of
+// Key digests the whole render request, with cairn's version (a new cairn never
+// reuses an older one's renders), so that a field added to it is part of
 // the key without anyone remembering to add it; moduleID is the digest of a local
 // module's files, the path@version of a registry module or a chart's digest, and stands
 // for the module's content. Left out: the repository tree (moduleID covers what a render
@@ -47,7 +44,7 @@ func newRenderCache(dir string) *renderCache {
 // timeout, which decide whether a module can be fetched, not what it renders (the
 // verification policy is in VerifyID); credentials must not be guessable from a key.
 // The tenant decides when a render runs, not what it renders.
-func cacheKey(req render.Request, moduleID string) string {
+func Key(version string, req render.Request, moduleID string) string {
 	req.Source, req.CacheDir, req.Tenant = nil, "", ""
 	if req.Registry != nil {
 		reg := *req.Registry
@@ -58,12 +55,12 @@ func cacheKey(req render.Request, moduleID string) string {
 	_ = json.NewEncoder(h).Encode(struct {
 		Version, Module string
 		Request         render.Request
-	}{Version, moduleID, req})
+	}{version, moduleID, req})
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// get returns a copy of a cached render, or nil.
-func (c *renderCache) get(key string) *render.Result {
+// Get returns a copy of a cached render, or nil.
+func (c *Cache) Get(key string) *render.Result {
 	c.mu.Lock()
 	res, ok := c.mem[key]
 	c.mu.Unlock()
@@ -76,28 +73,29 @@ func (c *renderCache) get(key string) *render.Result {
 	return copyResult(res)
 }
 
-func (c *renderCache) put(key string, res *render.Result) {
+// Put keeps a copy of res under key.
+func (c *Cache) Put(key string, res *render.Result) {
 	res = copyResult(res)
 	c.remember(key, res)
 	c.store(key, res)
 }
 
-func (c *renderCache) remember(key string, res *render.Result) {
+func (c *Cache) remember(key string, res *render.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.mem[key]; !ok {
 		c.order = append(c.order, key)
 	}
 	c.mem[key] = res
-	for len(c.order) > renderCacheEntries {
+	for len(c.order) > maxEntries {
 		delete(c.mem, c.order[0])
 		c.order = c.order[1:]
 	}
 }
 
-func (c *renderCache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json.gz") }
+func (c *Cache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json.gz") }
 
-func (c *renderCache) load(key string) *render.Result {
+func (c *Cache) load(key string) *render.Result {
 	if c.dir == "" {
 		return nil
 	}
@@ -119,7 +117,7 @@ func (c *renderCache) load(key string) *render.Result {
 
 // store writes the render atomically; a failure only costs a future render. A render
 // that holds a Secret stays in memory only: its data never lands on disk in the clear.
-func (c *renderCache) store(key string, res *render.Result) {
+func (c *Cache) store(key string, res *render.Result) {
 	if c.dir == "" || holdsSecret(res.Objects) || holdsSecret(hooks.Objects(res.Hooks)) {
 		return
 	}
@@ -167,18 +165,13 @@ func copyResult(res *render.Result) *render.Result {
 	return &out
 }
 
-// renderCached renders req through the cache.
-func (e *Engine) renderCached(ctx context.Context, cache *renderCache, req render.Request, moduleID string) (*render.Result, bool, error) {
-	return throughCache(cache, cacheKey(req, moduleID), func() (*render.Result, error) { return e.renderer.Render(ctx, req) }, nil)
-}
-
-// throughCache returns the result cache holds for key, or runs renderFn (which
+// Through returns the result cache holds for key, or runs renderFn (which
 // pulls what it needs: nothing is pulled for a hit) and keeps its result unless
 // reuse says it may not be reused. A nil cache renders every time.
-func throughCache(cache *renderCache, key string, renderFn func() (*render.Result, error),
+func Through(cache *Cache, key string, renderFn func() (*render.Result, error),
 	reuse func(*render.Result) bool) (*render.Result, bool, error) {
 	if cache != nil {
-		if res := cache.get(key); res != nil {
+		if res := cache.Get(key); res != nil {
 			return res, true, nil
 		}
 	}
@@ -187,7 +180,7 @@ func throughCache(cache *renderCache, key string, renderFn func() (*render.Resul
 		return nil, false, err
 	}
 	if cache != nil && (reuse == nil || reuse(res)) {
-		cache.put(key, res) // a copy: the caller's result is its own
+		cache.Put(key, res) // a copy: the caller's result is its own
 	}
 	return res, false, nil
 }

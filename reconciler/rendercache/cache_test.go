@@ -1,4 +1,4 @@
-package reconciler
+package rendercache
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 func TestRenderCacheKeyCoversInputs(t *testing.T) {
 	g := NewWithT(t)
 	base := render.Request{Name: "a", Namespace: "ns", Values: []byte(`{"x":1}`)}
-	key := cacheKey(base, "sha256:m1")
-	g.Expect(cacheKey(base, "sha256:m1")).To(Equal(key))
+	key := Key("dev", base, "sha256:m1")
+	g.Expect(Key("dev", base, "sha256:m1")).To(Equal(key))
 	for _, other := range []string{
-		cacheKey(base, "sha256:m2"),
-		cacheKey(render.Request{Name: "b", Namespace: "ns", Values: base.Values}, "sha256:m1"),
-		cacheKey(render.Request{Name: "a", Namespace: "ns", Values: []byte(`{"x":2}`)}, "sha256:m1"),
-		cacheKey(render.Request{Name: "a", Namespace: "ns", Values: base.Values, Catalogs: []render.Catalog{{Module: "c@v0", Version: "v0.1.0"}}}, "sha256:m1"),
+		Key("dev", base, "sha256:m2"),
+		Key("dev", render.Request{Name: "b", Namespace: "ns", Values: base.Values}, "sha256:m1"),
+		Key("dev", render.Request{Name: "a", Namespace: "ns", Values: []byte(`{"x":2}`)}, "sha256:m1"),
+		Key("dev", render.Request{Name: "a", Namespace: "ns", Values: base.Values, Catalogs: []render.Catalog{{Module: "c@v0", Version: "v0.1.0"}}}, "sha256:m1"),
 	} {
 		g.Expect(other).NotTo(Equal(key))
 	}
@@ -35,19 +35,19 @@ func TestRenderCacheSurvivesRestartAndHandsOutCopies(t *testing.T) {
 	u.SetAPIVersion("v1")
 	u.SetKind("ConfigMap")
 	u.SetName("x")
-	c := newRenderCache(dir)
-	c.put("abcd", &render.Result{Objects: []*unstructured.Unstructured{u}, Digest: "sha256:d"})
+	c := New(dir)
+	c.Put("abcd", &render.Result{Objects: []*unstructured.Unstructured{u}, Digest: "sha256:d"})
 
-	got := c.get("abcd")
+	got := c.Get("abcd")
 	got.Objects[0].SetName("changed")
-	g.Expect(c.get("abcd").Objects[0].GetName()).To(Equal("x"), "callers get copies")
+	g.Expect(c.Get("abcd").Objects[0].GetName()).To(Equal("x"), "callers get copies")
 
-	restarted := newRenderCache(dir)
-	again := restarted.get("abcd")
+	restarted := New(dir)
+	again := restarted.Get("abcd")
 	g.Expect(again).NotTo(BeNil())
 	g.Expect(again.Digest).To(Equal("sha256:d"))
 	g.Expect(again.Objects[0].GetKind()).To(Equal("ConfigMap"))
-	g.Expect(newRenderCache("").get("abcd")).To(BeNil())
+	g.Expect(New("").Get("abcd")).To(BeNil())
 }
 
 func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
@@ -58,10 +58,10 @@ func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
 	secret.SetKind("Secret")
 	secret.SetName("db")
 	_ = unstructured.SetNestedField(secret.Object, "hunter2-password", "stringData", "password")
-	c := newRenderCache(dir)
-	c.put("ef01", &render.Result{Objects: []*unstructured.Unstructured{secret}, Digest: "sha256:s"})
-	g.Expect(c.get("ef01")).NotTo(BeNil(), "kept in memory")
-	g.Expect(newRenderCache(dir).get("ef01")).To(BeNil(), "not on disk: a restart renders again")
+	c := New(dir)
+	c.Put("ef01", &render.Result{Objects: []*unstructured.Unstructured{secret}, Digest: "sha256:s"})
+	g.Expect(c.Get("ef01")).NotTo(BeNil(), "kept in memory")
+	g.Expect(New(dir).Get("ef01")).To(BeNil(), "not on disk: a restart renders again")
 	entries, err := os.ReadDir(dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(entries).To(BeEmpty())
@@ -73,20 +73,20 @@ func TestRenderCacheHooks(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	job := hookObject("batch/v1", "Job", "migrate")
-	c := newRenderCache(dir)
-	c.put("aa01", &render.Result{Digest: "sha256:h", Hooks: []render.Hook{{Object: job, Events: []string{render.HookPreInstall}, Weight: 2}}})
-	got := c.get("aa01")
+	c := New(dir)
+	c.Put("aa01", &render.Result{Digest: "sha256:h", Hooks: []render.Hook{{Object: job, Events: []string{render.HookPreInstall}, Weight: 2}}})
+	got := c.Get("aa01")
 	got.Hooks[0].Object.SetName("changed")
-	g.Expect(c.get("aa01").Hooks[0].Object.GetName()).To(Equal("migrate"), "callers get copies")
-	again := newRenderCache(dir).get("aa01")
+	g.Expect(c.Get("aa01").Hooks[0].Object.GetName()).To(Equal("migrate"), "callers get copies")
+	again := New(dir).Get("aa01")
 	g.Expect(again.Hooks).To(HaveLen(1))
 	g.Expect(again.Hooks[0].Weight).To(Equal(2))
 	g.Expect(again.Hooks[0].Object.GetKind()).To(Equal("Job"))
 
 	secret := hookObject("v1", "Secret", "setup")
-	c.put("bb02", &render.Result{Digest: "sha256:s", Hooks: []render.Hook{{Object: secret, Events: []string{render.HookPreInstall}}}})
-	g.Expect(c.get("bb02")).NotTo(BeNil(), "kept in memory")
-	g.Expect(newRenderCache(dir).get("bb02")).To(BeNil(), "a hook Secret is never written to disk")
+	c.Put("bb02", &render.Result{Digest: "sha256:s", Hooks: []render.Hook{{Object: secret, Events: []string{render.HookPreInstall}}}})
+	g.Expect(c.Get("bb02")).NotTo(BeNil(), "kept in memory")
+	g.Expect(New(dir).Get("bb02")).To(BeNil(), "a hook Secret is never written to disk")
 }
 
 // TestRenderCacheKeyCoversEveryRequestField: every field of render.Request (and of its
@@ -96,7 +96,7 @@ func TestRenderCacheHooks(t *testing.T) {
 func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 	g := NewWithT(t)
 	base := render.Request{Name: "a", Namespace: "ns", Registry: &render.ModuleRegistry{Host: "r.example.com"}}
-	key := cacheKey(base, "m")
+	key := Key("dev", base, "m")
 	ignored := map[string]bool{"Source": true, "CacheDir": true, "Tenant": true}
 	rt := reflect.TypeOf(base)
 	for i := range rt.NumField() {
@@ -105,10 +105,10 @@ func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 		req.Registry = &render.ModuleRegistry{Host: "r.example.com"}
 		setNonZero(reflect.ValueOf(&req).Elem().Field(i))
 		if ignored[f.Name] {
-			g.Expect(cacheKey(req, "m")).To(Equal(key), "field %s is not part of the key", f.Name)
+			g.Expect(Key("dev", req, "m")).To(Equal(key), "field %s is not part of the key", f.Name)
 			continue
 		}
-		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "field %s changes the key", f.Name)
+		g.Expect(Key("dev", req, "m")).NotTo(Equal(key), "field %s changes the key", f.Name)
 	}
 	secretFree := map[string]bool{"Username": true, "Password": true, "Verifier": true, "Timeout": true}
 	regType := reflect.TypeOf(render.ModuleRegistry{})
@@ -119,23 +119,23 @@ func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 		setNonZero(reflect.ValueOf(&reg).Elem().Field(i))
 		req.Registry = &reg
 		if secretFree[f.Name] {
-			g.Expect(cacheKey(req, "m")).To(Equal(key), "registry field %s is not part of the key", f.Name)
+			g.Expect(Key("dev", req, "m")).To(Equal(key), "registry field %s is not part of the key", f.Name)
 			continue
 		}
-		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "registry field %s changes the key", f.Name)
+		g.Expect(Key("dev", req, "m")).NotTo(Equal(key), "registry field %s changes the key", f.Name)
 	}
 	withCaps := base
 	withCaps.Capabilities = &render.Capabilities{}
-	capsKey := cacheKey(withCaps, "m")
+	capsKey := Key("dev", withCaps, "m")
 	capsType := reflect.TypeOf(render.Capabilities{})
 	for i := range capsType.NumField() {
 		req := withCaps
 		caps := render.Capabilities{}
 		setNonZero(reflect.ValueOf(&caps).Elem().Field(i))
 		req.Capabilities = &caps
-		g.Expect(cacheKey(req, "m")).NotTo(Equal(capsKey), "capabilities field %s changes the key", capsType.Field(i).Name)
+		g.Expect(Key("dev", req, "m")).NotTo(Equal(capsKey), "capabilities field %s changes the key", capsType.Field(i).Name)
 	}
-	g.Expect(cacheKey(base, "m2")).NotTo(Equal(key))
+	g.Expect(Key("dev", base, "m2")).NotTo(Equal(key))
 	expectTimoniFieldsInKey(g, base)
 }
 
@@ -144,7 +144,7 @@ func TestRenderCacheKeyCoversEveryRequestField(t *testing.T) {
 // pulled files, which its digest stands for.
 func expectTimoniFieldsInKey(g Gomega, base render.Request) {
 	base.Timoni = &render.TimoniModule{}
-	key := cacheKey(base, "m")
+	key := Key("dev", base, "m")
 	rt := reflect.TypeOf(render.TimoniModule{})
 	for i := range rt.NumField() {
 		req := base
@@ -152,10 +152,10 @@ func expectTimoniFieldsInKey(g Gomega, base render.Request) {
 		setNonZero(reflect.ValueOf(&m).Elem().Field(i))
 		req.Timoni = &m
 		if rt.Field(i).Name == "Files" {
-			g.Expect(cacheKey(req, "m")).To(Equal(key), "the files of a Timoni module are its digest")
+			g.Expect(Key("dev", req, "m")).To(Equal(key), "the files of a Timoni module are its digest")
 			continue
 		}
-		g.Expect(cacheKey(req, "m")).NotTo(Equal(key), "Timoni field %s changes the key", rt.Field(i).Name)
+		g.Expect(Key("dev", req, "m")).NotTo(Equal(key), "Timoni field %s changes the key", rt.Field(i).Name)
 	}
 }
 
@@ -168,13 +168,13 @@ func TestChartRenderCacheKeyFollowsCapabilities(t *testing.T) {
 		return &render.Capabilities{KubeVersion: "v1.37.2", APIVersions: apis}
 	}
 	req := render.Request{Name: "web", Namespace: "team-a", Capabilities: caps("v1", "apps/v1")}
-	key := cacheKey(req, "chart:oci://r/c@sha256:1")
+	key := Key("dev", req, "chart:oci://r/c@sha256:1")
 	req.Capabilities = caps("v1", "apps/v1")
-	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).To(Equal(key))
+	g.Expect(Key("dev", req, "chart:oci://r/c@sha256:1")).To(Equal(key))
 	req.Capabilities = caps("v1", "apps/v1", "monitoring.coreos.com/v1/ServiceMonitor")
-	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
+	g.Expect(Key("dev", req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
 	req.Capabilities = &render.Capabilities{KubeVersion: "v1.38.0", APIVersions: []string{"v1", "apps/v1"}}
-	g.Expect(cacheKey(req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
+	g.Expect(Key("dev", req, "chart:oci://r/c@sha256:1")).NotTo(Equal(key))
 }
 
 // setNonZero gives v a value other than its zero value.
@@ -224,4 +224,13 @@ type fakeVerifier struct{ Key string }
 
 func (fakeVerifier) ResolveVerified(context.Context, string, string, string) (string, error) {
 	return "", nil
+}
+
+func hookObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace("team-a")
+	u.SetName(name)
+	return u
 }
