@@ -22,6 +22,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/shard"
+	"cairn.dev/cairn/reconciler/valuesfrom"
 )
 
 func (r *instanceRun) setFailure(f *outcome.Failure) {
@@ -301,7 +302,7 @@ func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv appl
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := s.e.inventories().Store(ctx, r.live, inv, masker(r.masks)); err != nil {
+	if err := s.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.masks)); err != nil {
 		return err
 	}
 	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
@@ -317,7 +318,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	if r.failure != nil {
 		r.interrupt(ctx)
 	}
-	r.failure = maskFailure(r.failure, r.masks)
+	r.failure = valuesfrom.MaskFailure(r.failure, r.masks)
 	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
@@ -334,7 +335,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	if r.failure != nil {
 		if r.applied.Applied != nil {
-			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), masker(r.masks)); err != nil {
+			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.masks)); err != nil {
 				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 			}
 		}
@@ -370,7 +371,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := s.e.inventories().Store(ctx, mi, r.newInv, masker(r.masks)); err != nil {
+	if err := s.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.masks)); err != nil {
 		return err
 	}
 	return s.recordHooks(ctx, r, mi)

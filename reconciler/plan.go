@@ -96,7 +96,7 @@ type instanceRun struct {
 	// (see adoptedInventory); the Secret is removed once r records an inline one.
 	leftInventory bool
 	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
-	// message (see maskFailure).
+	// message (see valuesfrom.MaskFailure).
 	masks []string
 	// rendering is how long this sync's render of the instance took: spec.timeout
 	// bounds the render, the apply and the health wait together.

@@ -16,6 +16,7 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/valuesfrom"
 )
 
 // Plan is what a sync of a revision would do to the live cluster.
@@ -146,7 +147,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := s.previewRendered(ctx, r)
-	ip.Error = maskText(ip.Error, r.masks)
+	ip.Error = valuesfrom.Mask(ip.Error, r.masks)
 	ip.Provides, ip.Requires = s.contracts.ProvidedNames(r.key()), s.contracts.Requirements(r.key())
 	return ip
 }

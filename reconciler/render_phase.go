@@ -20,6 +20,7 @@ import (
 	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/rendercache"
 	"cairn.dev/cairn/reconciler/supply"
+	"cairn.dev/cairn/reconciler/valuesfrom"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -145,7 +146,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 		r.failure = f
 		return
 	}
-	defer func() { r.failure = maskFailure(r.failure, r.masks) }()
+	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.masks) }()
 	var res *render.Result
 	var cached bool
 	var err error
@@ -180,7 +181,7 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	defer s.recoverInto(ctx, r, "placement")
 	res := r.unplaced
 	r.unplaced = nil
-	defer func() { r.failure = maskFailure(r.failure, r.masks) }()
+	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.masks) }()
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
