@@ -382,10 +382,13 @@ func (rc requestCounts) resources() string {
 	return strings.Join(parts, ", ")
 }
 
-// requestCounter counts the requests of the clients whose transport it wraps.
+// requestCounter counts the requests of the clients whose transport it wraps
+// and, when tracing, records each one (see trace).
 type requestCounter struct {
-	mu     sync.Mutex
-	counts requestCounts
+	mu      sync.Mutex
+	counts  requestCounts
+	tracing bool
+	traced  []tracedRequest
 }
 
 func newRequestCounter() *requestCounter { return &requestCounter{counts: newRequestCounts()} }
@@ -402,6 +405,15 @@ func (c *requestCounter) snapshot() requestCounts {
 	return c.counts.clone()
 }
 
+// trace returns the requests recorded since the last call, in order.
+func (c *requestCounter) trace() []tracedRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.traced
+	c.traced = nil
+	return out
+}
+
 type countingTransport struct {
 	next http.RoundTripper
 	c    *requestCounter
@@ -411,8 +423,39 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	verb, resource := classifyRequest(req)
 	t.c.mu.Lock()
 	t.c.counts.add(verb, resource, 1)
+	if t.c.tracing {
+		t.c.traced = append(t.c.traced, newTracedRequest(req, verb, resource))
+	}
 	t.c.mu.Unlock()
 	return t.next.RoundTrip(req)
+}
+
+// tracedRequest is one request of a trace: its verb and resource as counted,
+// its path without the /api/v1 or /apis/<group>/<version> prefix, and the
+// user it impersonates ("" for cairn itself).
+type tracedRequest struct {
+	verb, resource, path, user string
+}
+
+func newTracedRequest(req *http.Request, verb, resource string) tracedRequest {
+	p := strings.Trim(req.URL.Path, "/")
+	parts := strings.Split(p, "/")
+	switch {
+	case verb == "discovery":
+	case parts[0] == "api" && len(parts) > 2:
+		p = strings.Join(parts[2:], "/")
+	case parts[0] == "apis" && len(parts) > 3:
+		p = strings.Join(parts[3:], "/")
+	}
+	return tracedRequest{verb: verb, resource: resource, path: p, user: req.Header.Get("Impersonate-User")}
+}
+
+func (r tracedRequest) String() string {
+	s := r.verb + " " + r.path
+	if r.user != "" {
+		s += " as " + r.user
+	}
+	return s
 }
 
 // classifyRequest names a request's verb as the API server counts it (GET of
