@@ -14,9 +14,12 @@ import (
 
 // OCIRef is a parsed module.chart or OCI module.timoni.
 type OCIRef struct {
+	// Host and Repo locate the artifact (registry host, repository path).
 	Host, Repo string
-	Tag        string // version (Helm's "+" is "_" in OCI tags)
-	Digest     string
+	// Tag is the version (Helm's "+" is "_" in OCI tags).
+	Tag string
+	// Digest pins the artifact when declared ("" otherwise).
+	Digest string
 }
 
 // ParseChart parses a chart's url, version and digest.

@@ -200,10 +200,18 @@ func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), e
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
 	go func() {
-		at := map[string]bool{}
+		at, ready := map[string]bool{}, 0 // ready counts the true entries of at
 		see := func(mi *cairnv1.ModuleInstance, deleted bool) bool {
-			at[mi.Namespace+"/"+mi.Name] = !deleted && conditions.IsTrue(mi, "Ready") && mi.Status.LastAppliedRevision == sha
-			return countTrue(at) == f.m
+			key := mi.Namespace + "/" + mi.Name
+			now := !deleted && conditions.IsTrue(mi, "Ready") && mi.Status.LastAppliedRevision == sha
+			switch {
+			case now && !at[key]:
+				ready++
+			case !now && at[key]:
+				ready--
+			}
+			at[key] = now
+			return ready == f.m
 		}
 		for ctx.Err() == nil {
 			var list cairnv1.ModuleInstanceList
@@ -212,6 +220,7 @@ func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), e
 				continue
 			}
 			clear(at)
+			ready = 0
 			for i := range list.Items {
 				if see(&list.Items[i], false) {
 					close(done)
@@ -220,6 +229,7 @@ func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), e
 			}
 			w, err := wc.Watch(ctx, &cairnv1.ModuleInstanceList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 			if err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			for ev := range w.ResultChan() {
@@ -232,16 +242,6 @@ func (f *fleetRun) watchReady(sha string) (ready <-chan struct{}, stop func(), e
 		}
 	}()
 	return done, cancel, nil
-}
-
-func countTrue(m map[string]bool) int {
-	n := 0
-	for _, v := range m {
-		if v {
-			n++
-		}
-	}
-	return n
 }
 
 // readyAt counts the instances Ready with sha applied.

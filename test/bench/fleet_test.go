@@ -133,6 +133,9 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a watch of the ModuleInstances sees the last of the M become Ready at the first commit (a LIST every second, before 2026-12-03 07:00, was late by up to a second and loaded the API server); one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running)", controllerPoll, controllerDrift)
 	tb.note("controller --shards 1 rows: the same, with `--shards 1`: the leader runs the revision step and the instance reconciles run on the controller's queue, each from its CR (docs/architecture.md, steps 7 and 8)")
 	tb.note("engine: %s", engineRevision(t))
+	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
+		tb.note("the CLI and controller rows ran the binary %s ($CAIRN_BENCH_CAIRN), the in-process profile this tree's engine", bin)
+	}
 	prof := profileFleet(t, pick(500, 10))
 	reportTables(t, "B2", tb, prof)
 }
@@ -143,7 +146,11 @@ func TestB2Fleet(t *testing.T) {
 func buildCairn(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
-		return bin
+		abs, err := filepath.Abs(bin) // the processes run in other directories
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
 	}
 	bin := filepath.Join(t.TempDir(), "cairn")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cairn")
@@ -157,9 +164,6 @@ func buildCairn(t *testing.T) string {
 // engineRevision names the commit the benchmark ran on, and whether the engine
 // had uncommitted changes.
 func engineRevision(t *testing.T) string {
-	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
-		return "the binary " + bin + " ($CAIRN_BENCH_CAIRN)"
-	}
 	head, err := gitOutput("../..", "rev-parse", "--short=12", "HEAD")
 	if err != nil {
 		return "unknown commit"
