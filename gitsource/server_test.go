@@ -56,11 +56,14 @@ func newGitHTTPServer(t *testing.T, repoDir, user, pass string) *gitHTTPServer {
 				return
 			}
 		}
-		cw := &countingWriter{ResponseWriter: w}
-		backend.ServeHTTP(cw, r)
-		if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-			s.packBytes.Store(cw.n)
+		if !strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+			backend.ServeHTTP(w, r)
+			return
 		}
+		// Counted as written: the client may have read the whole pack and returned
+		// before this handler does, so a count stored afterwards could be read late.
+		s.packBytes.Store(0)
+		backend.ServeHTTP(&countingWriter{ResponseWriter: w, n: &s.packBytes}, r)
 	}))
 	t.Cleanup(s.Close)
 	return s
@@ -83,15 +86,15 @@ func (s *gitHTTPServer) repoURL(repoDir string) string {
 	return s.URL + "/" + filepath.Base(repoDir)
 }
 
+// countingWriter adds the bytes it writes to n before they reach the client.
 type countingWriter struct {
 	http.ResponseWriter
-	n int64
+	n *atomic.Int64
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
+	w.n.Add(int64(len(p)))
+	return w.ResponseWriter.Write(p)
 }
 
 // hangingListener accepts TCP connections on loopback and never answers.
