@@ -196,3 +196,12 @@ func shortText(s string) string {
 	}
 	return s
 }
+
+// ShortSHA is the first 12 characters of a commit SHA, as messages and tables
+// show it; a shorter string (a directory's "dir:" revision, "") is kept whole.
+func ShortSHA(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

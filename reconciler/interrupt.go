@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -36,7 +37,7 @@ func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha strin
 	conditions.Delete(p, "Stalled")
 	conditions.Delete(p, "Reconciling")
 	conditions.MarkFalse(p, "Ready", cairnv1.ReasonInterrupted, "the sync of %s was interrupted (%v) with %d of %d instances not finished",
-		shortSHA(sha), context.Cause(ctx), p.Status.Instances.Failed, p.Status.Instances.Total)
+		gitsource.ShortSHA(sha), context.Cause(ctx), p.Status.Instances.Failed, p.Status.Instances.Total)
 }
 
 // reportInterrupted reports, once, an instance the interrupted sync never started;

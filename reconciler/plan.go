@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/hooks"
@@ -202,7 +203,7 @@ func inputChange(r *instanceRun) string {
 	case r.sourceDigest != r.live.Status.SourceDigest && k != nil && k.sourceChange() != "":
 		return k.sourceChange()
 	}
-	return "input written at " + shortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
+	return "input written at " + gitsource.ShortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
 
 func (s *syncRun) markDependents(r *instanceRun) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/internal/graph"
 	"cairn.dev/cairn/reconciler/secretgen"
 )
@@ -15,9 +16,9 @@ import (
 // rendered diff.
 func (p *Plan) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## cairn plan for `%s`", shortSHA(p.Revision))
+	fmt.Fprintf(&b, "## cairn plan for `%s`", gitsource.ShortSHA(p.Revision))
 	if p.Base != "" {
-		fmt.Fprintf(&b, " (base `%s`)", shortSHA(p.Base))
+		fmt.Fprintf(&b, " (base `%s`)", gitsource.ShortSHA(p.Base))
 	}
 	b.WriteString("\n\n")
 	if p.Error != "" {

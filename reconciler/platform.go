@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 )
 
 // mirrorPlatform applies the Platform and Registries from Git and deletes Registry CRs
@@ -40,7 +41,7 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	if f := s.supplyChain(ctx).RegistryFailure(r.Name); f != nil {
 		setReady(r, false, f.Reason, f.Error())
 	} else {
-		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", shortSHA(s.rev.SHA)))
+		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", gitsource.ShortSHA(s.rev.SHA)))
 	}
 	defer s.e.emitTransition(before, r)
 	return patchStatus(ctx, c, r, before)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/internal/fairslots"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render/declarations"
@@ -172,7 +173,7 @@ func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) Inst
 	if r == nil {
 		ns, name := splitKey(key)
 		return InstanceOutcome{Result: InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionSkipped,
-			Reason: "NotDeclared", Message: "not declared at " + shortSHA(st.Revision())}}
+			Reason: "NotDeclared", Message: "not declared at " + gitsource.ShortSHA(st.Revision())}}
 	}
 	if !r.affected {
 		if r.suspended() && !st.replica { // the revision step's state records it
@@ -521,7 +522,7 @@ func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 		return st.unusable, nil
 	}
 	if st.replica {
-		return nil, fmt.Errorf("a replica's state of %s has no revision to finish: the revision step's state finishes it", shortSHA(st.Revision()))
+		return nil, fmt.Errorf("a replica's state of %s has no revision to finish: the revision step's state finishes it", gitsource.ShortSHA(st.Revision()))
 	}
 	s := st.s
 	if interrupted(ctx) {

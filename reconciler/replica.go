@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/report"
 )
@@ -35,7 +36,7 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	}
 	set, err := e.load(ctx, root)
 	if err != nil {
-		return nil, fmt.Errorf("revision %s: %w", shortSHA(rev.SHA), err)
+		return nil, fmt.Errorf("revision %s: %w", gitsource.ShortSHA(rev.SHA), err)
 	}
 	s, err := e.newSyncRun(ctx, rev, root, set, true) // read-only: nothing of the revision step is written
 	if err != nil {

@@ -285,13 +285,13 @@ func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
 	conditions.Delete(p, "Stalled")
 	if res.Failed() {
 		conditions.MarkFalse(p, "Ready", "InstancesFailed", "%d of %d instances are not ready at %s",
-			p.Status.Instances.Failed, p.Status.Instances.Total, shortSHA(s.rev.SHA))
+			p.Status.Instances.Failed, p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
 	} else if n := p.Status.Instances.Progressing; n > 0 {
 		conditions.MarkUnknown(p, "Ready", cairnv1.ReasonProgressing, "%d of %d instances are progressing at %s (applied, not yet healthy)",
-			n, p.Status.Instances.Total, shortSHA(s.rev.SHA))
+			n, p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
 	} else {
 		conditions.MarkTrue(p, "Ready", cairnv1.ReasonSucceeded, "%d instances synced at %s",
-			p.Status.Instances.Total, shortSHA(s.rev.SHA))
+			p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
 	}
 	return patchStatus(ctx, s.e.cluster.client, p, before)
 }
@@ -313,13 +313,6 @@ func countInstances(res *SyncResult) cairnv1.InstanceCounts {
 		}
 	}
 	return c
-}
-
-func shortSHA(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // supplyChain returns the sync's view of its Registries, loaded (Secrets,

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 )
 
 func newStatusCommand(kube *kubeFlags) *cobra.Command {
@@ -101,10 +102,7 @@ func printStatusTable(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tSUSPENDED\tMESSAGE")
 	for _, r := range rows {
-		rev := r.Revision
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
+		rev := gitsource.ShortSHA(r.Revision)
 		msg := r.Message
 		if len(msg) > 100 {
 			msg = msg[:97] + "..."
@@ -127,10 +125,7 @@ func suspendedMark(suspended bool) string {
 // revision last synced, and the last `cairn reconcile source` request, handled or
 // pending.
 func sourceLine(p *cairnv1.Platform) string {
-	rev := p.Status.LastSyncedRevision
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
+	rev := gitsource.ShortSHA(p.Status.LastSyncedRevision)
 	repo := p.Status.Repository
 	if repo == "" {
 		repo = "(a local directory)"

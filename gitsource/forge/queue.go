@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"cairn.dev/cairn/gitsource"
 	"github.com/go-logr/logr"
 )
 
@@ -149,7 +150,9 @@ func (q *Queue) PostStatus(repo RepoRef, sha string, st Status) {
 	q.post(&job{
 		key:  "status\x00" + repo.String() + "\x00" + sha + "\x00" + st.Context,
 		keys: statusKeys(repo, sha, st.Context),
-		what: func() string { return fmt.Sprintf("status %s=%s on %s@%s", st.Context, st.State, repo, short(sha)) },
+		what: func() string {
+			return fmt.Sprintf("status %s=%s on %s@%s", st.Context, st.State, repo, gitsource.ShortSHA(sha))
+		},
 		send: func(ctx context.Context, f Forge) error { return f.SetStatus(ctx, repo, sha, st) },
 	})
 }
@@ -212,13 +215,6 @@ func (q *Queue) signal() {
 	case q.wake <- struct{}{}:
 	default:
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // statusKeys are the log keys of a commit status: the revision, the context and, for

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler/outcome"
 )
@@ -127,7 +128,7 @@ func (f *ForgeReporter) supersede(newer string) {
 	for sha, contexts := range old {
 		for c := range contexts {
 			f.q.PostStatus(f.repo, sha, forge.Status{Context: c, State: forge.StateError,
-				Description: "superseded by " + newer[:12] + " before it finished", TargetURL: f.targetURL})
+				Description: "superseded by " + gitsource.ShortSHA(newer) + " before it finished", TargetURL: f.targetURL})
 		}
 	}
 }
