@@ -94,11 +94,12 @@ func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cai
 	return f
 }
 
-// hasHookRecord tells whether mi may have a hook record (hooks.HasRecord): its
-// status names one, or it is a chart.
+// hasHookRecord tells whether mi may have a hook record: its status names one,
+// or it is a chart (whose record may have been written by an attempt whose status
+// was not).
 func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
 	k := moduleKindOf(mi)
-	return hooks.HasRecord(mi, k != nil && k.hooks())
+	return mi.Status.HookRecord != "" || (k != nil && k.hooks())
 }
 
 // recordHooks writes the hook record after a successful sync whose render has

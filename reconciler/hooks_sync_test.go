@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
@@ -54,4 +55,16 @@ func TestHookEventsOfARun(t *testing.T) {
 		chartHook("v1", "Secret", "s", 0, render.HookPreInstall)}}}
 	pre, post = r.hookEvents()
 	g.Expect([]string{pre, post}).To(Equal([]string{render.HookPreInstall, render.HookPostInstall}))
+}
+
+// TestHasHookRecord: an instance may have a hook record when its status names one
+// or it is a chart (an attempt may have written it without its status).
+func TestHasHookRecord(t *testing.T) {
+	g := NewWithT(t)
+	named := &cairnv1.ModuleInstance{Status: cairnv1.ModuleInstanceStatus{HookRecord: "cairn-hooks-a.b"}}
+	chart := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: cairnv1.ModuleSource{Chart: &cairnv1.ChartSource{}}}}
+	local := &cairnv1.ModuleInstance{Spec: cairnv1.ModuleInstanceSpec{Module: cairnv1.ModuleSource{Local: &cairnv1.LocalModule{}}}}
+	g.Expect(hasHookRecord(named)).To(BeTrue())
+	g.Expect(hasHookRecord(chart)).To(BeTrue())
+	g.Expect(hasHookRecord(local)).To(BeFalse())
 }

@@ -156,17 +156,6 @@ func TestAfterEarlierRun(t *testing.T) {
 	}
 }
 
-// TestHasRecord: an instance may have a hook record when its status names one or
-// its kind runs hooks.
-func TestHasRecord(t *testing.T) {
-	g := NewWithT(t)
-	named := &cairnv1.ModuleInstance{}
-	named.Status.HookRecord = "cairn-hooks-team-a.web"
-	g.Expect(HasRecord(named, false)).To(BeTrue())
-	g.Expect(HasRecord(&cairnv1.ModuleInstance{}, true)).To(BeTrue())
-	g.Expect(HasRecord(&cairnv1.ModuleInstance{}, false)).To(BeFalse())
-}
-
 const cairnNamespace = "cairn-system"
 
 func webInstance() *cairnv1.ModuleInstance {

@@ -45,13 +45,6 @@ type PreRun struct {
 	Digest string `json:"digest"`
 }
 
-// HasRecord tells whether mi may have a hook record: its status names one, or its
-// module kind runs hooks (kindRunsHooks: a chart, whose record may have been written
-// by an attempt whose status was not).
-func HasRecord(mi *cairnv1.ModuleInstance, kindRunsHooks bool) bool {
-	return mi.Status.HookRecord != "" || kindRunsHooks
-}
-
 // SecretName is the name of mi's hook record: cairn-hooks-<namespace>.<name>, or
 // cairn-hooks-<hash> when that is too long for a name.
 func SecretName(mi *cairnv1.ModuleInstance) string {
