@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/apply"
 )
 
@@ -14,12 +15,12 @@ import (
 // barrier, and the contracts such an instance records.
 func TestMayApplyAlone(t *testing.T) {
 	cm := func(name string) *unstructured.Unstructured {
-		u := kindObject("v1", "ConfigMap", name)
+		u := testobj.Object("v1", "ConfigMap", "", name)
 		u.SetNamespace("team")
 		return u
 	}
-	crd := crdObject("example.com", "Widget")
-	widget := kindObject("example.com/v1", "Widget", "w")
+	crd := testobj.CRD("example.com", "Widget")
+	widget := testobj.Object("example.com/v1", "Widget", "", "w")
 	widget.SetNamespace("team")
 	for _, tc := range []struct {
 		name     string
@@ -91,9 +92,9 @@ func TestMayApplyAlone(t *testing.T) {
 // another that renders it fails naming the first, unless its inventory holds the
 // object; CRDs are left to the contracts, and generated Secrets are claimed too.
 func TestClaimObjects(t *testing.T) {
-	shared := kindObject("v1", "ConfigMap", "shared")
+	shared := testobj.Object("v1", "ConfigMap", "", "shared")
 	shared.SetNamespace("team")
-	crd := crdObject("example.com", "Widget")
+	crd := testobj.CRD("example.com", "Widget")
 	secret := &cairnv1.GeneratedSecret{Name: "db"}
 	for _, tc := range []struct {
 		name     string

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
@@ -64,7 +65,7 @@ func contractsFixture(runs ...contractRun) *syncRun {
 func widgets(names ...string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, n := range names {
-		out = append(out, kindObject("example.com/v1", "Widget", n))
+		out = append(out, testobj.Object("example.com/v1", "Widget", "", n))
 	}
 	return out
 }
@@ -73,7 +74,7 @@ func widgets(names ...string) []*unstructured.Unstructured {
 // renders and recorded statuses: who provides, who requires whom, which
 // newcomers fail a conflict, which instances fail a cycle.
 func TestContractsPhase(t *testing.T) {
-	crd := crdObject("example.com", "Widget")
+	crd := testobj.CRD("example.com", "Widget")
 	for _, tc := range []struct {
 		name     string
 		runs     []contractRun
@@ -201,8 +202,8 @@ func TestContractsPhase(t *testing.T) {
 // TestPendingProviders: a requirer waits for the kinds its provider has not
 // served yet (its status does not record them), and for nothing once it has.
 func TestPendingProviders(t *testing.T) {
-	gadget := crdObject("example.com", "Gadget")
-	uses := append(widgets("w"), kindObject("example.com/v1", "Gadget", "g"))
+	gadget := testobj.CRD("example.com", "Gadget")
+	uses := append(widgets("w"), testobj.Object("example.com/v1", "Gadget", "", "g"))
 	for _, tc := range []struct {
 		name    string
 		prov    contractRun
@@ -219,7 +220,7 @@ func TestPendingProviders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			prov := tc.prov
-			prov.key, prov.objects = "infra/prov", []*unstructured.Unstructured{crdObject("example.com", "Widget"), gadget}
+			prov.key, prov.objects = "infra/prov", []*unstructured.Unstructured{testobj.CRD("example.com", "Widget"), gadget}
 			s := contractsFixture(prov, contractRun{key: "team/use", objects: uses})
 			s.contracts = contracts.Infer(map[string][]*unstructured.Unstructured{"infra/prov": prov.objects, "team/use": uses}, nil)
 			s.cyclic = map[string]bool{"team/use": tc.cyclic}
@@ -244,13 +245,13 @@ func TestDependentsRemain(t *testing.T) {
 		removed bool // an instance removed in the same commit requires it
 		refused string
 	}{
-		{name: "nobody uses its kinds", runs: []contractRun{{key: "team/plain", objects: []*unstructured.Unstructured{kindObject("v1", "ConfigMap", "c")}}}},
+		{name: "nobody uses its kinds", runs: []contractRun{{key: "team/plain", objects: []*unstructured.Unstructured{testobj.Object("v1", "ConfigMap", "", "c")}}}},
 		{name: "a rendered instance uses its kind", runs: []contractRun{{key: "team/use", objects: widgets("w")}},
 			refused: "infra/prov left Git but 1 instance(s) still use the kinds it provides (Widget.example.com): team/use; remove them first, or in the same commit"},
 		{name: "an instance not rendered requires it by its status", runs: []contractRun{{key: "team/use", requires: requiresProv, unchanged: true}},
 			refused: "1 instance(s) still use the kinds it provides (Widget.example.com): team/use;"},
 		{name: "another instance provides the kind now", runs: []contractRun{
-			{key: "infra/new", objects: []*unstructured.Unstructured{crdObject("example.com", "Widget")}},
+			{key: "infra/new", objects: []*unstructured.Unstructured{testobj.CRD("example.com", "Widget")}},
 			{key: "team/use", objects: widgets("w")},
 		}},
 		{name: "a CR this revision does not sync requires it", held: true,
@@ -295,11 +296,11 @@ func TestDependentsRemain(t *testing.T) {
 // revision does not affect has one at once, from its status), then a reason to
 // wait unless it is ready.
 func TestInstanceDependencies(t *testing.T) {
-	crd := crdObject("example.com", "Widget")
+	crd := testobj.CRD("example.com", "Widget")
 	ready := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionUpdated, Ready: true}, SatisfiesDependents: true}
 	failed := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionFailed}}
 	progressing := &InstanceOutcome{Result: InstanceResult{Action: outcome.ActionProgressing}}
-	plain := []*unstructured.Unstructured{kindObject("v1", "ConfigMap", "c")}
+	plain := []*unstructured.Unstructured{testobj.Object("v1", "ConfigMap", "", "c")}
 	for _, tc := range []struct {
 		name     string
 		runs     []contractRun // team/app is the instance reconciled

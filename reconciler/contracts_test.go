@@ -4,24 +4,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cairn.dev/cairn/reconciler/outcome"
 )
-
-func crdObject(group, kind string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "x." + group},
-		"spec":     map[string]any{"group": group, "scope": "Namespaced", "names": map[string]any{"kind": kind}},
-	}}
-}
-
-func kindObject(apiVersion, kind, name string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name},
-	}}
-}
 
 func TestProviderVerdict(t *testing.T) {
 	ready := &InstanceOutcome{SatisfiesDependents: true}

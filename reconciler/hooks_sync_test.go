@@ -4,27 +4,17 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
-// hookObject is an object of team-a, as a chart's hook.
-func hookObject(apiVersion, kind, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	u.SetNamespace("team-a")
-	u.SetName(name)
-	return u
-}
-
 // chartHook is a hook of team-a, of events, with weight.
 func chartHook(apiVersion, kind, name string, weight int, events ...string) render.Hook {
-	return render.Hook{Object: hookObject(apiVersion, kind, name), Events: events, Weight: weight}
+	return render.Hook{Object: testobj.Object(apiVersion, kind, "team-a", name), Events: events, Weight: weight}
 }
 
 // TestPlanMarkdownListsHooks: hooks are listed apart from the objects, in order.

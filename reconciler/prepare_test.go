@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
@@ -52,20 +53,20 @@ func TestSetScopeTakesTheClustersScopeOfAServedKind(t *testing.T) {
 	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 	crds := map[schema.GroupKind]bool{crb.GroupKind(): true, widget.GroupKind(): true} // both declared namespaced
 
-	u := kindObject(crb.GroupVersion().String(), crb.Kind, "admin")
+	u := testobj.Object(crb.GroupVersion().String(), crb.Kind, "", "admin")
 	u.SetNamespace("team-a")
 	namespaced, err := setScope(u, "team-a", mapper, crds)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(namespaced).To(BeFalse(), "the cluster serves ClusterRoleBinding cluster-scoped, whatever a CRD says")
 	g.Expect(u.GetNamespace()).To(BeEmpty())
 
-	w := kindObject(widget.GroupVersion().String(), widget.Kind, "w")
+	w := testobj.Object(widget.GroupVersion().String(), widget.Kind, "", "w")
 	namespaced, err = setScope(w, "team-a", mapper, crds)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(namespaced).To(BeTrue(), "a kind not served yet takes its CRD's scope")
 	g.Expect(w.GetNamespace()).To(Equal("team-a"))
 
-	_, err = setScope(kindObject("nobody.example.com/v1", "Gadget", "x"), "team-a", mapper, crds)
+	_, err = setScope(testobj.Object("nobody.example.com/v1", "Gadget", "", "x"), "team-a", mapper, crds)
 	g.Expect(err).To(MatchError(ContainSubstring("does not serve")))
 	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue())

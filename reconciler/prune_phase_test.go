@@ -14,17 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/render"
 )
 
 func configMap(ns, name string) *unstructured.Unstructured {
-	return placed("v1", "ConfigMap", ns, name)
+	return testobj.Object("v1", "ConfigMap", ns, name)
 }
 
 // ids are the inventory ids of objs, sorted.
@@ -67,7 +69,7 @@ func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][
 // which guard refuses it.
 func TestPrunePhase(t *testing.T) {
 	a, b, x := configMap("team-a", "a"), configMap("team-a", "b"), configMap("team-b", "x")
-	ns := placed("v1", "Namespace", "", "team-a-extra")
+	ns := testobj.Object("v1", "Namespace", "", "team-a-extra")
 	web, db := "team-a/web", "team-a/db"
 	for _, tc := range []struct {
 		name    string
@@ -139,7 +141,7 @@ func TestPrunePhase(t *testing.T) {
 		name:    "over maxPercent: the instance is refused",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b, x}},
 		renders: map[string][]*unstructured.Unstructured{web: {x}},
-		edit:    func(s *syncRun) { s.guard = guardOf(cairnv1.PrunePolicy{MaxPercent: ptr(50)}) },
+		edit:    func(s *syncRun) { s.guard = guardOf(cairnv1.PrunePolicy{MaxPercent: ptr.To[int32](50)}) },
 		stale:   map[string][]string{web: ids(a, b)},
 		refused: map[string]string{web: prune.LimitMaxPercent},
 		message: map[string]string{web: "instance team-a.web would lose 2 of its 3 objects (66%), over prune.maxPercent 50%"},
@@ -148,7 +150,7 @@ func TestPrunePhase(t *testing.T) {
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}, db: {x}},
 		renders: map[string][]*unstructured.Unstructured{web: nil, db: {x}},
 		edit: func(s *syncRun) {
-			s.guard = guardOf(cairnv1.PrunePolicy{MaxDeletions: ptr(1)})
+			s.guard = guardOf(cairnv1.PrunePolicy{MaxDeletions: ptr.To[int32](1)})
 			s.byKey[web].mi.Spec.AllowEmpty = true
 		},
 		stale:   map[string][]string{web: ids(a, b), db: nil},
@@ -251,9 +253,9 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: "Namespaced",
 				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural}}}
 	}
-	widgetsCRD := placed("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.com")
-	gadgetsCRD := placed("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gadgets.example.com")
-	goneCRD := placed("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gone.example.com")
+	widgetsCRD := testobj.Object("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.com")
+	gadgetsCRD := testobj.Object("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gadgets.example.com")
+	goneCRD := testobj.Object("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gone.example.com")
 	a := configMap("team-a", "a")
 	for _, tc := range []struct {
 		name     string
@@ -270,7 +272,7 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(sch).WithObjects(liveCRD("widgets", "Widget"), liveCRD("gadgets", "Gadget")).Build()
 			cache := []*unstructured.Unstructured{configMap("team-b", "c")}
 			if tc.uses {
-				cache = append(cache, placed("example.com/v1", "Widget", "team-b", "w"))
+				cache = append(cache, testobj.Object("example.com/v1", "Widget", "team-b", "w"))
 			}
 			s := prunePhaseFixture(t, c,
 				map[string][]*unstructured.Unstructured{"team-a/web": {a, widgetsCRD, gadgetsCRD, goneCRD}, "team-b/cache": cache},
@@ -302,15 +304,6 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 	}
 }
 
-func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
-
 // guardOf is the prune guard of a Platform without tenants with policy p.
 func guardOf(p cairnv1.PrunePolicy) prune.Guard {
 	return prune.NewGuard(&cairnv1.Platform{Spec: cairnv1.PlatformSpec{Prune: p}}, "")
@@ -323,5 +316,3 @@ func inv(ids ...string) apply.Inventory {
 	}
 	return out
 }
-
-func ptr(i int32) *int32 { return &i }

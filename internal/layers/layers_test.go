@@ -22,6 +22,7 @@ var layer = map[string]int{
 	"internal/deps":          0,
 	"internal/crds":          0,
 	"internal/layers":        0,
+	"internal/testobj":       0,
 	"manifests/...":          0,
 	"sign":                   1,
 	"gitsource/...":          1,

@@ -9,6 +9,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/graph"
+	"cairn.dev/cairn/internal/testobj"
 )
 
 var widgetGK = schema.GroupKind{Group: "example.com", Kind: "Widget"}
@@ -16,23 +17,9 @@ var widgetGK = schema.GroupKind{Group: "example.com", Kind: "Widget"}
 func widgets(names ...string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, n := range names {
-		out = append(out, kindObject("example.com/v1", "Widget", n))
+		out = append(out, testobj.Object("example.com/v1", "Widget", "", n))
 	}
 	return out
-}
-
-func crdObject(group, kind string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "x." + group},
-		"spec":     map[string]any{"group": group, "scope": "Namespaced", "names": map[string]any{"kind": kind}},
-	}}
-}
-
-func kindObject(apiVersion, kind, name string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name},
-	}}
 }
 
 func TestInferContracts(t *testing.T) {
@@ -48,25 +35,25 @@ func TestInferContracts(t *testing.T) {
 	}{{
 		name: "a requirer of two kinds of one provider, and an instance of built-in kinds only",
 		objects: map[string][]*unstructured.Unstructured{
-			"infra/cert-manager": {crdObject("cert-manager.io", "Issuer"), crdObject("cert-manager.io", "Certificate"), kindObject("apps/v1", "Deployment", "cm")},
-			"team-a/web":         {kindObject("cert-manager.io/v1", "Certificate", "web"), kindObject("cert-manager.io/v1", "Issuer", "ca"), kindObject("cert-manager.io/v1", "Certificate", "api")},
-			"team-b/plain":       {kindObject("v1", "ConfigMap", "c")},
+			"infra/cert-manager": {testobj.CRD("cert-manager.io", "Issuer"), testobj.CRD("cert-manager.io", "Certificate"), testobj.Object("apps/v1", "Deployment", "", "cm")},
+			"team-a/web":         {testobj.Object("cert-manager.io/v1", "Certificate", "", "web"), testobj.Object("cert-manager.io/v1", "Issuer", "", "ca"), testobj.Object("cert-manager.io/v1", "Certificate", "", "api")},
+			"team-b/plain":       {testobj.Object("v1", "ConfigMap", "", "c")},
 		},
 		provides: map[string][]schema.GroupKind{"infra/cert-manager": {cert, issuer}},
 		requires: map[string]map[string][]schema.GroupKind{"team-a/web": {"infra/cert-manager": {cert, issuer}}},
 	}, {
 		name: "an instance that renders its own CRD and resources of it requires nothing",
 		objects: map[string][]*unstructured.Unstructured{
-			"ns/self": {kindObject("example.com/v1", "Widget", "w"), crdObject("example.com", "Widget")},
+			"ns/self": {testobj.Object("example.com/v1", "Widget", "", "w"), testobj.CRD("example.com", "Widget")},
 		},
 		provides: map[string][]schema.GroupKind{"ns/self": {widget}},
 		requires: map[string]map[string][]schema.GroupKind{},
 	}, {
 		name: "two providers of one kind conflict, and nobody requires either for it",
 		objects: map[string][]*unstructured.Unstructured{
-			"a/one": {crdObject("example.com", "Widget")},
-			"b/two": {crdObject("example.com", "Widget")},
-			"c/use": {kindObject("example.com/v1", "Widget", "w")},
+			"a/one": {testobj.CRD("example.com", "Widget")},
+			"b/two": {testobj.CRD("example.com", "Widget")},
+			"c/use": {testobj.Object("example.com/v1", "Widget", "", "w")},
 		},
 		provides:  map[string][]schema.GroupKind{"a/one": {widget}, "b/two": {widget}},
 		requires:  map[string]map[string][]schema.GroupKind{},
@@ -89,9 +76,9 @@ func TestInferContracts(t *testing.T) {
 func TestContractsRequirersAndProviders(t *testing.T) {
 	g := NewWithT(t)
 	c := Infer(map[string][]*unstructured.Unstructured{
-		"infra/p": {crdObject("example.com", "Widget")},
-		"z/b":     {kindObject("example.com/v1", "Widget", "w")},
-		"a/a":     {kindObject("example.com/v2", "Widget", "w")},
+		"infra/p": {testobj.CRD("example.com", "Widget")},
+		"z/b":     {testobj.Object("example.com/v1", "Widget", "", "w")},
+		"a/a":     {testobj.Object("example.com/v2", "Widget", "", "w")},
 	}, nil)
 	g.Expect(c.Providers("a/a")).To(Equal([]string{"infra/p"}))
 	g.Expect(c.Providers("z/b")).To(Equal([]string{"infra/p"}))
@@ -136,14 +123,14 @@ func TestInferContractsWithRecordedKinds(t *testing.T) {
 		conflicts:  map[schema.GroupKind][]string{},
 	}, {
 		name:       "a provider that keeps a kind its render dropped and renders it too is no conflict",
-		objects:    map[string][]*unstructured.Unstructured{"a/prov": {crdObject("example.com", "Widget")}, "b/use": widgets("w")},
+		objects:    map[string][]*unstructured.Unstructured{"a/prov": {testobj.CRD("example.com", "Widget")}, "b/use": widgets("w")},
 		provided:   map[string][]schema.GroupKind{"a/prov": {widgetGK}},
 		providerOf: map[schema.GroupKind]string{widgetGK: "a/prov"},
 		requires:   map[string]map[string][]schema.GroupKind{"b/use": {"a/prov": {widgetGK}}},
 		conflicts:  map[schema.GroupKind][]string{},
 	}, {
 		name:       "a render that brings a kind another instance's status records conflicts, recorded one first",
-		objects:    map[string][]*unstructured.Unstructured{"c/new": {crdObject("example.com", "Widget")}, "b/use": widgets("w")},
+		objects:    map[string][]*unstructured.Unstructured{"c/new": {testobj.CRD("example.com", "Widget")}, "b/use": widgets("w")},
 		provided:   map[string][]schema.GroupKind{"z/old": {widgetGK}},
 		providerOf: map[schema.GroupKind]string{widgetGK: "z/old"},
 		requires:   map[string]map[string][]schema.GroupKind{},
@@ -170,8 +157,8 @@ func TestInferContractsWithRecordedKinds(t *testing.T) {
 // served yet, as their status.provides records.
 func TestUnserved(t *testing.T) {
 	objects := map[string][]*unstructured.Unstructured{
-		"infra/prov": {crdObject("example.com", "Widget"), crdObject("example.com", "Gadget")},
-		"team/use":   append(widgets("w"), kindObject("example.com/v1", "Gadget", "g")),
+		"infra/prov": {testobj.CRD("example.com", "Widget"), testobj.CRD("example.com", "Gadget")},
+		"team/use":   append(widgets("w"), testobj.Object("example.com/v1", "Gadget", "", "g")),
 	}
 	c := Infer(objects, nil)
 	for _, tc := range []struct {
@@ -208,10 +195,10 @@ func TestRequiresKinds(t *testing.T) {
 func TestEdgesAndConflicts(t *testing.T) {
 	g := NewWithT(t)
 	c := Infer(map[string][]*unstructured.Unstructured{
-		"infra/prov": {crdObject("example.com", "Widget")},
+		"infra/prov": {testobj.CRD("example.com", "Widget")},
 		"team/use":   widgets("w"),
-		"a/one":      {crdObject("example.org", "Gadget")},
-		"b/two":      {crdObject("example.org", "Gadget")},
+		"a/one":      {testobj.CRD("example.org", "Gadget")},
+		"b/two":      {testobj.CRD("example.org", "Gadget")},
 	}, nil)
 	g.Expect(c.Edges()).To(Equal([]graph.Edge{{From: "team/use", To: "infra/prov", Kind: graph.Contract, Label: "Widget.example.com"}}))
 	gadget := schema.GroupKind{Group: "example.org", Kind: "Gadget"}

@@ -7,17 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/outcome"
 )
-
-func placed(apiVersion, kind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
 
 func TestPlacement(t *testing.T) {
 	tenant := &cairnv1.Tenant{Name: "team-a", Namespaces: []string{"team-a", "team-a-*"}, ServiceAccount: "deployer",
@@ -31,9 +23,9 @@ func TestPlacement(t *testing.T) {
 	listed.cluster = []cairnv1.GroupKind{{Group: "rbac.authorization.k8s.io", Kind: "*"}}
 	tenanted := base
 	tenanted.tenant, tenanted.identity = tenant, "deployer"
-	cm := func(ns string) *unstructured.Unstructured { return placed("v1", "ConfigMap", ns, "x") }
-	crb := placed("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "admin")
-	ns := func(name string) *unstructured.Unstructured { return placed("v1", "Namespace", "", name) }
+	cm := func(ns string) *unstructured.Unstructured { return testobj.Object("v1", "ConfigMap", ns, "x") }
+	crb := testobj.Object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "admin")
+	ns := func(name string) *unstructured.Unstructured { return testobj.Object("v1", "Namespace", "", name) }
 	cases := []struct {
 		name       string
 		pl         Placement
@@ -50,9 +42,9 @@ func TestPlacement(t *testing.T) {
 			reason: cairnv1.ReasonNamespaceDenied, err: "namespaces.deny"},
 		{name: "cairn's namespace under a permissive policy", pl: granted, obj: cm("cairn-system"), namespaced: true,
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
-		{name: "cairn's API group", pl: granted, obj: placed("cairn.dev/v1alpha1", "ModuleInstance", "team-a", "x"), namespaced: true,
+		{name: "cairn's API group", pl: granted, obj: testobj.Object("cairn.dev/v1alpha1", "ModuleInstance", "team-a", "x"), namespaced: true,
 			reason: cairnv1.ReasonObjectForbidden, err: "cairn's own API group"},
-		{name: "a subgroup of cairn's", pl: granted, obj: placed("x.cairn.dev/v1", "Thing", "team-a", "x"), namespaced: true,
+		{name: "a subgroup of cairn's", pl: granted, obj: testobj.Object("x.cairn.dev/v1", "Thing", "team-a", "x"), namespaced: true,
 			reason: cairnv1.ReasonObjectForbidden, err: "cairn's own API group"},
 		{name: "cluster-scoped as cairn", pl: base, obj: crb,
 			reason: cairnv1.ReasonObjectForbidden, err: "cluster-scoped kind ClusterRoleBinding.rbac.authorization.k8s.io needs spec.serviceAccountName"},
@@ -66,9 +58,9 @@ func TestPlacement(t *testing.T) {
 		{name: "tenant: object in its second namespace", pl: tenanted, obj: cm("team-a-dev"), namespaced: true},
 		{name: "tenant: cairn's namespace", pl: tenanted, obj: cm("cairn-system"), namespaced: true,
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},
-		{name: "an inventory Secret's name", pl: granted, obj: placed("v1", "Secret", "team-a", "cairn-inventory-web"), namespaced: true,
+		{name: "an inventory Secret's name", pl: granted, obj: testobj.Object("v1", "Secret", "team-a", "cairn-inventory-web"), namespaced: true,
 			reason: cairnv1.ReasonObjectForbidden, err: "reserved for cairn's inventories"},
-		{name: "a hook record Secret's name", pl: granted, obj: placed("v1", "Secret", "team-a", "cairn-hooks-team-a.web"), namespaced: true,
+		{name: "a hook record Secret's name", pl: granted, obj: testobj.Object("v1", "Secret", "team-a", "cairn-hooks-team-a.web"), namespaced: true,
 			reason: cairnv1.ReasonObjectForbidden, err: `names starting with "cairn-hooks-" are reserved`},
 		{name: "Namespace object named cairn's", pl: withSA, obj: ns("cairn-system"),
 			reason: cairnv1.ReasonNamespaceDenied, err: "cairn's own namespace"},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
@@ -30,7 +31,7 @@ func tenantsPlatform(policy cairnv1.PrunePolicy) *cairnv1.Platform {
 // TestPruneGuardPerTenant: the sync-wide limits count each owner's instances apart,
 // and the trailer speaks only for the instances it covers.
 func TestPruneGuardPerTenant(t *testing.T) {
-	platform := tenantsPlatform(cairnv1.PrunePolicy{MaxDeletions: ptr(3)})
+	platform := tenantsPlatform(cairnv1.PrunePolicy{MaxDeletions: ptr.To[int32](3)})
 	cases := []struct {
 		name      string
 		msg       string
@@ -105,7 +106,7 @@ func TestPruneGuardPerTenant(t *testing.T) {
 // TestMaxPercentTrailerCoversOnlyItsInstances: the trailer lifts maxPercent for an
 // instance whose file the commit changes, within its count.
 func TestMaxPercentTrailerCoversOnlyItsInstances(t *testing.T) {
-	guard := NewGuard(tenantsPlatform(cairnv1.PrunePolicy{MaxPercent: ptr(50)}), "x\n\ncairn-allow-prune: 6")
+	guard := NewGuard(tenantsPlatform(cairnv1.PrunePolicy{MaxPercent: ptr.To[int32](50)}), "x\n\ncairn-allow-prune: 6")
 	for _, tc := range []struct {
 		name    string
 		set     *Set

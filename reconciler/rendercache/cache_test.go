@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/render"
 )
 
@@ -72,7 +73,7 @@ func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
 func TestRenderCacheHooks(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
-	job := hookObject("batch/v1", "Job", "migrate")
+	job := testobj.Object("batch/v1", "Job", "team-a", "migrate")
 	c := New(dir)
 	c.Put("aa01", &render.Result{Digest: "sha256:h", Hooks: []render.Hook{{Object: job, Events: []string{render.HookPreInstall}, Weight: 2}}})
 	got := c.Get("aa01")
@@ -83,7 +84,7 @@ func TestRenderCacheHooks(t *testing.T) {
 	g.Expect(again.Hooks[0].Weight).To(Equal(2))
 	g.Expect(again.Hooks[0].Object.GetKind()).To(Equal("Job"))
 
-	secret := hookObject("v1", "Secret", "setup")
+	secret := testobj.Object("v1", "Secret", "team-a", "setup")
 	c.Put("bb02", &render.Result{Digest: "sha256:s", Hooks: []render.Hook{{Object: secret, Events: []string{render.HookPreInstall}}}})
 	g.Expect(c.Get("bb02")).NotTo(BeNil(), "kept in memory")
 	g.Expect(New(dir).Get("bb02")).To(BeNil(), "a hook Secret is never written to disk")
@@ -224,13 +225,4 @@ type fakeVerifier struct{ Key string }
 
 func (fakeVerifier) ResolveVerified(context.Context, string, string, string) (string, error) {
 	return "", nil
-}
-
-func hookObject(apiVersion, kind, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	u.SetNamespace("team-a")
-	u.SetName(name)
-	return u
 }
