@@ -25,7 +25,7 @@ type requestStep struct {
 	minimum int
 	minWhat string // what the minimum is made of
 	noCR    bool   // the minimum holds no apply of the CR
-	target  func(instance requestCounts, minimum int) (string, bool)
+	target  func(instance requestCounts, minimum int) string
 	prof    profiled
 	trace   []tracedRequest
 }
@@ -110,21 +110,19 @@ func writeRequests(rc requestCounts) int {
 }
 
 // withinCold is the cold target: at most 1.5× the minimum.
-func withinCold(instance requestCounts, minimum int) (string, bool) {
+func withinCold(instance requestCounts, minimum int) string {
 	ok := float64(instance.total()) <= 1.5*float64(minimum)
-	return fmt.Sprintf("≤ 1.5× the minimum (%.1f): %s", 1.5*float64(minimum), verdict(ok)), ok
+	return fmt.Sprintf("≤ 1.5× the minimum (%.1f): %s", 1.5*float64(minimum), verdict(ok))
 }
 
 // withinChange is the target of one change: at most 3 requests.
-func withinChange(instance requestCounts, _ int) (string, bool) {
-	ok := instance.total() <= 3
-	return "≤ 3 requests: " + verdict(ok), ok
+func withinChange(instance requestCounts, _ int) string {
+	return "≤ 3 requests: " + verdict(instance.total() <= 3)
 }
 
 // noWrites is the no-op target: no write (asserted).
-func noWrites(instance requestCounts, _ int) (string, bool) {
-	ok := writeRequests(instance) == 0
-	return "0 writes (asserted): " + verdict(ok), ok
+func noWrites(instance requestCounts, _ int) string {
+	return "0 writes (asserted): " + verdict(writeRequests(instance) == 0)
 }
 
 func requestsTable(t *testing.T, steps []*requestStep) *table {
@@ -137,7 +135,7 @@ func requestsTable(t *testing.T, steps []*requestStep) *table {
 		if s.minimum > 0 {
 			ratio = fmt.Sprintf("%.2f×", float64(instance.total())/float64(s.minimum))
 		}
-		target, _ := s.target(instance, s.minimum)
+		target := s.target(instance, s.minimum)
 		all := s.prof.client
 		tb.add(s.name, instance, orNone(instance.resources()),
 			fmt.Sprintf("%d (%d)", instance.total(), writeRequests(instance)),
