@@ -28,7 +28,7 @@ const mask = "***"
 // with c (as mi's identity) from Secrets in mi's namespace and merged in order,
 // with spec.values merged over them. It also returns the strings of those Secrets,
 // which messages and plans must mask (see Mask). Without valuesFrom it returns
-// spec.values as it is.
+// spec.values as it is and reads nothing (c may then be nil).
 func Read(ctx context.Context, c client.Client, mi *cairnv1.ModuleInstance) ([]byte, []string, *outcome.Failure) {
 	var spec []byte
 	if mi.Spec.Values != nil {

@@ -119,3 +119,13 @@ func TestMask(t *testing.T) {
 	g.Expect(MaskFailure(f, nil)).To(BeIdenticalTo(f))
 	g.Expect(MaskFailure(nil, masks)).To(BeNil())
 }
+
+// TestReadWithoutValuesFromReadsNothing: the engine calls Read without a client
+// when an instance has no valuesFrom.
+func TestReadWithoutValuesFromReadsNothing(t *testing.T) {
+	g := NewWithT(t)
+	values, masks, f := Read(context.Background(), nil, instance(`{"a":1}`))
+	g.Expect(f).To(BeNil())
+	g.Expect(string(values)).To(Equal(`{"a":1}`))
+	g.Expect(masks).To(BeEmpty())
+}
