@@ -64,6 +64,8 @@ func TestB7Requests(t *testing.T) {
 	steps[3].trace = p.rc.trace()
 	expectActions(g, steps[3].prof, "Unchanged", "Unchanged")
 
+	change, _ := splitTrace(steps[2].trace)
+	g.Expect(change.byResource).NotTo(HaveKey("GET namespaces"), "the namespace of an instance whose CR exists is not read")
 	noop, _ := splitTrace(steps[3].trace)
 	g.Expect(writeRequests(noop)).To(BeZero(), "a no-op commit must write nothing of any instance; it sent: %s", noop.resources())
 
