@@ -100,9 +100,7 @@ func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
 // spec from Git and the annotations that say which input it is (see
 // instanceAnnotations). It returns the CR as written.
 func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.ModuleInstance, error) {
-	if r.live != nil {
-		s.rememberNamespace(r.mi.Namespace) // its CR lives there: no read needed
-	} else if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
+	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
 		return nil, err
 	}
 	mi := r.mi.DeepCopy()

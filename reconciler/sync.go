@@ -211,6 +211,7 @@ func (s *syncRun) listLive(ctx context.Context) error {
 	for i := range list.Items {
 		mi := &list.Items[i]
 		s.live[mi.Namespace+"/"+mi.Name] = mi
+		s.namespaces[mi.Namespace] = true // a CR lives there: ensureNamespace need not read it
 	}
 	return nil
 }
