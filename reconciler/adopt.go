@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/fluxcd/cli-utils/pkg/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -107,13 +109,39 @@ func versionOf(apiVersion string) string {
 // leftInventory reads the inventory Secret a deleted CR of mi left behind, if any: a
 // large inventory, or one the controller kept when the CR was deleted by hand.
 func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
+	name := apply.InventorySecretName(mi)
+	if names := s.listSecretNames(ctx); names != nil && !names[name] {
+		return nil, nil
+	}
 	owner := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: mi.Namespace, Name: mi.Name}}
-	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: apply.InventorySecretName(mi)}}
+	owner.Status.Inventory = &cairnv1.Inventory{SecretRef: &cairnv1.LocalObjectReference{Name: name}}
 	inv, err := s.e.inventories().Load(ctx, owner)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	return inv, err
+}
+
+// listSecretNames lists, once per sync and as cairn, the names of the Secrets of
+// cairn's namespace (their metadata only): few instances leave an inventory Secret,
+// so one LIST spares each new instance a read of a Secret that is not there (issue
+// 24). It is nil when the LIST failed; each instance then reads its own.
+func (s *syncRun) listSecretNames(ctx context.Context) map[string]bool {
+	s.managedMu.Lock()
+	defer s.managedMu.Unlock()
+	if s.secretNames != nil {
+		return s.secretNames
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := s.e.cluster.client.List(ctx, list, client.InNamespace(s.e.namespace())); err != nil {
+		return nil
+	}
+	s.secretNames = make(map[string]bool, len(list.Items))
+	for _, it := range list.Items {
+		s.secretNames[it.Name] = true
+	}
+	return s.secretNames
 }
 
 // listManaged lists, once per sync and as cairn, the metadata of every object of

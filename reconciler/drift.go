@@ -186,7 +186,7 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live))
+			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live), nil)
 			corrected += len(res.Applied)
 			if err != nil {
 				return corrected, err

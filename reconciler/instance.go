@@ -161,7 +161,8 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 	if err != nil {
 		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
-	if f := s.checkOwnership(ctx, r); f != nil {
+	valid, f := s.checkOwnership(ctx, r)
+	if f != nil {
 		return f
 	}
 	if len(r.adopted) > 0 {
@@ -184,7 +185,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 		return f
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
-	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)))
+	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)), valid)
 	r.applied = *rep
 	r.warnings = append(r.warnings, rep.Notes...)
 	if err != nil {
@@ -391,17 +392,18 @@ func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
 	if s.knownNamespace(name) {
 		return nil
 	}
-	ns := &corev1.Namespace{}
-	err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, ns)
-	if err == nil {
-		s.rememberNamespace(name)
-	}
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+	// Created without reading it first (one request where most are new, issue 24):
+	// AlreadyExists says it is there. Where cairn may not create namespaces, a read
+	// says whether it needs to.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}}}
-	err = s.e.cluster.client.Create(ctx, ns)
+	err := s.e.cluster.client.Create(ctx, ns)
+	if apierrors.IsForbidden(err) {
+		if gerr := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); gerr == nil {
+			s.rememberNamespace(name)
+			return nil
+		}
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("failed to create namespace %s: %w", name, err)
 	}

@@ -82,12 +82,16 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 		what, strings.Join(others, ", "))
 }
 
-// checkOwnership reads, before anything of r is written, each rendered object that
-// r's inventory does not hold yet, and fails r with OwnershipConflict when one exists
-// and is not r's to take (see claim). An object in a namespace this sync created is not
-// read: nothing in it predates the sync, and what other instances of the sync render
-// there claimShared has checked. The objects r adopts are recorded in r.adopted.
-func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.Failure {
+// checkOwnership decides, before anything of r is written, whether r may write each
+// rendered object that r's inventory does not hold yet, and fails r with
+// OwnershipConflict when one exists and is not r's to take (see claim). It asks the
+// API server by the dry-run the apply's validation sends anyway (apply.DryRun), which
+// says whether the object exists, and reads only the objects that do; valid holds the
+// objects whose dry-run passed, which the apply does not dry-run again. An object in a
+// namespace this sync created is not asked about: nothing in it predates the sync, and
+// what other instances of the sync render there claimShared has checked. The objects r
+// adopts are recorded in r.adopted.
+func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) (valid map[string]bool, f *outcome.Failure) {
 	var fresh []*unstructured.Unstructured
 	for _, u := range r.objects {
 		if _, ok := r.oldInv[apply.ObjectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
@@ -95,16 +99,31 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 		}
 	}
 	if len(fresh) == 0 {
-		return nil
+		return nil, nil
 	}
-	// Read as the instance's identity, which is to write them: cairn itself may read
+	// Asked as the instance's identity, which is to write them: cairn itself may read
 	// no tenant's objects.
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
-		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
+		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	var mu sync.Mutex
+	valid = map[string]bool{}
 	errs := apply.ForEach(fresh, apply.Concurrency, func(u *unstructured.Unstructured) error {
+		exists, err := apply.DryRun(ctx, m.Client(), u)
+		switch {
+		case err == nil:
+			mu.Lock()
+			valid[apply.ObjectID(u)] = true
+			mu.Unlock()
+			if !exists {
+				return nil
+			}
+		case meta.IsNoMatchError(err):
+			return nil // its definition comes with this render
+		}
+		// It exists, or its dry-run failed (the apply's validation reports why) and
+		// the read tells whether it exists.
 		adopt, err := s.claim(ctx, m.Client(), r, u)
 		if adopt {
 			mu.Lock()
@@ -115,13 +134,12 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) *outcome.F
 	})
 	sort.Strings(r.adopted)
 	if len(errs) == 0 {
-		return nil
+		return valid, nil
 	}
-	var f *outcome.Failure
 	if errors.As(errors.Join(errs...), &f) { // a failed read: transient, or denied
-		return f
+		return nil, f
 	}
-	return outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
+	return nil, outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
 }
 
 // claim decides, reading with c, whether r may write u, which its inventory does not hold: yes when u

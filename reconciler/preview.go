@@ -170,7 +170,7 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, r.failure.Reason, r.failure.Error()
 		return ip
 	}
-	if f := s.checkOwnership(ctx, r); f != nil {
+	if _, f := s.checkOwnership(ctx, r); f != nil {
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()
 		return ip
 	}

@@ -150,6 +150,9 @@ type syncRun struct {
 	// without a CR (see adoptedInventory).
 	managed   map[schema.GroupKind]managedObjects
 	managedMu sync.Mutex
+	// secretNames are the names of the Secrets of cairn's namespace, listed once per
+	// sync for the instances without a CR (see leftInventory); nil until listed.
+	secretNames map[string]bool
 	results   []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
 	contracts contracts.Set

@@ -60,7 +60,7 @@ func TestObjectsValidatesOnTheAPIServerBeforeWriting(t *testing.T) {
 	good := configMap(ns, "good", map[string]any{"k": "v"})
 	bad := configMap(ns, "bad", map[string]any{"not a key!": "v"})
 
-	rep, err := Objects(context.Background(), manager(c), []*unstructured.Unstructured{good, bad}, Inventory{}, digestKey, 30*time.Second)
+	rep, err := Objects(context.Background(), manager(c), []*unstructured.Unstructured{good, bad}, Inventory{}, digestKey, 30*time.Second, nil)
 
 	g.Expect(err).To(MatchError(ContainSubstring("validation before writing failed, nothing of it was written: ConfigMap/" + ns + "/bad dry-run failed")))
 	var f *outcome.Failure
@@ -99,7 +99,7 @@ func TestObjectsTakesBackANewCRDAndNamespaceWhenTheirObjectsFail(t *testing.T) {
 		return []*unstructured.Unstructured{widget(size), inFresh, widgetCRD(group), fresh, changedReader}
 	}
 
-	rep, err := Objects(ctx, manager(c), objects("big"), Inventory{}, digestKey, 30*time.Second)
+	rep, err := Objects(ctx, manager(c), objects("big"), Inventory{}, digestKey, 30*time.Second, nil)
 
 	g.Expect(err).To(MatchError(ContainSubstring("Widget/" + ns + "/w dry-run failed")))
 	g.Expect(err).To(MatchError(ContainSubstring("written first to validate the rest and taken back: ClusterRole/" + ns + "-reader, CustomResourceDefinition/widgets." + group + ", Namespace/" + fresh.GetName())))
@@ -117,7 +117,7 @@ func TestObjectsTakesBackANewCRDAndNamespaceWhenTheirObjectsFail(t *testing.T) {
 			WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(BeNil(), Describe(u))
 	}
 
-	rep, err = Objects(ctx, manager(c), objects(int64(3)), Inventory{}, digestKey, 30*time.Second)
+	rep, err = Objects(ctx, manager(c), objects(int64(3)), Inventory{}, digestKey, 30*time.Second, nil)
 
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rep.Applied).To(HaveLen(5))
@@ -137,20 +137,20 @@ func TestObjectsRecreatesAForcedImmutableChange(t *testing.T) {
 	frozen := func(v string) *unstructured.Unstructured {
 		return obj("v1", "ConfigMap", ns, "frozen", map[string]any{"immutable": true, "data": map[string]any{"k": v}})
 	}
-	rep, err := Objects(ctx, manager(c), []*unstructured.Unstructured{frozen("1")}, Inventory{}, digestKey, 30*time.Second)
+	rep, err := Objects(ctx, manager(c), []*unstructured.Unstructured{frozen("1")}, Inventory{}, digestKey, 30*time.Second, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	first, err := GetLive(ctx, c, frozen("1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	last := InventoryOf([]*unstructured.Unstructured{frozen("1")}, digestKey)
 
-	_, err = Objects(ctx, manager(c), []*unstructured.Unstructured{frozen("2")}, last, digestKey, 30*time.Second)
+	_, err = Objects(ctx, manager(c), []*unstructured.Unstructured{frozen("2")}, last, digestKey, 30*time.Second, nil)
 
 	g.Expect(err).To(MatchError(ContainSubstring("annotate it with cairn.dev/force: \"true\" to let cairn do so")))
 	var f *outcome.Failure
 	g.Expect(errors.As(err, &f)).To(BeTrue())
 	g.Expect(f.Kind).To(Equal(outcome.Stalled))
 
-	rep, err = Objects(ctx, manager(c), []*unstructured.Unstructured{forcedCopy(frozen("2"))}, last, digestKey, 30*time.Second)
+	rep, err = Objects(ctx, manager(c), []*unstructured.Unstructured{forcedCopy(frozen("2"))}, last, digestKey, 30*time.Second, nil)
 
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(actions(rep)).To(Equal(map[string]ssa.Action{"ConfigMap/" + ns + "/frozen": ssa.ConfiguredAction}))
@@ -174,7 +174,7 @@ func TestWaitHealthyForADeploymentOnARealNode(t *testing.T) {
 			"containers": []any{map[string]any{"name": "web", "image": "example.com/web:1"}}}},
 	}})
 
-	rep, err := Objects(ctx, manager(c), []*unstructured.Unstructured{deploy}, Inventory{}, digestKey, time.Minute)
+	rep, err := Objects(ctx, manager(c), []*unstructured.Unstructured{deploy}, Inventory{}, digestKey, time.Minute, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(NotCurrent(rep.Live)).To(HaveLen(1), "not Current as applied")
 
@@ -213,4 +213,33 @@ func TestDeleteStaleWaitsForANamespace(t *testing.T) {
 		"the Namespace is gone, not terminating, when prune returns")
 	g.Expect(exists(g, c, cm)).To(BeFalse())
 	g.Expect(exists(g, c, foreign)).To(BeTrue())
+}
+
+// TestDryRunSaysWhetherTheObjectExists: the API server's answer to a dry-run of an
+// apply carries a resourceVersion only for an object that exists, so the ownership
+// check can take it for the read it would otherwise send; the dry-run writes nothing.
+func TestDryRunSaysWhetherTheObjectExists(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, ns := cluster(t)
+	there := configMap(ns, "there", map[string]any{"k": "v"})
+	g.Expect(c.Create(ctx, there.DeepCopy())).To(Succeed())
+	fresh := configMap(ns, "fresh", map[string]any{"k": "v"})
+	changed := configMap(ns, "there", map[string]any{"k": "w"})
+
+	for _, tc := range []struct {
+		u      *unstructured.Unstructured
+		exists bool
+	}{{fresh, false}, {changed, true}, {labelled(namespace(ns+"-dry"), ""), false}} {
+		exists, err := DryRun(ctx, c, tc.u)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(exists).To(Equal(tc.exists), Describe(tc.u))
+	}
+	g.Expect(exists(g, c, fresh)).To(BeFalse(), "a dry-run creates nothing")
+	live, err := GetLive(ctx, c, there)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(live.Object["data"]).To(Equal(map[string]any{"k": "v"}), "a dry-run changes nothing")
+
+	_, err = DryRun(ctx, c, configMap(ns, "bad", map[string]any{"not a key!": "v"}))
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the validation's answer: %v", err)
 }

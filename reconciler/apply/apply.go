@@ -47,13 +47,14 @@ type Report struct {
 // a server-side dry-run before the first write (see dryRunStage), those that need a
 // Namespace or CRD of the first stage right after that stage, which is taken back
 // when they fail (see applyFirstStage); one changed object is applied directly, its
-// apply being atomic. Unchanged objects cost nothing; drift on them is
+// apply being atomic; the objects whose ids valid holds passed the same dry-run since
+// the caller built them (see DryRun) and are not sent again. Unchanged objects cost nothing; drift on them is
 // found by the separate drift check. An immutable-field change is refused unless the
 // object is annotated cairn.dev/force: "true", in which case it is recreated. Jobs
 // follow their own rules first (see settleJobs). The first stage is waited on for at
 // most timeout. The report says what was written even when an error is returned.
 func Objects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructured.Unstructured,
-	last Inventory, key []byte, timeout time.Duration) (*Report, error) {
+	last Inventory, key []byte, timeout time.Duration, valid map[string]bool) (*Report, error) {
 	rep := &Report{Changes: ssa.NewChangeSet(), Applied: map[string]bool{}}
 	objects, recreates, err := settleJobs(ctx, m.Client(), objects, last, key, rep)
 	if err != nil {
@@ -75,7 +76,7 @@ func Objects(ctx context.Context, m *ssa.ResourceManager, objects []*unstructure
 	early, later := splitByDefinitions(first, rest)
 	earlyJobs, laterJobs := splitByDefinitions(first, recreates)
 	if validate {
-		if err := dryRunStage(ctx, m.Client(), slices.Concat(first, early, earlyJobs)); err != nil {
+		if err := dryRunStage(ctx, m.Client(), slices.Concat(unvalidated(first, valid), unvalidated(early, valid), earlyJobs)); err != nil {
 			rep.Untouched = true
 			return rep, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,6 +134,7 @@ func TestObjects(t *testing.T) {
 		live    []client.Object
 		last    []*unstructured.Unstructured // the objects as last applied (their inventory)
 		pending bool                         // the last inventory has no hashes: recorded, never applied
+		valid   map[string]bool              // ids the caller dry-ran already
 		objects []*unstructured.Unstructured
 		refuse  func(op string, u *unstructured.Unstructured) error
 		// requests is the exact log of requests, when set; writes is the log without
@@ -142,10 +144,12 @@ func TestObjects(t *testing.T) {
 		// dryRunsFirst: these objects (applied concurrently, in any order) are all
 		// dry-run before the first of them is written.
 		dryRunsFirst []string
-		actions      map[string]ssa.Action
-		notes        []string
-		err          string
-		check        func(g *WithT, c client.Client, rep *Report)
+		// dryRuns, when set, are all the dry-runs sent.
+		dryRuns []string
+		actions map[string]ssa.Action
+		notes   []string
+		err     string
+		check   func(g *WithT, c client.Client, rep *Report)
 	}{
 		{name: "unchanged objects send nothing",
 			last:    []*unstructured.Unstructured{cm("a", "1"), cm("b", "1")},
@@ -167,6 +171,13 @@ func TestObjects(t *testing.T) {
 				g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(live), live)).To(Succeed())
 				g.Expect(live.Object["data"]).To(Equal(map[string]any{"k": "2"}))
 				g.Expect(live.GetManagedFields()).To(ContainElement(HaveField("Manager", cairnv1.FieldManager)))
+			}},
+		{name: "objects the caller dry-ran already are not dry-run again",
+			objects: []*unstructured.Unstructured{cm("a", "1"), cm("b", "1"), cm("c", "1")},
+			valid:   map[string]bool{"team-a_a__ConfigMap": true, "team-a_c__ConfigMap": true},
+			dryRuns: []string{"dry-run ConfigMap/team-a/b"},
+			check: func(g *WithT, c client.Client, rep *Report) {
+				g.Expect(rep.Applied).To(HaveLen(3))
 			}},
 		{name: "an entry recorded before an apply that never came (no hash) is applied",
 			last:     []*unstructured.Unstructured{cm("pending", "1")},
@@ -259,7 +270,7 @@ func TestObjects(t *testing.T) {
 				}
 			}
 
-			rep, err := Objects(context.Background(), manager(c), tc.objects, last, digestKey, 5*time.Second)
+			rep, err := Objects(context.Background(), manager(c), tc.objects, last, digestKey, 5*time.Second, tc.valid)
 
 			if tc.err == "" {
 				g.Expect(err).NotTo(HaveOccurred())
@@ -273,6 +284,9 @@ func TestObjects(t *testing.T) {
 				g.Expect(r.writes()).To(BeEmpty(), "a failed apply wrote nothing")
 			} else if tc.writes != nil {
 				g.Expect(r.writes()).To(Equal(tc.writes))
+			}
+			if tc.dryRuns != nil {
+				g.Expect(slices.DeleteFunc(slices.Clone(r.log), func(s string) bool { return !strings.HasPrefix(s, "dry-run ") })).To(Equal(tc.dryRuns))
 			}
 			if n := len(tc.dryRunsFirst); n > 0 {
 				g.Expect(r.log).To(HaveLen(2 * n))
@@ -307,7 +321,7 @@ func TestObjectsAppliesDefinitionsFirst(t *testing.T) {
 	widget := obj("example.com/v1", "Widget", "team-a", "w", nil)
 	objects := []*unstructured.Unstructured{deploy, inNew, widget, namespace("team-b"), clusterRole("reader"), crd("example.com", "Widget")}
 
-	rep, err := Objects(context.Background(), manager(c), objects, Inventory{}, digestKey, 5*time.Second)
+	rep, err := Objects(context.Background(), manager(c), objects, Inventory{}, digestKey, 5*time.Second, nil)
 
 	g.Expect(err).NotTo(HaveOccurred())
 	index := func(s string) int {
@@ -347,7 +361,7 @@ func TestObjectsTakesTheFirstStageBackWhenTheRestFails(t *testing.T) {
 	c := r.client()
 	objects := []*unstructured.Unstructured{namespace("fresh"), configMap("fresh", "c", nil), configMap("team-a", "other", nil)}
 
-	rep, err := Objects(context.Background(), manager(c), objects, Inventory{}, digestKey, 5*time.Second)
+	rep, err := Objects(context.Background(), manager(c), objects, Inventory{}, digestKey, 5*time.Second, nil)
 
 	g.Expect(err).To(MatchError(ContainSubstring("ConfigMap/fresh/c dry-run failed")))
 	g.Expect(err).To(MatchError(ContainSubstring("written first to validate the rest and taken back: Namespace/fresh")))
@@ -400,7 +414,7 @@ func TestObjectsFollowsTheJobRules(t *testing.T) {
 			r := &requests{}
 			c := r.client(tc.live...)
 
-			rep, err := Objects(context.Background(), manager(c), []*unstructured.Unstructured{tc.object}, InventoryOf(tc.last, digestKey), digestKey, time.Second)
+			rep, err := Objects(context.Background(), manager(c), []*unstructured.Unstructured{tc.object}, InventoryOf(tc.last, digestKey), digestKey, time.Second, nil)
 
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(r.log).To(Equal(tc.requests))

@@ -37,6 +37,35 @@ func dryRunStage(ctx context.Context, c client.Client, objects []*unstructured.U
 	return f
 }
 
+// DryRun validates u by a server-side dry-run of its apply patch, the one dryRunStage
+// sends, and says whether u exists: the API server stores nothing on a dry-run, so
+// its answer for an object that does not exist carries no resourceVersion, while that
+// for an existing object carries the object's current one. The ownership check asks
+// this in place of a read (the validation's answer tells what the read would, issue
+// 24), reads only the objects that exist, and hands the objects that passed to
+// Objects as validated, so that none is dry-run twice.
+func DryRun(ctx context.Context, c client.Client, u *unstructured.Unstructured) (exists bool, err error) {
+	out, err := PatchApply(ctx, c, u, client.DryRunAll)
+	if err != nil {
+		return false, err
+	}
+	return out.GetResourceVersion() != "", nil
+}
+
+// unvalidated leaves out the objects whose ids valid holds.
+func unvalidated(objects []*unstructured.Unstructured, valid map[string]bool) []*unstructured.Unstructured {
+	if len(valid) == 0 {
+		return objects
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objects))
+	for _, u := range objects {
+		if !valid[ObjectID(u)] {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // splitByDefinitions splits the objects of the second apply stage into those that can
 // be dry-run before the first stage is written and those that cannot: objects in a
 // Namespace, or of a kind defined by a CRD, that the first stage creates or changes.

@@ -21,13 +21,14 @@ import (
 
 // requestStep is one sync of B7 and the minimum it is measured against.
 type requestStep struct {
-	name    string
-	minimum int
-	minWhat string // what the minimum is made of
-	noCR    bool   // the minimum holds no apply of the CR
-	target  func(instance requestCounts, minimum int) string
-	prof    profiled
-	trace   []tracedRequest
+	name     string
+	minimum  int
+	minWhat  string // what the minimum is made of
+	noCR     bool   // the minimum holds no apply of the CR
+	nsExists bool   // the namespace exists before the sync: creating it is beyond the minimum
+	target   func(instance requestCounts, minimum int) string
+	prof     profiled
+	trace    []tracedRequest
 }
 
 func TestB7Requests(t *testing.T) {
@@ -38,7 +39,7 @@ func TestB7Requests(t *testing.T) {
 	steps := []*requestStep{
 		{name: "cold: one instance, its namespace created by the sync", minimum: 7,
 			minWhat: "POST of the namespace, apply of the CR, 4 applies, 1 status write", target: withinCold},
-		{name: "cold: a second instance, its namespace already there", minimum: 6,
+		{name: "cold: a second instance, its namespace already there", minimum: 6, nsExists: true,
 			minWhat: "apply of the CR, 4 applies, 1 status write", target: withinCold},
 		{name: "one object changed (the image of instance 1)", minimum: 2, noCR: true,
 			minWhat: "1 apply, 1 status write", target: withinChange},
@@ -64,6 +65,9 @@ func TestB7Requests(t *testing.T) {
 	steps[3].trace = p.rc.trace()
 	expectActions(g, steps[3].prof, "Unchanged", "Unchanged")
 
+	existing := beyondMinimum(steps[1].trace, false, true)
+	g.Expect(existing).NotTo(ContainSubstring("ownership read"), "the validation's dry-run tells which objects exist")
+	g.Expect(existing).NotTo(ContainSubstring("left inventory"), "one LIST per sync tells which inventory Secrets exist")
 	change, _ := splitTrace(steps[2].trace)
 	g.Expect(change.byResource).NotTo(HaveKey("GET namespaces"), "the namespace of an instance whose CR exists is not read")
 	noop, _ := splitTrace(steps[3].trace)
@@ -141,13 +145,13 @@ func requestsTable(t *testing.T, steps []*requestStep) *table {
 		all := s.prof.client
 		tb.add(s.name, instance, orNone(instance.resources()),
 			fmt.Sprintf("%d (%d)", instance.total(), writeRequests(instance)),
-			fmt.Sprintf("%d: %s", s.minimum, s.minWhat), ratio, target, beyondMinimum(s.trace, s.noCR),
+			fmt.Sprintf("%d: %s", s.minimum, s.minWhat), ratio, target, beyondMinimum(s.trace, s.noCR, s.nsExists),
 			perSyncSummary(perSync),
 			fmt.Sprintf("%d (%d), %s", all.total(), writeRequests(all), secs(s.prof.wall)))
 	}
 	tb.note("one fresh cluster (kube-controller-manager for the Deployment's availability); the engine in-process as in the B2 profile (reconciler.DefaultOptions), its client, its REST mapper and discovery, and the impersonating clients of Cluster.Manager (copies of its config) all wrapped by one counting RoundTripper; the cluster's other clients are not counted; every request is also traced in order (next table)")
 	tb.note("steps, each a sync of the directory (no Git): the Platform and instance 1 (fleet-0001, which the sync creates); instance 2 added in fleet-0002, created by the test beforehand so that its objects' ownership is read; instance 1's image changed; a README added")
-	tb.note("the instance's requests: those naming its namespace, its inventory Secret, or creating its namespace; once per sync: the rest (the Platform CR and its status, the LISTs of ModuleInstances and Registries, the digest key Secret, the LISTs of cairn's labelled objects of 20 kinds sent once per sync when an instance has no CR yet, discovery, not in the totals)")
+	tb.note("the instance's requests: those naming its namespace, its inventory Secret, or creating its namespace; once per sync: the rest (the Platform CR and its status, the LISTs of ModuleInstances and Registries, the digest key Secret, the LISTs of cairn's labelled objects of 20 kinds and of the Secrets of cairn's namespace (which tells the inventories deleted CRs left) sent once per sync when an instance has no CR yet, discovery, not in the totals)")
 	tb.note("beyond the minimum: the instance's requests the minimum does not hold, told by their order in the trace (a GET of a rendered object before its apply is an ownership read, after it a health poll)")
 	tb.note("minimum (issue 24): cold, one apply per object, the CR, one status write, plus the namespace where the sync creates it; one change, one apply and one status write (the CR, whose values changed, is applied too: counted beyond the minimum); no-op, nothing; the targets are on the instance's requests: cold ≤ 1.5× the minimum with the validation (dry-run) and the ownership check, one change ≤ 3 requests, no-op 0 writes")
 	tb.note("engine: %s", engineRevision(t))
@@ -158,8 +162,9 @@ func requestsTable(t *testing.T, steps []*requestStep) *table {
 // not hold, by purpose, told from the order they were sent in: a GET of a
 // rendered object before it is applied is an ownership read, after it a
 // health poll; every status write after the first is one more; so is the
-// apply of the CR when noCR.
-func beyondMinimum(trace []tracedRequest, noCR bool) string {
+// apply of the CR when noCR, and the creation of a namespace that exists
+// when nsExists.
+func beyondMinimum(trace []tracedRequest, noCR, nsExists bool) string {
 	var purposes []string
 	count := map[string]int{}
 	applied := map[string]bool{}
@@ -189,6 +194,8 @@ func beyondMinimum(trace []tracedRequest, noCR bool) string {
 			}
 		case r.verb == "GET" && r.resource == "namespaces":
 			add("GET of the namespace")
+		case r.verb == "POST" && r.resource == "namespaces" && nsExists:
+			add("POST of the namespace, which exists")
 		case r.verb == "GET" && r.resource == "secrets":
 			add("GET of a left inventory Secret")
 		case r.verb == "GET" && applied[r.path]:
@@ -267,9 +274,10 @@ func perSyncSummary(rc requestCounts) string {
 }
 
 // adoptionList tells the LISTs of cairn's labelled objects, which a sync sends
-// once per kind when an instance has no CR, from its LISTs of cairn's CRs.
+// once per kind when an instance has no CR, from its LISTs of cairn's CRs and of
+// the Secrets of its namespace (the left inventories).
 func adoptionList(verb, resource string) bool {
-	return verb == "LIST" && resource != "moduleinstances" && resource != "registries"
+	return verb == "LIST" && resource != "moduleinstances" && resource != "registries" && resource != "secrets"
 }
 
 // traceLabel names a request's target: its resource, and which Secret.
