@@ -44,7 +44,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	r.started = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(r.mi)-r.rendering, time.Second)) // the render took its share
 	defer cancel()
-	if err := r.takeMirrored(); err != nil {
+	if err := s.takeMirrored(r); err != nil {
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
 		r.interrupt(ctx)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
@@ -134,15 +134,25 @@ func (s *syncRun) writeInputs(ctx context.Context) {
 
 // takeMirrored makes the CR the revision step wrote r's current CR, or says why
 // there is none.
-func (r *instanceRun) takeMirrored() error {
+func (s *syncRun) takeMirrored(r *instanceRun) error {
 	if r.mirrorErr != nil {
 		return r.mirrorErr
 	}
-	if r.mirrored == nil {
+	mirrored := s.mirroredCR(r)
+	if mirrored == nil {
 		return fmt.Errorf("the input of %s was not written at this revision", r.key())
 	}
-	r.live = r.mirrored
+	r.live = mirrored
 	return nil
+}
+
+// mirroredCR is the CR the revision step wrote for r as this process knows it (nil:
+// none yet). A replica's state may take it while other instances render (see
+// RevisionState.Take), so it is read under s.mu.
+func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return r.mirrored
 }
 
 // applyInstance applies the rendered objects as the instance's ServiceAccount, prunes

@@ -186,8 +186,8 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
 	owner := r.mi
-	if r.mirrored != nil {
-		owner = r.mirrored // the CR as written, with its UID (see applyInstance)
+	if mirrored := s.mirroredCR(r); mirrored != nil {
+		owner = mirrored // the CR as written, with its UID (see applyInstance)
 	}
 	if err := prepare(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...), owner, s.kinds, pl, scopes); err != nil {
 		r.failure = outcome.Classify(cairnv1.ReasonApplyFailed, err)

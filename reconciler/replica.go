@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,7 +40,11 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	if err != nil {
 		return nil, fmt.Errorf("revision %s: %w", gitsource.ShortSHA(rev.SHA), err)
 	}
-	s, err := e.newSyncRun(ctx, rev, root, set, true) // read-only: nothing of the revision step is written
+	// Read-only: nothing of the revision step is written. The CRs come from the
+	// controller's informer cache when there is one (a LIST of every CR from the API
+	// server took most of the time a replica spent here): a CR the cache has not seen
+	// yet at this input is taken later (Take) or gets a state of its own.
+	s, err := e.newSyncRunFrom(ctx, rev, root, set, true, e.instances())
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +65,30 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 // replica reconciles no other (its CR is at another revision: the state of that one
 // reconciles it).
 func (st *RevisionState) heldInput(r *instanceRun) bool {
-	return !st.replica || r.mirrored != nil
+	return !st.replica || st.s.mirroredCR(r) != nil
+}
+
+// Take takes mi, a CR the revision step created after this state was built, into
+// the state, and tells whether it did: when the state found no CR of that instance
+// (it planned it as new, as the revision step did) and mi holds the state's input
+// for it and no status yet, building the state again would plan it the same way.
+// On a cold fleet the revision step writes the CRs while the first reconciles run,
+// and each state built too early would otherwise be built again, a LIST of every
+// CR each time, on the path of the last instances.
+func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
+	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
+	if !st.replica || r == nil || !r.affected || r.was != nil ||
+		mi.Annotations[inputDigestAnnotation] != r.inputDigest ||
+		mi.Annotations[inputRevisionAnnotation] != st.s.rev.SHA ||
+		!equality.Semantic.DeepEqual(mi.Status, cairnv1.ModuleInstanceStatus{}) {
+		return false
+	}
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	if r.mirrored == nil {
+		r.mirrored = mi.DeepCopy()
+	}
+	return true
 }
 
 // attempted is the outcome of d, which this replica has not reconciled, as its CR

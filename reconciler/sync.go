@@ -175,6 +175,12 @@ type syncRun struct {
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
 	readOnly bool) (*syncRun, error) {
+	return e.newSyncRunFrom(ctx, rev, root, set, readOnly, e.cluster.client)
+}
+
+// newSyncRunFrom is newSyncRun with the live ModuleInstances read from live.
+func (e *Engine) newSyncRunFrom(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
+	readOnly bool, live client.Reader) (*syncRun, error) {
 	s := &syncRun{
 		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 		guard: prune.NewGuard(set.Platform, rev.Message), now: time.Now(),
@@ -199,15 +205,17 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 			return nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
-	if err := s.listLive(ctx); err != nil {
+	if err := s.listLive(ctx, live); err != nil {
 		return nil, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	return s, nil
 }
 
-func (s *syncRun) listLive(ctx context.Context) error {
+// listLive reads the ModuleInstances cairn manages from c: the API server, or a
+// replica's informer cache (see PrepareInstances).
+func (s *syncRun) listLive(ctx context.Context, c client.Reader) error {
 	var list cairnv1.ModuleInstanceList
-	if err := s.e.cluster.client.List(ctx, &list,
+	if err := c.List(ctx, &list,
 		client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err != nil {
 		return fmt.Errorf("failed to list ModuleInstances: %w", err)
 	}

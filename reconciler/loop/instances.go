@@ -78,7 +78,7 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// again from that stale view, its objects would all look new and be applied twice.
 		return reconcile.Result{RequeueAfter: staleRequeue}, nil
 	}
-	st, err := in.state(ctx, mi.Annotations[reconciler.InputRevisionAnnotation], key)
+	st, err := in.state(ctx, mi.Annotations[reconciler.InputRevisionAnnotation], &mi)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -104,15 +104,16 @@ func (in *Instances) attemptedHere(key string) string {
 	return in.attempted[key]
 }
 
-// state is the state of revision sha for reconciling key: the newest one kept,
-// unless key has been reconciled in it already (a retry or a recheck is then planned
-// afresh) or it was built before the revision step wrote key's input (it would not
-// take key: built again, it does).
-func (in *Instances) state(ctx context.Context, sha, key string) (*reconciler.RevisionState, error) {
+// state is the state of revision sha for reconciling mi: the newest one kept,
+// unless mi has been reconciled in it already (a retry or a recheck is then planned
+// afresh) or it was built before the revision step wrote mi's input and cannot take
+// it (see RevisionState.Take; built again, it holds it).
+func (in *Instances) state(ctx context.Context, sha string, mi *cairnv1.ModuleInstance) (*reconciler.RevisionState, error) {
+	key := mi.Namespace + "/" + mi.Name
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for i := len(in.states) - 1; i >= 0; i-- { // the newest first
-		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && rs.st.HoldsInput(key) {
+		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && (rs.st.HoldsInput(key) || rs.st.Take(mi)) {
 			return rs.st, nil
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/render"
-	"cairn.dev/cairn/test/harness"
 )
 
 // TestAReplicaReconcilesInstancesFromTheirCRs: the revision step writes the inputs;
@@ -22,13 +21,7 @@ import (
 // process.
 func TestAReplicaReconcilesInstancesFromTheirCRs(t *testing.T) {
 	e := newEnv(t)
-	cluster, err := reconciler.NewCluster(harness.ForTest(t).RESTConfig)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	newEngine := func() *reconciler.Engine {
-		opts := reconciler.DefaultOptions()
-		opts.RenderCacheDir = filepath.Join(t.TempDir(), "modules")
-		return reconciler.New(cluster, render.NewRenderer(), opts)
-	}
+	newEngine := engines(e)
 	leader := newEngine()
 	a := inst{name: "a", ns: e.ns, dependsOn: []string{"b"}, configs: map[string]string{"x": "1", "y": "2"}}
 	repo := newGitRepo(t, appRepo("", a, inst{name: "b", ns: e.ns}))
@@ -78,4 +71,49 @@ func TestAReplicaReconcilesInstancesFromTheirCRs(t *testing.T) {
 	e.g.Expect(out.Result.Pruned).To(Equal(1), "%+v", out)
 	e.g.Expect(e.configMap(e.ns, "a-y")).To(BeNil())
 	e.g.Expect(e.instance(e.ns, "a").Status.LastAppliedRevision).To(Equal(rev2.SHA))
+}
+
+// TestAStateBuiltBeforeTheInputsTakesTheCRsCreatedSince: on a cold fleet the first
+// reconciles build a revision's state while the revision step is still creating
+// the CRs. A CR created since, holding the state's input and no status, is taken
+// into that state (it planned the instance as new, as the revision step did) and
+// reconciled there, not in a state built again; one at another input is not.
+func TestAStateBuiltBeforeTheInputsTakesTheCRsCreatedSince(t *testing.T) {
+	e := newEnv(t)
+	newEngine := engines(e)
+	repo := newGitRepo(t, appRepo("", inst{name: "a", ns: e.ns}, inst{name: "b", ns: e.ns}))
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	early, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	early2, err := newEngine().PrepareInstances(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = newEngine().PrepareRevision(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(early.HoldsInput(e.ns+"/a")).To(BeFalse(), "built before the CR existed")
+
+	other := e.instance(e.ns, "b").DeepCopy()
+	other.Annotations[reconciler.InputDigestAnnotation] = "sha256:another"
+	e.g.Expect(early.Take(other)).To(BeFalse(), "a CR at another input is not taken")
+	e.g.Expect(early.HoldsInput(e.ns + "/b")).To(BeFalse())
+
+	e.g.Expect(early.Take(e.instance(e.ns, "a"))).To(BeTrue())
+	e.g.Expect(early.HoldsInput(e.ns + "/a")).To(BeTrue())
+	out := early.ReconcileInstance(e.ctx, e.ns+"/a")
+	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
+	e.g.Expect(e.instance(e.ns, "a").Status.LastAppliedRevision).To(Equal(rev.SHA))
+	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeFalse())
+
+	e.g.Expect(early2.Take(e.instance(e.ns, "a"))).To(BeFalse(), "a CR with a status is planned from it, not taken")
+}
+
+// engines makes engines of their own on the test's cluster, as replicas' are.
+func engines(e *env) func() *reconciler.Engine {
+	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	return func() *reconciler.Engine {
+		opts := reconciler.DefaultOptions()
+		opts.RenderCacheDir = filepath.Join(e.t.TempDir(), "modules")
+		return reconciler.New(cluster, render.NewRenderer(), opts)
+	}
 }
