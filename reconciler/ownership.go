@@ -2,27 +2,21 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/ownership"
 	"cairn.dev/cairn/reconciler/secretgen"
 )
 
-// Ownership: every applied object belongs to exactly one live instance, known by its
-// inventory and by the labels on the live object (instance key and UID). An instance
-// never writes an object another live instance owns, nor one that no cairn instance
-// owns unless it opts in with spec.adopt; the one transfer is a move within a
-// revision, where the owner's render (or its removal) gives the object up.
+// Ownership (see reconciler/ownership): the revision's side, what its instances
+// render in common and what the other instances give up.
 
 // claimShared fails, before anything is written, the instances of this revision whose
 // renders hold the same object: the instance whose inventory holds it keeps it and the
@@ -83,107 +77,33 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 }
 
 // checkOwnership decides, before anything of r is written, whether r may write each
-// rendered object that r's inventory does not hold yet, and fails r with
-// OwnershipConflict when one exists and is not r's to take (see claim). It asks the
-// API server by the dry-run the apply's validation sends anyway (apply.DryRun), which
-// says whether the object exists, and reads only the objects that do; valid holds the
-// objects whose dry-run passed, which the apply does not dry-run again. An object in a
-// namespace this sync created is not asked about: nothing in it predates the sync, and
-// what other instances of the sync render there claimShared has checked. The objects r
-// adopts are recorded in r.adopted.
+// rendered object that r's inventory does not hold yet (see ownership.Check), asking
+// as r's identity; valid holds the objects whose dry-run passed, which the apply does
+// not dry-run again. The objects r adopts are recorded in r.adopted.
 func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) (valid map[string]bool, f *outcome.Failure) {
-	var fresh []*unstructured.Unstructured
-	for _, u := range r.objects {
-		if _, ok := r.oldInv[apply.ObjectID(u)]; !ok && (u.GetNamespace() == "" || !s.createdNamespace(u.GetNamespace())) {
-			fresh = append(fresh, u)
-		}
-	}
-	if len(fresh) == 0 {
-		return nil, nil
-	}
-	// Asked as the instance's identity, which is to write them: cairn itself may read
-	// no tenant's objects.
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
-	var mu sync.Mutex
-	valid = map[string]bool{}
-	errs := apply.ForEach(fresh, apply.Concurrency, func(u *unstructured.Unstructured) error {
-		exists, err := apply.DryRun(ctx, m.Client(), u)
-		switch {
-		case err == nil:
-			mu.Lock()
-			valid[apply.ObjectID(u)] = true
-			mu.Unlock()
-			if !exists {
-				return nil
-			}
-		case meta.IsNoMatchError(err):
-			return nil // its definition comes with this render
-		}
-		// It exists, or its dry-run failed (the apply's validation reports why) and
-		// the read tells whether it exists.
-		adopt, err := s.claim(ctx, m.Client(), r, u)
-		if adopt {
-			mu.Lock()
-			r.adopted = append(r.adopted, apply.Describe(u))
-			mu.Unlock()
-		}
-		return err
-	})
-	sort.Strings(r.adopted)
-	if len(errs) == 0 {
-		return valid, nil
-	}
-	if errors.As(errors.Join(errs...), &f) { // a failed read: transient, or denied
-		return nil, f
-	}
-	return nil, outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict, "%v", errors.Join(errs...))
+	res, f := ownership.Check(ctx, m.Client(), ownership.Request{Instance: s.instanceLabel(r.mi), Objects: r.objects,
+		Held: r.oldInv, Created: s.createdNamespace, Adopt: r.mi.Spec.Adopt}, owners{s})
+	r.adopted = res.Adopted
+	return res.Valid, f
 }
 
-// claim decides, reading with c, whether r may write u, which its inventory does not hold: yes when u
-// does not exist, is labelled as r's, is a Namespace cairn created for instances, or is
-// given up by its owner in this revision (see releases); an object no cairn instance
-// owns only with spec.adopt (adopt is then true).
-func (s *syncRun) claim(ctx context.Context, c client.Client, r *instanceRun, u *unstructured.Unstructured) (adopt bool, err error) {
-	live, err := apply.GetLive(ctx, c, u)
-	switch {
-	case meta.IsNoMatchError(err):
-		return false, nil // its definition comes with this render
-	case err != nil:
-		return false, outcome.Classify(cairnv1.ReasonApplyFailed, fmt.Errorf("%s: failed to read before applying: %w", apply.Describe(u), err))
-	case live == nil:
-		return false, nil
-	}
-	labels := live.GetLabels()
-	owner := labels[cairnv1.InstanceLabel]
-	if labels[cairnv1.ManagedByLabel] != cairnv1.ManagedByValue || s.ownerGone(owner) {
-		owner = ""
-	}
-	switch {
-	case owner == s.instanceLabel(r.mi):
-		return false, nil
-	case owner != "":
-		ok, err := s.releases(ctx, owner, apply.ObjectID(u))
-		if err != nil || ok {
-			return false, err
-		}
-		return false, fmt.Errorf("%s is owned by instance %s", apply.Describe(u), ownerName(owner))
-	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "":
-		return false, nil // created by cairn for the instances that live in it
-	case labels[cairnv1.ManagedByLabel] == cairnv1.ManagedByValue && labels[cairnv1.InstanceLabel] == "":
-		return false, fmt.Errorf("%s is cairn's own and cannot be adopted", apply.Describe(u))
-	case r.mi.Spec.Adopt:
-		return true, nil
-	}
-	return false, fmt.Errorf("%s already exists and no cairn instance owns it: set spec.adopt: true to take it over", apply.Describe(u))
+// owners answers ownership.Check from the revision.
+type owners struct{ s *syncRun }
+
+func (o owners) Gone(owner string) bool { return o.s.ownerGone(owner) }
+
+func (o owners) Releases(ctx context.Context, owner, id string) (bool, error) {
+	return o.s.releases(ctx, owner, id)
 }
 
 // ownerGone reports whether the instance labelled owner has neither a CR nor a
 // declaration: what it left behind is nobody's.
 func (s *syncRun) ownerGone(owner string) bool {
-	key := ownerName(owner)
+	key := ownership.Name(owner)
 	return owner != "" && s.live[key] == nil && s.byKey[key] == nil
 }
 
@@ -191,7 +111,7 @@ func (s *syncRun) ownerGone(owner string) bool {
 // this revision, or already has: it leaves Git, its render in this sync no longer
 // holds the object, or its inventory does not (a move whose second half failed).
 func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) {
-	key := ownerName(owner)
+	key := ownership.Name(owner)
 	for _, gone := range s.removed {
 		if gone.Namespace+"/"+gone.Name == key {
 			return true, nil
@@ -223,13 +143,6 @@ func idsOf(objects []*unstructured.Unstructured) map[string]bool {
 		ids[apply.ObjectID(u)] = true
 	}
 	return ids
-}
-
-// ownerName turns an instance label (<namespace>.<name>; a namespace has no dot)
-// into namespace/name.
-func ownerName(label string) string {
-	ns, name, _ := strings.Cut(label, ".")
-	return ns + "/" + name
 }
 
 // describeID names an inventory id the way describe names an object.

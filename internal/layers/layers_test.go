@@ -40,6 +40,7 @@ var layer = map[string]int{
 	"reconciler/supply":      3,
 	"reconciler/placement":   3,
 	"reconciler/prune":       3,
+	"reconciler/ownership":   3,
 	"reconciler/rendercache": 3,
 	"reconciler":             4,
 	"reconciler/loop":        5,
