@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -52,8 +51,18 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	s.discoverForCharts(ctx)
 	s.plan()
 	for _, r := range s.runs {
-		if r.affected && r.live != nil && r.live.Annotations[inputDigestAnnotation] == r.inputDigest {
-			r.mirrored = r.live // the CR holds this revision's input: the reconcile works on it
+		if !r.affected || r.live == nil || r.live.Annotations[inputDigestAnnotation] != r.inputDigest {
+			continue
+		}
+		cr := r.live
+		r.mirrored = cr // the CR holds this revision's input: the reconcile works on it
+		if neverAttempted(cr) {
+			// The revision step created it (or wrote it and no reconcile has attempted
+			// it since): it planned the instance as new, and so does the replica, which
+			// then finds what a deleted CR left (its kept inventory, its labelled
+			// objects) as the revision step's own process would.
+			r.live, r.was = nil, nil
+			r.affected, r.why = s.isAffected(r)
 		}
 	}
 	st := newRevisionState(s)
@@ -79,8 +88,7 @@ func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
 	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
 	if !st.replica || r == nil || !r.affected || r.was != nil ||
 		mi.Annotations[inputDigestAnnotation] != r.inputDigest ||
-		mi.Annotations[inputRevisionAnnotation] != st.s.rev.SHA ||
-		!equality.Semantic.DeepEqual(mi.Status, cairnv1.ModuleInstanceStatus{}) {
+		mi.Annotations[inputRevisionAnnotation] != st.s.rev.SHA || !neverAttempted(mi) {
 		return false
 	}
 	st.s.mu.Lock()
@@ -89,6 +97,11 @@ func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
 		r.mirrored = mi.DeepCopy()
 	}
 	return true
+}
+
+// neverAttempted tells whether no reconcile has attempted mi yet: it has no status.
+func neverAttempted(mi *cairnv1.ModuleInstance) bool {
+	return equality.Semantic.DeepEqual(mi.Status, cairnv1.ModuleInstanceStatus{})
 }
 
 // attempted is the outcome of d, which this replica has not reconciled, as its CR

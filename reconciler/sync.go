@@ -153,7 +153,7 @@ type syncRun struct {
 	// secretNames are the names of the Secrets of cairn's namespace, listed once per
 	// sync for the instances without a CR (see leftInventory); nil until listed.
 	secretNames map[string]bool
-	results   []InstanceResult
+	results     []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
 	contracts contracts.Set
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.

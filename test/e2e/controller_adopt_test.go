@@ -17,8 +17,16 @@ import (
 // minutes. A commit drops a ConfigMap from the render; before any poll, the CR is
 // deleted by hand. The deletion keeps the CR's inventory and kicks a sync, which
 // re-creates the CR, takes the objects back (the same UID) and prunes the one that
-// left the render meanwhile; the kept inventory is then removed.
+// left the render meanwhile; the kept inventory is then removed. So too with one
+// shard, where a replica reconciles the re-created CR from its own state of the
+// revision: it plans a CR no reconcile has attempted as a new instance, as the
+// revision step did, and so finds the kept inventory.
 func TestAHandDeletedCRLosesNothingUnderTheControllersRBAC(t *testing.T) {
+	t.Run("the leader reconciles", func(t *testing.T) { handDeletedCRLosesNothing(t) })
+	t.Run("one shard", func(t *testing.T) { handDeletedCRLosesNothing(t, "--shards", "1") })
+}
+
+func handDeletedCRLosesNothing(t *testing.T, extra ...string) {
 	e := newEnv(t)
 	bin := buildCairn(t)
 	e.grantNamespace(e.ns, "*")
@@ -26,7 +34,7 @@ func TestAHandDeletedCRLosesNothingUnderTheControllersRBAC(t *testing.T) {
 	repo := newGitRepo(t, appRepo("", a))
 	e.installController(bin, repo)
 	kubeconfig, _ := e.controllerIdentity()
-	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowControllerAs(t, repo, kubeconfig)...)
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowControllerAs(t, repo, kubeconfig, extra...)...)
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-y") != nil }, time.Minute, 200*time.Millisecond).Should(BeTrue(), ctrl.String)
 	e.settled(ctrl)
 	x := e.configMap(e.ns, "a-x")
