@@ -101,6 +101,10 @@ type Engine struct {
 	cache    *rendercache.Cache
 	verifier *sign.Verifier // signature checks, cached by digest across syncs
 	opts     Options
+	// outside is Options.Reporter without the metrics: where a sharded sync reports
+	// the outcomes it reads from the CRs, which the replicas that reconciled them
+	// have counted in the metrics already (see ForInstances).
+	outside report.Reporter
 
 	keyMu    sync.Mutex
 	key      []byte // the cluster's digest key (see DigestKeySecret), once read
@@ -121,17 +125,27 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	if opts.Metrics != nil {
-		opts.Reporter = report.Reporters(opts.Reporter, opts.Metrics)
-	}
 	if opts.Reporter == nil {
 		opts.Reporter = report.Nop{}
+	}
+	outside := opts.Reporter
+	if opts.Metrics != nil {
+		opts.Reporter = report.Reporters(opts.Reporter, opts.Metrics)
 	}
 	cacheDir := ""
 	if opts.RenderCacheDir != "" {
 		cacheDir = filepath.Join(opts.RenderCacheDir, "renders")
 	}
-	return &Engine{cluster: cluster, renderer: renderer, cache: rendercache.New(cacheDir), verifier: &sign.Verifier{}, opts: opts}
+	return &Engine{cluster: cluster, renderer: renderer, cache: rendercache.New(cacheDir), verifier: &sign.Verifier{}, opts: opts, outside: outside}
+}
+
+// outsideReporter is where a sharded sync reports the outcomes it reads from the
+// CRs (see outside).
+func (e *Engine) outsideReporter() report.Reporter {
+	if e.outside == nil {
+		return report.Nop{}
+	}
+	return e.outside
 }
 
 // logger is the logger of ctx (set with logr.NewContext), else Options.Log.

@@ -174,7 +174,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 		r.remote = &InstanceOutcome{Result: InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name,
 			Action: outcome.ActionProgressing, Reason: cairnv1.ReasonProgressing,
 			Message: "its reconcile has not attempted this revision's input yet"}}
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.remote.Result)
+		s.e.outsideReporter().InstanceFinished(s.rev.SHA, keyOf(r.mi), r.remote.Result)
 	}
 }
 
@@ -202,7 +202,7 @@ func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) 
 			continue
 		}
 		r.remote = out
-		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), out.Result)
+		s.e.outsideReporter().InstanceFinished(s.rev.SHA, keyOf(r.mi), out.Result)
 	}
 	return left
 }
@@ -256,11 +256,16 @@ func (st *RevisionState) Reconciled(key string) bool {
 // ForInstances is an engine for a replica's instance reconciles beside e's revision
 // steps: it shares e's cluster, renderer, render cache and verifier, and reports to
 // no forge (the revision step's engine reports the revision and its instances when
-// it finishes it).
+// it finishes it); it counts each outcome in the metrics, with what the CR does not
+// record (the action, the objects).
 func (e *Engine) ForInstances() *Engine {
 	opts := e.opts
 	opts.Reporter = report.Nop{} // the leader reports each outcome as it reads it (awaitAttempts)
-	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts}
+	if opts.Metrics != nil {
+		opts.Reporter = opts.Metrics
+	}
+	return &Engine{cluster: e.cluster, renderer: e.renderer, cache: e.cache, verifier: e.verifier, opts: opts,
+		outside: report.Nop{}}
 }
 
 // instances is where the CRs of other instances are read (Options.Instances).
