@@ -111,13 +111,20 @@ func (st *RevisionState) attempted(ctx context.Context, d *instanceRun) *Instanc
 	if err := st.s.e.instances().Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
 		return nil // not readable now: the reconcile asks again
 	}
-	return attemptedIn(&mi, d)
+	return attemptedIn(&mi, d, st.s.mirroredCR(d))
 }
 
 // attemptedIn is the outcome mi, the CR of d, records once d has attempted its input
-// at this revision (nil: not yet).
-func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceRun) *InstanceOutcome {
-	if mi.Status.LastAttemptedInput != d.inputDigest || mi.Generation != mi.Status.ObservedGeneration {
+// at this revision (nil: not yet). written is the CR as the revision step wrote it,
+// when this process knows it: an attempt of it, or of a later generation, counts,
+// so that an edit of the CR after the attempt (a kubectl edit the next sync reverts)
+// does not hide it; without it the CR's own generation must have been attempted.
+func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceRun, written *cairnv1.ModuleInstance) *InstanceOutcome {
+	want := mi.Generation
+	if written != nil {
+		want = written.Generation
+	}
+	if mi.Status.LastAttemptedInput != d.inputDigest || mi.Status.ObservedGeneration < want {
 		return nil
 	}
 	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: isReady(mi), Action: outcome.ActionFailed}
@@ -195,7 +202,7 @@ func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) 
 	for _, r := range wait {
 		out := (*InstanceOutcome)(nil)
 		if mi := live[r.key()]; mi != nil {
-			out = attemptedIn(mi, r)
+			out = attemptedIn(mi, r, r.mirrored)
 		}
 		if out == nil {
 			left = append(left, r)
