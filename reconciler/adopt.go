@@ -124,13 +124,15 @@ func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance)
 // listSecretNames lists, once per sync and as cairn, the names of the Secrets of
 // cairn's namespace (their metadata only): few instances leave an inventory Secret,
 // so one LIST spares each new instance a read of a Secret that is not there (issue
-// 24). It is nil when the LIST failed; each instance then reads its own.
+// 24). It is nil when the LIST failed (it is not sent again in the sync); each
+// instance then reads its own.
 func (s *syncRun) listSecretNames(ctx context.Context) map[string]bool {
 	s.managedMu.Lock()
 	defer s.managedMu.Unlock()
-	if s.secretNames != nil {
+	if s.secretsListed {
 		return s.secretNames
 	}
+	s.secretsListed = true
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	if err := s.e.cluster.client.List(ctx, list, client.InNamespace(s.e.namespace())); err != nil {

@@ -80,8 +80,13 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	secretLists := 0
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithInterceptorFuncs(interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lo := (&client.ListOptions{}).ApplyOptions(opts)
+			if list.GetObjectKind().GroupVersionKind().Kind == "SecretList" && lo.Namespace == DefaultNamespace {
+				secretLists++ // the names of cairn's Secrets (the left inventories)
+			}
 			return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no"))
 		},
 	}).Build()
@@ -96,6 +101,9 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(found).To(HaveKey("ns_a-gone__ConfigMap"), "an object that left the render while the CR was gone")
 	g.Expect(found).To(HaveKey("ns_a__Service"))
+	_, err = s.adoptedInventory(ctx, &instanceRun{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(secretLists).To(Equal(1), "a refused LIST of cairn's Secrets is not sent again in the sync: each instance reads its own")
 
 	removed := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}}
 	removed.Status.Inventory = &cairnv1.Inventory{} // cleared by deleteCR before the delete

@@ -151,9 +151,11 @@ type syncRun struct {
 	managed   map[schema.GroupKind]managedObjects
 	managedMu sync.Mutex
 	// secretNames are the names of the Secrets of cairn's namespace, listed once per
-	// sync for the instances without a CR (see leftInventory); nil until listed.
-	secretNames map[string]bool
-	results     []InstanceResult
+	// sync for the instances without a CR (see leftInventory); nil when the LIST
+	// failed. secretsListed: the LIST was sent.
+	secretNames   map[string]bool
+	secretsListed bool
+	results       []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
 	contracts contracts.Set
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
