@@ -51,18 +51,8 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	s.discoverForCharts(ctx)
 	s.plan()
 	for _, r := range s.runs {
-		if !r.affected || r.live == nil || r.live.Annotations[inputDigestAnnotation] != r.inputDigest {
-			continue
-		}
-		cr := r.live
-		r.mirrored = cr // the CR holds this revision's input: the reconcile works on it
-		if neverAttempted(cr) {
-			// The revision step created it (or wrote it and no reconcile has attempted
-			// it since): it planned the instance as new, and so does the replica, which
-			// then finds what a deleted CR left (its kept inventory, its labelled
-			// objects) as the revision step's own process would.
-			r.live, r.was = nil, nil
-			r.affected, r.why = s.isAffected(r)
+		if r.affected && r.live != nil {
+			s.holdInput(r, r.live)
 		}
 	}
 	st := newRevisionState(s)
@@ -87,14 +77,31 @@ func (st *RevisionState) heldInput(r *instanceRun) bool {
 func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
 	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
 	if !st.replica || r == nil || !r.affected || r.was != nil ||
-		mi.Annotations[inputDigestAnnotation] != r.inputDigest ||
 		mi.Annotations[inputRevisionAnnotation] != st.s.rev.SHA || !neverAttempted(mi) {
 		return false
 	}
-	st.s.mu.Lock()
-	defer st.s.mu.Unlock()
-	if r.mirrored == nil {
-		r.mirrored = mi.DeepCopy()
+	return st.s.holdInput(r, mi.DeepCopy())
+}
+
+// holdInput makes cr, when it holds this revision's input for r, the CR r's
+// reconcile works on, and tells whether it did. A CR no reconcile has attempted
+// (the revision step created it, or wrote it and none has attempted it since) is
+// planned as a new instance, as the revision step planned it, so that the replica
+// finds what a deleted CR left (its kept inventory, its labelled objects) as the
+// revision step's own process would.
+func (s *syncRun) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
+	if cr.Annotations[inputDigestAnnotation] != r.inputDigest {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.mirrored != nil {
+		return true // held already (another reconcile of it took it first)
+	}
+	r.mirrored = cr
+	if r.live != nil && neverAttempted(cr) { // found when the state was built (Take's has none)
+		r.live, r.was = nil, nil
+		r.affected, r.why = s.isAffected(r)
 	}
 	return true
 }
