@@ -59,3 +59,40 @@ func TestDue(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptedIn: a sharded sync takes an instance's outcome from its CR once the CR
+// records the revision's input attempted at the generation the revision step wrote,
+// or a later one: an edit after the attempt (a new generation nobody has attempted)
+// does not hide it. Without the written CR, the CR's own generation must have been
+// attempted.
+func TestAttemptedIn(t *testing.T) {
+	d := &instanceRun{inputDigest: "sha256:in"}
+	cr := func(generation, observed int64, input string) *cairnv1.ModuleInstance {
+		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team", Generation: generation}}
+		mi.Status.ObservedGeneration, mi.Status.LastAttemptedInput = observed, input
+		conditions.MarkTrue(mi, "Ready", cairnv1.ReasonSucceeded, "ok")
+		return mi
+	}
+	written := cr(2, 0, "")
+	for _, tc := range []struct {
+		name      string
+		mi        *cairnv1.ModuleInstance
+		written   *cairnv1.ModuleInstance
+		attempted bool
+	}{
+		{"attempted as written", cr(2, 2, "sha256:in"), written, true},
+		{"attempted, then edited (generation 3)", cr(3, 2, "sha256:in"), written, true},
+		{"not attempted yet: the last attempt was of an older generation", cr(2, 1, "sha256:in"), written, false},
+		{"another input attempted", cr(2, 2, "sha256:old"), written, false},
+		{"without the written CR, its own generation", cr(3, 2, "sha256:in"), nil, false},
+		{"without the written CR, attempted as it is", cr(3, 3, "sha256:in"), nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := attemptedIn(tc.mi, d, tc.written)
+			NewWithT(t).Expect(out != nil).To(Equal(tc.attempted))
+			if out != nil {
+				NewWithT(t).Expect(out.Result.Ready).To(BeTrue())
+			}
+		})
+	}
+}
