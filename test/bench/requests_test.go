@@ -65,7 +65,7 @@ func TestB7Requests(t *testing.T) {
 	steps[3].trace = p.rc.trace()
 	expectActions(g, steps[3].prof, "Unchanged", "Unchanged")
 
-	existing := beyondMinimum(steps[1].trace, false, true)
+	existing := beyondMinimum(steps[1].trace, steps[1].noCR, steps[1].nsExists)
 	g.Expect(existing).NotTo(ContainSubstring("ownership read"), "the validation's dry-run tells which objects exist")
 	g.Expect(existing).NotTo(ContainSubstring("left inventory"), "one LIST per sync tells which inventory Secrets exist")
 	change, _ := splitTrace(steps[2].trace)
