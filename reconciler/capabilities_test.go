@@ -148,7 +148,7 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			live := mi.DeepCopy()
 			live.Generation = 1
 			live.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
-			live.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), "")
+			live.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), "", "")
 			live.Status.CapabilitiesDigest = tc.recorded
 			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 			if tc.failed {

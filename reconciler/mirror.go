@@ -28,13 +28,23 @@ const (
 	// the input the revision step hands to the instance reconcile.
 	inputDigestAnnotation   = "cairn.dev/input-digest"
 	inputRevisionAnnotation = "cairn.dev/input-revision"
+	// refreshAnnotation is the last refresh of the Registries the instance's render
+	// uses ("<registry>@<time>": their Secrets or ConfigMaps changed in the cluster,
+	// see Revision.Refreshed), part of its input digest: no commit changes the
+	// input then, so the refresh is written as one, and the reconcile of whichever
+	// replica holds the instance is woken by it and renders and verifies again.
+	refreshAnnotation = "cairn.dev/input-refresh"
 )
 
 // instanceAnnotations are the annotations cairn sets on the CR of r's instance.
 func (s *syncRun) instanceAnnotations(r *instanceRun) map[string]string {
 	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
-	return map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File,
+	ann := map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File,
 		inputDigestAnnotation: r.inputDigest, inputRevisionAnnotation: s.rev.SHA}
+	if r.refresh != "" {
+		ann[refreshAnnotation] = r.refresh
+	}
+	return ann
 }
 
 // mirror server-side applies the declaration obj (spec from Git) as cairn and reads

@@ -35,8 +35,11 @@ type instanceRun struct {
 	specDigest   string
 	sourceDigest string   // local modules: digest of the module directory
 	sourceDirs   []string // the repository directories sourceDigest covers
-	// inputDigest covers everything the render reads (see inputDigest).
+	// inputDigest covers everything the render reads (see inputDigest); refresh is
+	// its part that no file holds: the last refresh of the Registries it uses
+	// (refreshAnnotation).
 	inputDigest string
+	refresh     string
 	affected    bool
 	why         string
 	// mirrored is the CR as the revision step wrote the instance's input into it
@@ -144,7 +147,10 @@ func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	r.was = r.live
 	r.specDigest = s.specDigest(mi)
 	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
-	r.inputDigest = inputDigest(r.specDigest, r.sourceDigest)
+	if r.live != nil {
+		r.refresh = r.live.Annotations[refreshAnnotation]
+	}
+	r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
 	r.affected, r.why = s.isAffected(r)
 	return r
 }
@@ -163,17 +169,21 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		r.forced = true
 		return true, "reconcile requested (cairn reconcile): every object applied again"
 	case s.refreshed(r.mi) != "":
-		return true, "the Secrets or ConfigMaps of Registry " + s.refreshed(r.mi) + " changed in the cluster: rendered and verified again"
+		// A new refresh is a new input, written on the CR, so that the reconcile of
+		// any replica is woken and renders and verifies it again.
+		r.refresh = s.refreshed(r.mi) + "@" + s.now.UTC().Format(time.RFC3339Nano)
+		r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
+		return true, refreshedWhy(r.refresh)
 	case !isReady(r.live):
 		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
 			return true, why
 		}
 	}
 	switch {
-	case r.live.Generation != r.live.Status.ObservedGeneration:
-		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
 	case r.live.Status.LastAttemptedInput != r.inputDigest:
 		return true, inputChange(r)
+	case r.live.Generation != r.live.Status.ObservedGeneration:
+		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
 	case isReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
 	case !isReady(r.live):
@@ -184,13 +194,24 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 }
 
 // inputDigest is the digest of everything an instance's render reads: specDigest
-// (its declaration, the Platform's spec and the Registries it uses) and
-// sourceDigest (the files of its module in the repository). The revision step
-// writes it on the CR (inputDigestAnnotation) and each attempt records it
-// (status.lastAttemptedInput): a commit that leaves it unchanged leaves the
-// instance alone, whatever paths the commit touched.
-func inputDigest(specDigest, sourceDigest string) string {
-	return digestJSON([]string{specDigest, sourceDigest})
+// (its declaration, the Platform's spec and the Registries it uses), sourceDigest
+// (the files of its module in the repository) and refresh (the last time the
+// Secrets or ConfigMaps of a Registry it uses changed in the cluster, "" when
+// never). The revision step writes it on the CR (inputDigestAnnotation) and each
+// attempt records it (status.lastAttemptedInput): a commit that leaves it
+// unchanged leaves the instance alone, whatever paths the commit touched.
+func inputDigest(specDigest, sourceDigest, refresh string) string {
+	if refresh == "" {
+		return digestJSON([]string{specDigest, sourceDigest})
+	}
+	return digestJSON([]string{specDigest, sourceDigest, refresh})
+}
+
+// refreshedWhy says why an instance whose Registry was refreshed (refresh is
+// "<registry>@<time>") is rendered again.
+func refreshedWhy(refresh string) string {
+	name, _, _ := strings.Cut(refresh, "@")
+	return "the Secrets or ConfigMaps of Registry " + name + " changed in the cluster: rendered and verified again"
 }
 
 // inputChange says what changed in r's input since its last attempt.
@@ -202,6 +223,8 @@ func inputChange(r *instanceRun) string {
 		return "declaration changed"
 	case r.sourceDigest != r.live.Status.SourceDigest && k != nil && k.sourceChange() != "":
 		return k.sourceChange()
+	case r.refresh != "": // the declaration and module as attempted: the Registry's refresh is what is new
+		return refreshedWhy(r.refresh)
 	}
 	return "input written at " + gitsource.ShortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }

@@ -152,7 +152,7 @@ func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
 	mi.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
 	src, _ := s.repositorySource(mi)
 	mi.Status.SourceDigest = src
-	mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), src)
+	mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), src, "")
 	markSucceeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 	return mi
 }
@@ -178,6 +178,8 @@ func TestIsAffected(t *testing.T) {
 		affected bool
 		why      string
 		forced   bool
+		// refreshed: the plan made a new refresh part of the instance's input.
+		refreshed bool
 	}{
 		{name: "new instance", instance: "web", noCR: true, affected: true, why: "new instance"},
 		{name: "unchanged", instance: "web", changed: []string{"instances/web.yaml"}, why: "unchanged"},
@@ -222,7 +224,15 @@ func TestIsAffected(t *testing.T) {
 		}, why: "unchanged"},
 		{name: "a Secret of a Registry it uses changed in the cluster", instance: "web", changed: []string{},
 			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"other", "modules"} }, affected: true,
-			why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
+			refreshed: true, why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
+		{name: "a refresh the revision step wrote, not attempted yet (the reconcile of a replica, which knows no refresh of its own)",
+			instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+				mi.Annotations[refreshAnnotation] = "modules@2026-12-03T12:00:00Z"
+			}, affected: true, why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
+		{name: "a refresh attempted already", instance: "web", changed: []string{}, live: func(s *syncRun, mi *cairnv1.ModuleInstance) {
+			mi.Annotations[refreshAnnotation] = "modules@2026-12-03T12:00:00Z"
+			mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), mi.Status.SourceDigest, "modules@2026-12-03T12:00:00Z")
+		}, why: "unchanged"},
 		{name: "a Secret of a Registry it does not use changed", instance: "api", changed: []string{},
 			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"modules"} }, why: "unchanged"},
 		{name: "failed at an older revision", instance: "web", changed: []string{}, live: failedAt("old", time.Hour),
@@ -245,11 +255,22 @@ func TestIsAffected(t *testing.T) {
 			r := &instanceRun{mi: s.set.Instance("team-a", tc.instance), live: live}
 			r.specDigest = s.specDigest(r.mi)
 			r.sourceDigest, _ = s.repositorySource(r.mi)
-			r.inputDigest = inputDigest(r.specDigest, r.sourceDigest)
+			if live != nil {
+				r.refresh = live.Annotations[refreshAnnotation]
+			}
+			r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
+			before := r.inputDigest
 			affected, why := s.isAffected(r)
 			g.Expect(affected).To(Equal(tc.affected))
 			g.Expect(why).To(HavePrefix(tc.why))
 			g.Expect(r.forced).To(Equal(tc.forced))
+			if tc.refreshed {
+				g.Expect(r.refresh).To(HavePrefix("modules@"))
+				g.Expect(r.inputDigest).NotTo(Equal(before), "a refresh is a new input: the CR is written and its reconcile woken")
+				g.Expect(r.inputDigest).To(Equal(inputDigest(r.specDigest, r.sourceDigest, r.refresh)))
+			} else {
+				g.Expect(r.inputDigest).To(Equal(before))
+			}
 		})
 	}
 }

@@ -32,7 +32,14 @@ func (e *env) rotateCairnSecret(name string, data map[string][]byte) {
 // inventory and last applied revision stay. Rotated back, it is Verified and Ready
 // again. An instance that uses no Registry is not rendered again. The controller runs
 // with the installed ServiceAccount's token: its RBAC is enough for these watches.
+// With one shard the refresh reaches the replica's reconcile through the CR: the
+// revision step writes it into the instance's input (cairn.dev/input-refresh).
 func TestARotatedRegistryKeyIsPickedUpWithoutACommit(t *testing.T) {
+	t.Run("in the leader's sync", func(t *testing.T) { rotatedRegistryKey(t, "--shards", "0") })
+	t.Run("one shard", func(t *testing.T) { rotatedRegistryKey(t, "--shards", "1") })
+}
+
+func rotatedRegistryKey(t *testing.T, mode ...string) {
 	e := newEnv(t)
 	bin := buildCairn(t)
 	reg := startRegistry(t, false, false)
@@ -51,7 +58,7 @@ func TestARotatedRegistryKeyIsPickedUpWithoutACommit(t *testing.T) {
 
 	e.installController(bin, repo)
 	kubeconfig, _ := e.controllerIdentity() // the installed RBAC is enough to watch them
-	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowControllerAs(t, repo, kubeconfig)...)
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.slowControllerAs(t, repo, kubeconfig, mode...)...)
 	hello := func() *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{}
 		if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "hello"}, mi); err != nil {
