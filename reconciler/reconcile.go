@@ -89,7 +89,7 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 		res, err := e.failRevision(ctx, rev, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, loadErr))
 		return &RevisionState{unusable: res}, err
 	}
-	s, err := e.newSyncRun(ctx, rev, root, set, false)
+	s, err := e.newSyncRunFrom(ctx, rev, root, set, false, e.revisionStepLive())
 	if err != nil {
 		return nil, err
 	}

@@ -289,3 +289,19 @@ func (e *Engine) instances() client.Reader {
 	}
 	return e.cluster.client
 }
+
+// revisionStepLive is where the revision step reads the live ModuleInstances: in a
+// sharded sync, the controller's informer cache (Options.Instances), as the
+// replicas do; a LIST of every CR from the API server was most of the revision
+// step's time at 1000 instances (0.38 s of 0.7 s). A view a moment behind costs no
+// correctness there: the revision step writes inputs the way it plans them (a
+// write of an input the CR holds already changes nothing), each replica plans its
+// reconcile from its own view, and the sync waits for the attempts it reads from
+// the CRs. Unsharded, the sync reconciles what it plans in its own process, so it
+// plans from the API server.
+func (e *Engine) revisionStepLive() client.Reader {
+	if e.opts.Sharded {
+		return e.instances()
+	}
+	return e.cluster.client
+}
