@@ -58,7 +58,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries a renewal before it steps down")
 	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
-	fl.IntVar(&f.shards, "shards", 0, "divide the instances into this many shards (Leases cairn-shard-<i>) spread over the replicas, each replica reconciling the instances of the shards it holds from their CRs; 0: the leader reconciles every instance in its sync")
+	fl.IntVar(&f.shards, "shards", 1, "divide the instances into this many shards (Leases cairn-shard-<i>) spread over the replicas, each replica reconciling the instances of the shards it holds from their CRs on its queue; 0: the leader reconciles every instance in its sync (the default, and the only mode, with a directory as --repo)")
 	fl.IntVar(&f.concurrent, "concurrent", 0, "instance reconciles at once in each replica with --shards (0: as many as the render workers)")
 	f.render.register(cmd)
 }
@@ -109,6 +109,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	if cf.shards < 0 || cf.concurrent < 0 {
 		return fmt.Errorf("--shards and --concurrent may not be negative")
+	}
+	if repo.isDir() && !cmd.Flags().Changed("shards") {
+		cf.shards = 0 // replicas read each instance's revision by its SHA: a directory has none
 	}
 	if cf.webhookAddr == "" {
 		cf.webhookAddr = forgeF.listen

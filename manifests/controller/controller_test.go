@@ -134,7 +134,12 @@ func TestDeploymentArgs(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	pc := find[*appsv1.Deployment](plain, Name).Spec.Template.Spec.Containers[0]
 	g.Expect(pc.Args).NotTo(ContainElement("--webhook-bind-address"), "no webhook receiver without its secret")
-	g.Expect(pc.Args).NotTo(ContainElement("--shards"), "the leader reconciles every instance by default")
+	g.Expect(strings.Join(pc.Args, " ")).To(HaveSuffix("--shards 1"), "the instances reconciled on the queue of the replica holding the one shard by default")
+	leader := testOptions()
+	leader.Shards = 0
+	lo, err := Objects(leader)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Join(find[*appsv1.Deployment](lo, Name).Spec.Template.Spec.Containers[0].Args, " ")).To(HaveSuffix("--shards 0"), "0 is written, not left to the default")
 	sharded := testOptions()
 	sharded.Replicas, sharded.Shards = 3, 3
 	so, err := Objects(sharded)

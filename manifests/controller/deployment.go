@@ -137,10 +137,7 @@ func Args(o Options) []string {
 	if len(o.Credentials.WebhookSecret) > 0 {
 		args = append(args, "--webhook-bind-address", fmt.Sprintf(":%d", WebhookPort))
 	}
-	if o.Shards > 0 {
-		args = append(args, "--shards", fmt.Sprint(o.Shards))
-	}
-	return args
+	return append(args, "--shards", fmt.Sprint(o.Shards))
 }
 
 func appendIf(args []string, flag, value string) []string {

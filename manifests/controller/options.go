@@ -32,7 +32,8 @@ type Options struct {
 	// Replicas of the Deployment (2: one leads, one waits).
 	Replicas int32
 	// Shards divides the instance reconciles over the replicas (`cairn controller
-	// --shards`); 0: the leader reconciles every instance.
+	// --shards`, written on the Deployment whatever its value); 0: the leader
+	// reconciles every instance in its sync.
 	Shards int
 	// Repo, Branch, Path and Interval are the source flags of `cairn controller`.
 	Repo, Branch, Path string
@@ -62,7 +63,7 @@ type Credentials struct {
 
 // DefaultOptions are the options of a default install of the repository repo.
 func DefaultOptions() Options {
-	return Options{Namespace: DefaultNamespace, Replicas: 2, Branch: "main", Path: ".", Interval: time.Minute}
+	return Options{Namespace: DefaultNamespace, Replicas: 2, Shards: 1, Branch: "main", Path: ".", Interval: time.Minute}
 }
 
 // Validate reports the first option that cannot make a working controller.

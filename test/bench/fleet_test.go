@@ -116,12 +116,12 @@ func TestB2Fleet(t *testing.T) {
 			c.stop()
 			f.addControllerRows(tb, "controller", cold, change)
 		})
-		t.Run(fmt.Sprintf("M=%d controller --shards 1", m), func(t *testing.T) {
+		t.Run(fmt.Sprintf("M=%d controller --shards 0", m), func(t *testing.T) {
 			f := newFleetRun(t, m, bin)
-			cold, c := f.coldController("--shards", "1")
+			cold, c := f.coldController("--shards", "0")
 			change := f.changeOneController(c)
 			c.stop()
-			f.addControllerRows(tb, "controller --shards 1", cold, change)
+			f.addControllerRows(tb, "controller --shards 0 (the leader reconciles)", cold, change)
 		})
 	}
 	tb.note("each instance in its own namespace (fleet-0001 …), which cairn creates: M namespaces, M ModuleInstances, 4·M objects; Deployments at 0 replicas must be Available (kube-controller-manager) for Ready")
@@ -131,7 +131,7 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
 	tb.note("targets: %d instances Ready in under %s, peak RSS under %d MiB, one-instance change under %s", fleetTargetM, secs(fleetTarget), rssTarget>>20, secs(changeTarget))
 	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a watch of the ModuleInstances sees the last of the M become Ready at the first commit (a LIST every second, before 2026-12-03 07:00, was late by up to a second and loaded the API server); one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running)", controllerPoll, controllerDrift)
-	tb.note("controller --shards 1 rows: the same, with `--shards 1`: the leader runs the revision step and the instance reconciles run on the controller's queue, each from its CR (docs/architecture.md, steps 7 and 8)")
+	tb.note("controller rows run the default, one shard: the leader runs the revision step and the instance reconciles run on the controller's queue, each from its CR (docs/architecture.md, steps 7, 8 and 12); controller --shards 0 rows: the leader reconciles every instance in its sync, as the CLI does")
 	tb.note("engine: %s", engineRevision(t))
 	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
 		tb.note("the CLI and controller rows ran the binary %s ($CAIRN_BENCH_CAIRN), the in-process profile this tree's engine", bin)

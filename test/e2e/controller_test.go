@@ -51,7 +51,7 @@ func (e *env) controllerArgsAs(t *testing.T, repo *gitRepo, kubeconfig, probe, m
 // the new leader's sync may still wait to read the replica's attempt from the CR, and
 // must not hide it.
 func TestControllerReplicas(t *testing.T) {
-	t.Run("the leader reconciles", func(t *testing.T) { controllerReplicas(t) })
+	t.Run("the leader reconciles", func(t *testing.T) { controllerReplicas(t, "--shards", "0") })
 	t.Run("one shard", func(t *testing.T) { controllerReplicas(t, "--shards", "1") })
 }
 
