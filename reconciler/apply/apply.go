@@ -136,6 +136,7 @@ func applyStage(ctx context.Context, c client.Client, objects []*unstructured.Un
 		if err != nil {
 			return err
 		}
+		live.SetManagedFields(nil) // the health check and a take-back read neither; often half a response
 		mu.Lock()
 		defer mu.Unlock()
 		rep.Applied[ObjectID(u)] = true
