@@ -33,6 +33,7 @@ type controllerFlags struct {
 	leaderNS      string
 	metricsAddr   string
 	probeAddr     string
+	pprofAddr     string
 	webhookAddr   string
 	interval      time.Duration
 	drift         time.Duration
@@ -51,6 +52,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "the Lease's namespace (default: $POD_NAMESPACE, else cairn-system)")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "where /metrics is served (0 disables it)")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "where /healthz and /readyz are served (0 disables them)")
+	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "where Go's /debug/pprof/ profiles are served (empty: not served; bind it to localhost, the profiles are not authenticated)")
 	fl.StringVar(&f.webhookAddr, "webhook-bind-address", "", "serve the forges' webhooks here on every replica (POST /hooks/<forge>; needs --webhook-secret-file): a verified push makes the leader sync at once, passed on through the Platform's reconcile request when it reaches another replica; \"\" disables it")
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often the branch is polled")
 	fl.DurationVar(&f.drift, "drift-interval", 10*time.Minute, "how often live objects are compared with Git")
@@ -214,6 +216,7 @@ func managerOptions(cf *controllerFlags, cfg *rest.Config, namespace string) (ma
 		Cache:                         namespaceCache(namespace),
 		Metrics:                       metricsserver.Options{BindAddress: cf.metricsAddr},
 		HealthProbeBindAddress:        cf.probeAddr,
+		PprofBindAddress:              cf.pprofAddr,
 		LeaderElection:                cf.leaderElect,
 		LeaderElectionID:              lease.Name,
 		LeaderElectionNamespace:       cf.leaderNamespace(),

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +42,9 @@ const (
 type controllerRun struct {
 	*process
 	f *fleetRun
+	// pprof is where it serves Go's profiles ("" unless $CAIRN_BENCH_PROFILE names
+	// a directory to keep its heap profile after the cold sync in).
+	pprof string
 }
 
 // startController starts `cairn controller` against the fleet's repository.
@@ -48,8 +53,37 @@ func (f *fleetRun) startController(extra ...string) *controllerRun {
 	args := append([]string{"controller", "--repo", "file://" + f.repo, "--branch", "main",
 		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache}, extra...)
+	pprof := ""
+	if os.Getenv("CAIRN_BENCH_PROFILE") != "" {
+		pprof = freeAddr(f.t)
+		args = append(args, "--pprof-bind-address", pprof)
+	}
 	p := startProcess(f.t, f.ctx, "cairn controller", nil, f.bin, args...)
-	return &controllerRun{process: p, f: f}
+	return &controllerRun{process: p, f: f, pprof: pprof}
+}
+
+// keepHeapProfile writes the controller's heap profile to $CAIRN_BENCH_PROFILE
+// (go tool pprof -sample_index=inuse_space reads what it holds).
+func (c *controllerRun) keepHeapProfile(name string) {
+	dir := os.Getenv("CAIRN_BENCH_PROFILE")
+	if c.pprof == "" || dir == "" {
+		return
+	}
+	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/heap")
+	if err != nil {
+		c.f.t.Logf("no heap profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		path := filepath.Join(dir, name)
+		err = os.WriteFile(path, b, 0o644)
+		c.f.t.Logf("heap profile of the controller: %s", path)
+	}
+	if err != nil {
+		c.f.t.Logf("no heap profile: %v", err)
+	}
 }
 
 // process is a long-running child process of a benchmark, its output in a log
@@ -183,6 +217,7 @@ func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 	run.cairnCPU = c.cpu()
 	close(done)
 	run.rss = <-peak
+	c.keepHeapProfile(fmt.Sprintf("B2-heap-M%d-controller%s.pprof", f.m, strings.Join(extra, "")))
 	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
 	return run, c
 }
