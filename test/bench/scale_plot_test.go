@@ -40,8 +40,9 @@ type plotPanel struct {
 var plotColours = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
 
 // scalePlot draws B8's runs: time in seconds and the largest replica's peak RSS in
-// MiB against M, one line per number of replicas.
-func scalePlot(runs []scaleRun) []byte {
+// MiB against M, one line per number of replicas; caption says where and at which
+// commit they ran.
+func scalePlot(runs []scaleRun, caption string) []byte {
 	timeP := plotPanel{title: "empty cluster → all Ready", yUnit: "s", proportional: true}
 	rssP := plotPanel{title: "peak RSS of the largest replica", yUnit: "MiB", target: mib(scaleRSSTarget),
 		targetLabel: fmt.Sprintf("target at M = %d, one replica", scaleRSSTargetM)}
@@ -63,7 +64,7 @@ func scalePlot(runs []scaleRun) []byte {
 		}
 		timeP.lines, rssP.lines = append(timeP.lines, tl), append(rssP.lines, rl)
 	}
-	return drawPlot("B8: M instances through the controller", "M (instances)", timeP, rssP)
+	return drawPlot("B8: M instances through the controller", caption, "M (instances)", timeP, rssP)
 }
 
 // Geometry of a panel, in SVG user units.
@@ -75,9 +76,10 @@ const (
 	marginB        = 96.0 // the x axis's label and the legend
 )
 
-// drawPlot draws the panels side by side under a title; each panel's axes start
-// at 0, so that a line's curvature is its growth against x.
-func drawPlot(title, xLabel string, panels ...plotPanel) []byte {
+// drawPlot draws the panels side by side under a title, with a caption in the
+// bottom right corner; each panel's axes start at 0, so that a line's curvature is
+// its growth against x.
+func drawPlot(title, caption, xLabel string, panels ...plotPanel) []byte {
 	var b bytes.Buffer
 	w := panelW * float64(len(panels))
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n",
@@ -87,6 +89,7 @@ func drawPlot(title, xLabel string, panels ...plotPanel) []byte {
 	for i, p := range panels {
 		drawPanel(&b, float64(i)*panelW, xLabel, p)
 	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" font-size="10" fill="#555">%s</text>`+"\n", w-8, panelH-8, html.EscapeString(caption))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
@@ -196,7 +199,7 @@ func TestScalePlotPlacesEachRunOnItsLine(t *testing.T) {
 		run(1000, 3, 60*time.Second, 100<<20, 120<<20, 110<<20),
 		run(5000, 3, 280*time.Second, 200<<20, 210<<20, 190<<20),
 	}
-	svg := scalePlot(runs)
+	svg := scalePlot(runs, "engine <commit> & co")
 	if err := wellFormedXML(svg); err != nil {
 		t.Fatalf("not well-formed: %v\n%s", err, svg)
 	}

@@ -74,11 +74,12 @@ func TestB8Scale(t *testing.T) {
 	tb.note("409: requests answered Conflict by the API server during the step, on moduleinstances/status (cairn's status writes, any verb), and in all, by verb and resource (a POST answered AlreadyExists is a 409 too; Leases of the control plane's and cairn's elections are among them)")
 	tb.note("revision states built: how often a replica built the state of the first commit for its instance reconciles (its log's \"built the state of a revision\" lines): each build reads every CR and plans every instance, so more than one per replica makes the cold sync grow faster than M")
 	tb.note("largest objects: the JSON of the largest ModuleInstance, of the Platform and of the largest Secret of cairn's namespace (inventory Secrets counted), managedFields included, against etcd's limit of 1.5 MiB; each under it (asserted)")
-	tb.note("engine: %s", engineRevision(t))
+	engine := engineRevision(t)
+	tb.note("engine: %s", engine)
 	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {
 		tb.note("the controllers ran the binary %s ($CAIRN_BENCH_CAIRN)", bin)
 	}
-	svg := scalePlot(runs)
+	svg := scalePlot(runs, fmt.Sprintf("engine: %s; %s, %s", engine, time.Now().UTC().Format("2006-01-02 15:04 MST"), machine()))
 	if err := wellFormedXML(svg); err != nil {
 		t.Fatalf("the plot is not well-formed SVG: %v", err)
 	}
