@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -162,14 +163,14 @@ func coldScale(f *fleetRun, n int) scaleRun {
 		r.synced = append(r.synced, len(lines))
 		r.states = append(r.states, states)
 	}
-	var twice []string
+	var again []string // synced more than once
 	for key, k := range synced {
 		if k != 1 {
-			twice = append(twice, fmt.Sprintf("%s %d times", key, k))
+			again = append(again, fmt.Sprintf("%s %d times", key, k))
 		}
 	}
-	slices.Sort(twice)
-	f.g.Expect(twice).To(BeEmpty(), "each instance synced once at the first commit, by one replica")
+	slices.Sort(again)
+	f.g.Expect(again).To(BeEmpty(), "each instance synced once at the first commit, by one replica")
 	f.g.Expect(synced).To(HaveLen(f.m), "every instance synced at the first commit")
 	r.sizes = f.largestObjects()
 	for what, size := range map[string]int64{"ModuleInstance": r.sizes.instance, "Platform": r.sizes.platform, "Secret": r.sizes.secret} {
@@ -192,15 +193,15 @@ func replicaLog(t testing.TB, path, sha string) (synced []string, states int) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		synced1 := strings.Contains(string(line), `"instance synced"`)
-		if !synced1 && !strings.Contains(string(line), `"built the state of a revision`) {
+		isSynced := bytes.Contains(line, []byte(`"instance synced"`))
+		if !isSynced && !bytes.Contains(line, []byte(`"built the state of a revision`)) {
 			continue // decode only the lines counted: a log of 10,000 instances is long
 		}
 		var e struct{ Msg, Instance, Revision string }
 		if err := json.Unmarshal(line, &e); err != nil || e.Revision != sha {
 			continue
 		}
-		if synced1 {
+		if isSynced {
 			synced = append(synced, e.Instance)
 		} else {
 			states++
