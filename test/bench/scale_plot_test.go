@@ -258,6 +258,9 @@ func TestScalePlotPlacesEachRunOnItsLine(t *testing.T) {
 			}
 		}
 	}
+	if err := wellFormedXML(scalePlot(nil, "")); err != nil {
+		t.Errorf("without a run (every configuration failed) the plot is still drawn: %v", err)
+	}
 	if !bytes.Contains(svg, []byte("3 replicas (--shards 3 --leader-elect)")) || !bytes.Contains(svg, []byte("1 replica (--shards 1)")) {
 		t.Errorf("the legend names both configurations:\n%s", svg)
 	}

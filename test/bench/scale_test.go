@@ -64,7 +64,8 @@ func TestB8Scale(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		return
+		// A run of the full sizes takes hours: the rows that finished are kept.
+		tb.note("**incomplete**: a configuration failed (see the test's log); its row is missing")
 	}
 	tb.note("each row on a fresh cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; B2's flags), the fleet of B2: M instances, each in its own namespace that cairn creates, 4·M objects; Ready needs the Deployment (0 replicas) Available")
 	tb.note("1 replica: one `cairn controller --shards 1` process (no leader election), the leader's revision step and the instance reconciles on its queue in one process; 3 replicas: three `cairn controller --shards 3 --leader-elect` processes (POD_NAME cairn-0…2, each with its own cache directory), one of them leading (Lease cairn-sync), each reconciling the instances of the shards it holds (Leases cairn-shard-<i>; docs/architecture.md, steps 7 and 8); all with `--interval %s --drift-interval 0 --log-format json`, the default lease timings (a replica takes no shard in its first 2 s period), metrics and probes off, the admin kubeconfig", controllerPoll)
