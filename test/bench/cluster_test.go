@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -153,8 +154,8 @@ func (c *benchCluster) serverRequests(t testing.TB) requestCounts {
 var metricLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
 // parseRequestTotal sums the apiserver_request_total samples of the
-// Prometheus text format by verb (in the RoundTripper's names) and by verb and
-// resource.
+// Prometheus text format by verb (in the RoundTripper's names), by verb and
+// resource, and, for answers other than 2xx, by verb, resource and code.
 func parseRequestTotal(body []byte) requestCounts {
 	out := newRequestCounts()
 	sc := bufio.NewScanner(bytes.NewReader(body))
@@ -187,6 +188,9 @@ func parseRequestTotal(body []byte) requestCounts {
 			resource += "/" + labels["subresource"]
 		}
 		out.add(verb, resource, int(v))
+		if code := labels["code"]; code != "" && code[0] != '2' {
+			out.byCode[verb+" "+resource+" "+code] += int(v)
+		}
 	}
 	return out
 }
@@ -210,15 +214,18 @@ func serverVerb(v string) string {
 }
 
 // requestCounts holds request counts by verb and by "verb resource", and for
-// the API server the sums and counts of its latency histograms.
+// the API server the sums and counts of its latency histograms and the requests
+// it refused, by "verb resource code" (codes other than 2xx only: the rest would
+// double the map for nothing).
 type requestCounts struct {
 	byVerb     map[string]int
 	byResource map[string]int
+	byCode     map[string]int
 	latency    map[string]float64 // "<what> sum" in seconds, "<what> count"
 }
 
 func newRequestCounts() requestCounts {
-	return requestCounts{byVerb: map[string]int{}, byResource: map[string]int{}, latency: map[string]float64{}}
+	return requestCounts{byVerb: map[string]int{}, byResource: map[string]int{}, byCode: map[string]int{}, latency: map[string]float64{}}
 }
 
 // latencyMetrics are the histograms whose means are reported: the API
@@ -280,6 +287,9 @@ func (rc requestCounts) clone() requestCounts {
 	for k, v := range rc.byResource {
 		out.byResource[k] = v
 	}
+	for k, v := range rc.byCode {
+		out.byCode[k] = v
+	}
 	for k, v := range rc.latency {
 		out.latency[k] = v
 	}
@@ -297,6 +307,11 @@ func (rc requestCounts) minus(before requestCounts) requestCounts {
 	for k, v := range rc.byResource {
 		if d := v - before.byResource[k]; d != 0 {
 			out.byResource[k] = d
+		}
+	}
+	for k, v := range rc.byCode {
+		if d := v - before.byCode[k]; d != 0 {
+			out.byCode[k] = d
 		}
 	}
 	for k, v := range rc.latency {
@@ -326,6 +341,46 @@ func (rc requestCounts) verb(verb string, resources ...string) int {
 		n += rc.byResource[verb+" "+r]
 	}
 	return n
+}
+
+// on counts the requests to the given resources, whatever their verb.
+func (rc requestCounts) on(resources ...string) int {
+	n := 0
+	for k, v := range rc.byResource {
+		if slices.Contains(resources, k[strings.LastIndexByte(k, ' ')+1:]) {
+			n += v
+		}
+	}
+	return n
+}
+
+// answered counts the requests to the given resources (all when none) that the
+// API server answered with code (not 2xx), whatever their verb.
+func (rc requestCounts) answered(code string, resources ...string) int {
+	n := 0
+	for k, v := range rc.byCode {
+		fields := strings.Fields(k) // verb (one word, or "dry-run" and one), resource, code
+		resource, c := fields[len(fields)-2], fields[len(fields)-1]
+		if c == code && (len(resources) == 0 || slices.Contains(resources, resource)) {
+			n += v
+		}
+	}
+	return n
+}
+
+// answers lists the requests answered with code as "verb resource n", the most
+// first ("none" without any).
+func (rc requestCounts) answers(code string) string {
+	counts := map[string]int{}
+	for k, v := range rc.byCode {
+		if i := strings.LastIndexByte(k, ' '); k[i+1:] == code && v != 0 {
+			counts[k[:i]] = v
+		}
+	}
+	if len(counts) == 0 {
+		return "none"
+	}
+	return strings.Join(mostFirst(counts), ", ")
 }
 
 var verbOrder = []string{"GET", "LIST", "WATCH", "POST", "PUT", "PATCH-apply", "PATCH-other", "DELETE", "DELETECOLLECTION"}
@@ -363,23 +418,29 @@ func (rc requestCounts) String() string {
 
 // resources lists "verb resource: n" sorted by count, largest first.
 func (rc requestCounts) resources() string {
-	keys := make([]string, 0, len(rc.byResource))
+	counts := map[string]int{}
 	for k, v := range rc.byResource {
 		if v != 0 && !strings.HasPrefix(k, "discovery") {
-			keys = append(keys, k)
+			counts[k] = v
 		}
 	}
+	return strings.Join(mostFirst(counts), ", ")
+}
+
+// mostFirst lists "key n" for each of counts, the largest n first, ties by key.
+func mostFirst(counts map[string]int) []string {
+	keys := slices.Collect(maps.Keys(counts))
 	slices.SortFunc(keys, func(a, b string) int {
-		if d := rc.byResource[b] - rc.byResource[a]; d != 0 {
+		if d := counts[b] - counts[a]; d != 0 {
 			return d
 		}
 		return strings.Compare(a, b)
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, rc.byResource[k])
+		parts[i] = fmt.Sprintf("%s %d", k, counts[k])
 	}
-	return strings.Join(parts, ", ")
+	return parts
 }
 
 // requestCounter counts the requests of the clients whose transport it wraps

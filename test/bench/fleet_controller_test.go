@@ -50,15 +50,22 @@ type controllerRun struct {
 // startController starts `cairn controller` against the fleet's repository.
 func (f *fleetRun) startController(extra ...string) *controllerRun {
 	f.t.Helper()
+	return f.startReplica("cairn controller", nil, f.cache, extra...)
+}
+
+// startReplica starts a `cairn controller` process named name, with env added and a
+// cache directory of its own: replicas beside each other must not share one.
+func (f *fleetRun) startReplica(name string, env []string, cache string, extra ...string) *controllerRun {
+	f.t.Helper()
 	args := append([]string{"controller", "--repo", "file://" + f.repo, "--branch", "main",
 		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", f.cache}, extra...)
+		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", cache}, extra...)
 	pprof := ""
 	if os.Getenv("CAIRN_BENCH_PROFILE") != "" {
 		pprof = freeAddr(f.t)
 		args = append(args, "--pprof-bind-address", pprof)
 	}
-	p := startProcess(f.t, f.ctx, "cairn controller", nil, f.bin, args...)
+	p := startProcess(f.t, f.ctx, name, env, f.bin, args...)
 	return &controllerRun{process: p, f: f, pprof: pprof}
 }
 
@@ -195,31 +202,46 @@ func (c *controllerRun) awaitDriftCheck() {
 // coldController starts the controller on the empty cluster and times it until
 // every instance is Ready at the first commit; the controller keeps running.
 func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
-	var run cliRun
-	var c *controllerRun
-	var peak <-chan int64
-	done := make(chan struct{})
-	run.measurement = f.c.measure(f.t, nil, func() error {
+	m, cs := f.coldControllers(30*time.Minute, func() []*controllerRun { return []*controllerRun{f.startController(extra...)} })
+	c := cs[0]
+	run := cliRun{measurement: m, rss: vmHWM(c.cmd.Process.Pid), cairnCPU: c.cpu()}
+	c.keepHeapProfile(fmt.Sprintf("B2-heap-M%d-controller%s.pprof", f.m, strings.Join(extra, "")))
+	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
+	return run, c
+}
+
+// coldControllers runs start, which starts one or more controller processes on the
+// empty cluster, and times them from then until every instance is Ready at the
+// first commit, for at most limit; they keep running. A process that exits fails
+// the step at once rather than at the limit.
+func (f *fleetRun) coldControllers(limit time.Duration, start func() []*controllerRun) (measurement, []*controllerRun) {
+	var cs []*controllerRun
+	m := f.c.measure(f.t, nil, func() error {
 		ready, stop, err := f.watchReady(f.first)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		c = f.startController(extra...)
-		peak = watchPeakRSS(c.cmd.Process.Pid, done)
-		select {
-		case <-ready:
-			return nil
-		case <-time.After(30 * time.Minute):
-			return fmt.Errorf("%d of %d instances Ready after 30 minutes: %s", f.readyAt(f.first), f.m, c.tail())
+		cs = start()
+		deadline := time.After(limit)
+		check := time.NewTicker(time.Second)
+		defer check.Stop()
+		for {
+			select {
+			case <-ready:
+				return nil
+			case <-check.C:
+				for _, c := range cs {
+					if err := c.running(); err != nil {
+						return fmt.Errorf("%d of %d instances Ready: %w", f.readyAt(f.first), f.m, err)
+					}
+				}
+			case <-deadline:
+				return fmt.Errorf("%d of %d instances Ready after %s: %s", f.readyAt(f.first), f.m, limit, cs[0].tail())
+			}
 		}
 	})
-	run.cairnCPU = c.cpu()
-	close(done)
-	run.rss = <-peak
-	c.keepHeapProfile(fmt.Sprintf("B2-heap-M%d-controller%s.pprof", f.m, strings.Join(extra, "")))
-	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
-	return run, c
+	return m, cs
 }
 
 // watchReady watches the ModuleInstances and closes ready once all M are Ready
