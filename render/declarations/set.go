@@ -77,6 +77,9 @@ func (s *Set) Dependents(namespace, name string) []*cairnv1.ModuleInstance {
 			}
 		}
 	}
+	if len(reached) == 0 {
+		return nil // most instances have no dependents: no walk over every instance, once per affected one
+	}
 	var out []*cairnv1.ModuleInstance
 	for _, mi := range s.Instances {
 		if reached[instanceID(mi.Namespace, mi.Name)] {
