@@ -110,8 +110,10 @@ func capabilitiesFixture(t *testing.T, d *stubDiscovery) *syncRun {
 		t.Fatalf("failed to load the fixture: %v %v", err, set.Invalid)
 	}
 	rev := Revision{SHA: "new", Changed: []string{}}
-	return &syncRun{e: &Engine{cluster: &Cluster{discovery: d}}, set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now(),
-		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}}
+	return &syncRun{
+		revisionInput: revisionInput{e: &Engine{cluster: &Cluster{discovery: d}}, set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
+		clusterView:   clusterView{live: map[string]*cairnv1.ModuleInstance{}},
+		byKey:         map[string]*instanceRun{}}
 }
 
 // TestChartInstancesRenderAgainWhenCapabilitiesChange: a ready chart instance whose

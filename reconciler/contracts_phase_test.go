@@ -39,7 +39,8 @@ type contractRun struct {
 // contractsFixture is a sync whose renders are done: its instances in the order
 // given, each rendered or not, with the status its CR records.
 func contractsFixture(runs ...contractRun) *syncRun {
-	s := &syncRun{set: &declarations.Set{}, byKey: map[string]*instanceRun{}, conflicted: map[string]bool{}}
+	s := &syncRun{revisionInput: revisionInput{set: &declarations.Set{}}, verdicts: verdicts{conflicted: map[string]bool{}},
+		byKey: map[string]*instanceRun{}}
 	for _, c := range runs {
 		ns, name := splitKey(c.key)
 		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}

@@ -72,8 +72,8 @@ func TestEnsureNamespaceCreatesWithoutReading(t *testing.T) {
 			if tc.existing {
 				b = b.WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
 			}
-			s := &syncRun{e: &Engine{cluster: &Cluster{client: b.Build()}}, namespaces: map[string]bool{"team": tc.known},
-				createdNamespaces: map[string]bool{}}
+			s := &syncRun{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: b.Build()}}},
+				clusterView: clusterView{namespaces: map[string]bool{"team": tc.known}, createdNamespaces: map[string]bool{}}}
 
 			err := s.ensureNamespace(context.Background(), "team")
 

@@ -11,7 +11,7 @@ import (
 // TestLookupAllowed: a chart never reads cairn's namespace; an instance that applies
 // as cairn reads only its own namespace (RBAC decides for one with a ServiceAccount).
 func TestLookupAllowed(t *testing.T) {
-	s := &syncRun{e: &Engine{}}
+	s := &syncRun{revisionInput: revisionInput{e: &Engine{}}}
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	r.mi.Namespace, r.mi.Name = "team-a", "web"
 	for _, tc := range []struct {

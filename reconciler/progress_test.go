@@ -21,7 +21,7 @@ func (s *steps) Step(instance, revision, line string) {
 func TestStepCarriesInstanceAndRevision(t *testing.T) {
 	g := NewWithT(t)
 	var logged steps
-	s := &syncRun{e: &Engine{opts: Options{Progress: &logged}}, rev: Revision{SHA: "abc"}}
+	s := &syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Progress: &logged}}, rev: Revision{SHA: "abc"}}}
 	s.step("team/app", "apply %s: %d objects", "team/app", 3)
 	g.Expect(logged).To(Equal(steps{{"team/app", "abc", "apply team/app: 3 objects"}}))
 

@@ -38,7 +38,7 @@ func TestTrailerCoversTheInstancesItsCommitChanges(t *testing.T) {
 		{name: "nothing", changed: []string{}},
 	} {
 		rev := Revision{Changed: tc.changed}
-		s := &syncRun{set: set, rev: rev, changes: newChanges(rev, "."), guard: prune.NewGuard(set.Platform, "")}
+		s := &syncRun{revisionInput: revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), guard: prune.NewGuard(set.Platform, "")}}
 		var covered []string
 		for name, mi := range instances {
 			if s.trailerCovers(mi, name == "gone-a" || name == "gone-p") {
@@ -57,7 +57,7 @@ func TestOwnersOfLiveInstances(t *testing.T) {
 	g := NewWithT(t)
 	set, err := declarations.Load(limitsRepo, declarations.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
-	s := &syncRun{set: set, live: map[string]*cairnv1.ModuleInstance{}}
+	s := &syncRun{revisionInput: revisionInput{set: set}, clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{}}}
 	for _, mi := range []*cairnv1.ModuleInstance{
 		set.Instance("ops", "tool"), set.Instance("team-a", "web"),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gone", Annotations: map[string]string{sourceAnnotation: "tenants/team-a/gone.yaml"}}},

@@ -139,9 +139,11 @@ func planFixture(t *testing.T, changed []string) *syncRun {
 		t.Fatalf("fixture: %d instances, want 4 (invalid: %v)", len(set.Instances), set.Invalid)
 	}
 	rev := Revision{SHA: "new", Changed: changed}
-	return &syncRun{set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now(),
-		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{},
-		moduleDigests: map[string]string{"modules/api": "digest-now"}}
+	return &syncRun{
+		revisionInput: revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
+		clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{},
+			moduleDigests: map[string]string{"modules/api": "digest-now"}},
+		byKey: map[string]*instanceRun{}}
 }
 
 // synced is the CR of mi after a successful sync of revision "old" whose spec is
@@ -377,7 +379,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := newRevisionState(&syncRun{e: &Engine{opts: Options{Concurrency: 1}}, now: now})
+			st := newRevisionState(&syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Concurrency: 1}}, now: now}})
 			out := st.keep(tc.run)
 			g.Expect(out.Result.Action).To(Equal(tc.action))
 			g.Expect(out.Result.Retry).To(Equal(tc.retry))

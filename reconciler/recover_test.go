@@ -20,7 +20,7 @@ func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
 	g := NewWithT(t)
 	var logs strings.Builder
 	e := &Engine{opts: Options{Log: funcr.New(func(_, args string) { logs.WriteString(args + "\n") }, funcr.Options{})}}
-	s := &syncRun{e: e, rev: Revision{SHA: "abc123"}}
+	s := &syncRun{revisionInput: revisionInput{e: e, rev: Revision{SHA: "abc123"}}}
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	r.mi.Namespace, r.mi.Name = "team-a", "app"
 

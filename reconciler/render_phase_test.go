@@ -24,7 +24,7 @@ func TestRendersKnowTheirTenant(t *testing.T) {
 	g.Expect(tenantOf(set, set.Instance("team-a", "web"))).To(Equal("team-a"))
 	g.Expect(tenantOf(set, set.Instance("ops", "tool"))).To(BeEmpty())
 
-	s := &syncRun{set: set}
+	s := &syncRun{revisionInput: revisionInput{set: set}}
 	for _, mi := range set.Instances {
 		s.runs = append(s.runs, &instanceRun{mi: mi, affected: true})
 	}

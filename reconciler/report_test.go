@@ -32,10 +32,10 @@ func TestCountRefusals(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := report.NewMetricsReporter(reg)
 	g.Expect(err).NotTo(HaveOccurred())
-	s := &syncRun{e: &Engine{opts: Options{Metrics: m}}, runs: []*instanceRun{
+	s := &syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceRun{
 		{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}, {},
 		{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
-		pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}
+		verdicts: verdicts{pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}}
 	s.countRefusals()
 	const want = `# HELP cairn_prune_refusals_total Prunes the guards refused, by limit (maxDeletions, halfOfInstances, maxPercent, emptyRender).
 # TYPE cairn_prune_refusals_total counter
@@ -48,5 +48,5 @@ cairn_prune_refusals_total{limit="maxPercent"} 1
 	s.readOnly = true // a plan's refusals are not counted
 	s.countRefusals()
 	g.Expect(testutil.GatherAndCompare(reg, strings.NewReader(want), "cairn_prune_refusals_total")).To(Succeed())
-	(&syncRun{e: &Engine{}, pruneErrs: s.pruneErrs}).countRefusals() // no metrics: no panic
+	(&syncRun{revisionInput: revisionInput{e: &Engine{}}, verdicts: verdicts{pruneErrs: s.pruneErrs}}).countRefusals() // no metrics: no panic
 }

@@ -111,13 +111,35 @@ func (e *Engine) RecordSourceFailure(ctx context.Context, sha string, err error)
 	_, _ = e.failRevision(ctx, Revision{SHA: sha}, f)
 }
 
-// syncRun is the state of one sync.
+// syncRun is the state of one sync: its plan (runs, byKey) and three values the
+// phases share (docs/architecture.md, step 10): what the revision gives every phase
+// (revisionInput), what the sync learns of the cluster (clusterView) and what it
+// decides over the revision (verdicts). Each instance's phase results are its
+// instanceRun's.
 type syncRun struct {
+	revisionInput
+	clusterView
+	verdicts
+
+	// runs and byKey are the plan: plan fills them once, before any instance
+	// reconcile starts, and nothing changes them after.
+	runs  []*instanceRun          // in dependsOn order
+	byKey map[string]*instanceRun // namespace/name
+}
+
+// revisionInput is what the revision gives every phase of its sync: the revision,
+// its tree and declarations, the Platform, the diff, the prune guard and the digest
+// key. newSyncRunFrom sets it (mirrorPlatform, which it calls, sets platform) and
+// nothing changes it after, but for readOnly, which PrepareInstances clears once,
+// before the plan, and the Platform's status, which recordPlatform writes as the
+// sync finishes. Its methods read nothing of the cluster view, the verdicts or the
+// plan, so the instance phases may share it without a lock.
+type revisionInput struct {
 	e        *Engine
 	rev      Revision
 	root     *gitsource.Tree
 	set      *declarations.Set
-	platform *cairnv1.Platform
+	platform *cairnv1.Platform // the Platform CR as mirrored from Git (the declaration's copy in a plan)
 	changes  changes
 	guard    prune.Guard
 	now      time.Time
@@ -125,13 +147,23 @@ type syncRun struct {
 	// digestKey keys the digests recorded over rendered objects (see DigestKeySecret).
 	digestKey []byte
 
-	runs     []*instanceRun          // in dependsOn order
-	byKey    map[string]*instanceRun // namespace/name
-	live     map[string]*cairnv1.ModuleInstance
-	removed  []*cairnv1.ModuleInstance // CRs whose declaration left Git
-	held     []*cairnv1.ModuleInstance // CRs whose declaration is in a file that could not be read
-	removeOK bool                      // every file could be read: stale Registries may be removed
-	readOnly bool                      // a plan: nothing is written
+	removeOK bool // every file could be read: stale Registries may be removed
+	// readOnly: a plan, nothing is written. A replica's state is built read-only (it
+	// writes nothing of the revision step's), and PrepareInstances clears it right
+	// after newSyncRunFrom returns, before the plan: its instance reconciles write as
+	// any sync's do.
+	readOnly bool
+}
+
+// clusterView is what a sync learns of the cluster and shares between its instance
+// reconciles. newSyncRunFrom lists the live ModuleInstances (listLive) and creates
+// the maps; the rest is read lazily, the first time a phase needs it, by whichever
+// instance reconcile asks first, each part under its own lock or sync.Once, so that
+// the reconciles fill it concurrently.
+type clusterView struct {
+	// live are cairn's ModuleInstances as the sync found them, by namespace/name
+	// (listLive, while the sync is built; the map is not written after).
+	live map[string]*cairnv1.ModuleInstance
 
 	chainOnce sync.Once
 	chain     *supply.Chain // see supplyChain
@@ -139,23 +171,50 @@ type syncRun struct {
 	capsOnce sync.Once
 	caps     *clusterCapabilities // see capabilities
 
+	// mu guards namespaces, createdNamespaces and moduleDigests. It also guards
+	// instanceRun.mirrored, which is the plan's, not the cluster view's (see
+	// syncRun.mirroredCR and holdInput): one lock, as before the three values.
 	mu         sync.Mutex
 	namespaces map[string]bool // namespaces known to exist
 	// createdNamespaces are the namespaces this sync created (see checkOwnership).
 	createdNamespaces map[string]bool
-	moduleDigests     map[string]string     // local module directory -> digest of its files
-	pruneErrs         []error               // the sync-wide prune refusals, one per refused owner
-	removedSets       map[string]removedSet // what each removed instance would delete, by namespace/name
+	// moduleDigests is filled from the revision's tree, not from the cluster, but
+	// lazily and under mu, as the rest of the view (see moduleDigest).
+	moduleDigests map[string]string // local module directory -> digest of its files
 	// managed are cairn's labelled objects, listed once per sync for the instances
 	// without a CR (see adoptedInventory).
-	managed   map[schema.GroupKind]managedObjects
+	managed map[schema.GroupKind]managedObjects
+	// managedMu guards managed, secretNames and secretsListed.
 	managedMu sync.Mutex
 	// secretNames are the names of the Secrets of cairn's namespace, listed once per
 	// sync for the instances without a CR (see leftInventory); nil when the LIST
 	// failed. secretsListed: the LIST was sent.
 	secretNames   map[string]bool
 	secretsListed bool
-	results       []InstanceResult
+	// kinds maps kinds to their scope for placement: the cluster's mapper, its
+	// misses remembered for the sync.
+	kinds *missMemo
+	// provides are the kinds each instance's CR records it provides (see recordedProvides).
+	provides     map[string][]schema.GroupKind
+	providesOnce sync.Once
+}
+
+// verdicts is what the sync decides over the revision, beyond each instance's own
+// result. The plan writes removed and held (findRemoved) before any instance
+// reconcile starts; inferContracts writes contracts, conflicted and cyclic and
+// checkPrunes writes pruneErrs and removedSets, at the render barrier
+// (decideTogether) or, in a plan, after renderAll (render); inferContracts runs
+// again once the prunes are decided (provideWithdrawn) and, in a sharded sync
+// without removals, from Finish. newRevisionState creates the claim table, which the
+// instances fill as they settle (claimObjects, under claimsMu); the removals
+// (removeInstances, holdInstances) append their results as the sync finishes.
+type verdicts struct {
+	removed     []*cairnv1.ModuleInstance // CRs whose declaration left Git
+	held        []*cairnv1.ModuleInstance // CRs whose declaration is in a file that could not be read
+	pruneErrs   []error                   // the sync-wide prune refusals, one per refused owner
+	removedSets map[string]removedSet     // what each removed instance would delete, by namespace/name
+	// results are the outcomes of the instances the sync removed or held.
+	results []InstanceResult
 	// contracts are the provider contracts of the revision, inferred once its renders are done.
 	contracts contracts.Set
 	// cyclic are the instances in a cycle of dependsOn and contract edges: they fail.
@@ -163,16 +222,10 @@ type syncRun struct {
 	// conflicted are the instances that render the CRD of a kind another provides:
 	// they fail and provide nothing (see failConflicts).
 	conflicted map[string]bool
-	// kinds maps kinds to their scope for placement: the cluster's mapper, its
-	// misses remembered for the sync.
-	kinds *missMemo
 	// claims are the objects the instances of a sync have claimed so far, by id
 	// (see claimObjects); nil in a plan.
 	claims   map[string]*instanceRun
 	claimsMu sync.Mutex
-	// provides are the kinds each instance's CR records it provides (see recordedProvides).
-	provides     map[string][]schema.GroupKind
-	providesOnce sync.Once
 }
 
 func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
@@ -184,14 +237,19 @@ func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.T
 func (e *Engine) newSyncRunFrom(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
 	readOnly bool, live client.Reader) (*syncRun, error) {
 	s := &syncRun{
-		e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
-		guard: prune.NewGuard(set.Platform, rev.Message), now: time.Now(),
-		byKey: map[string]*instanceRun{}, live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
-		createdNamespaces: map[string]bool{},
-		conflicted:        map[string]bool{},
-		moduleDigests:     map[string]string{},
-		managed:           map[schema.GroupKind]managedObjects{},
-		removeOK:          len(set.Unparsed) == 0, readOnly: readOnly,
+		revisionInput: revisionInput{
+			e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
+			guard: prune.NewGuard(set.Platform, rev.Message), now: time.Now(),
+			removeOK: len(set.Unparsed) == 0, readOnly: readOnly,
+		},
+		clusterView: clusterView{
+			live: map[string]*cairnv1.ModuleInstance{}, namespaces: map[string]bool{},
+			createdNamespaces: map[string]bool{},
+			moduleDigests:     map[string]string{},
+			managed:           map[schema.GroupKind]managedObjects{},
+		},
+		verdicts: verdicts{conflicted: map[string]bool{}},
+		byKey:    map[string]*instanceRun{},
 	}
 	s.platform = set.Platform.DeepCopy()
 	if e.cluster != nil {

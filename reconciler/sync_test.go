@@ -93,8 +93,10 @@ func TestFinishRecordsTheRevisionOnThePlatform(t *testing.T) {
 			conditions.MarkStalled(p, cairnv1.ReasonInvalidDeclaration, "the last revision could not be used")
 			c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(p).WithStatusSubresource(p).Build()
 			rep := &recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}
-			s := &syncRun{e: &Engine{cluster: &Cluster{client: c}, opts: Options{Repository: "https://git.example.com/platform", Reporter: rep}},
-				rev: Revision{SHA: sha}, now: now, platform: p.DeepCopy(), set: &declarations.Set{Invalid: tc.invalid}, results: tc.results}
+			s := &syncRun{
+				revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}, opts: Options{Repository: "https://git.example.com/platform", Reporter: rep}},
+					rev: Revision{SHA: sha}, now: now, platform: p.DeepCopy(), set: &declarations.Set{Invalid: tc.invalid}},
+				verdicts: verdicts{results: tc.results}}
 			ctx := context.Background()
 			if tc.interrupted {
 				var cancel context.CancelFunc
