@@ -72,7 +72,7 @@ func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (apply.I
 }
 
 // adoptionKindsOf lists the kinds to search for r, one version per group and kind.
-func (s *syncRun) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
+func (in *revisionInput) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	objects := r.objects
 	if r.unplaced != nil { // read once rendered, before placement (settle): the kinds are the same
@@ -191,12 +191,12 @@ func (e *Engine) KeepInventoryOfDeleted(ctx context.Context, mi *cairnv1.ModuleI
 
 // dropLeftInventory removes the inventory Secret r was adopted from once r's CR
 // records its inventory inline: the CR holds it now.
-func (s *syncRun) dropLeftInventory(ctx context.Context, r *instanceRun) {
+func (in *revisionInput) dropLeftInventory(ctx context.Context, r *instanceRun) {
 	inv := r.live.Status.Inventory
 	if !r.leftInventory || r.failure != nil || inv == nil || inv.SecretRef != nil {
 		return
 	}
-	if err := s.e.inventories().Remove(ctx, r.live); err != nil {
-		s.e.logger(ctx).Error(err, "failed to remove the inventory kept for the deleted CR", "instance", r.key(), "revision", s.rev.SHA)
+	if err := in.e.inventories().Remove(ctx, r.live); err != nil {
+		in.e.logger(ctx).Error(err, "failed to remove the inventory kept for the deleted CR", "instance", r.key(), "revision", in.rev.SHA)
 	}
 }

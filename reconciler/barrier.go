@@ -63,10 +63,10 @@ func (s *syncRun) settle(ctx context.Context, r *instanceRun) {
 
 // servesAll tells whether the cluster serves the kind of every object and hook of
 // res.
-func (s *syncRun) servesAll(res *render.Result) bool {
+func (v *clusterView) servesAll(res *render.Result) bool {
 	for _, u := range append(res.Objects, hooks.Objects(res.Hooks)...) {
 		gvk := u.GroupVersionKind()
-		if _, err := s.kinds.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if _, err := v.kinds.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return false
 		}
 	}

@@ -93,8 +93,8 @@ func (s *syncRun) chartCapabilities(ctx context.Context, r *instanceRun) (*rende
 // against other capabilities than the cluster's now (a newly served API, an upgrade),
 // so that it renders again. It needs the capabilities discovered (discoverForCharts,
 // capabilities), and is false when they could not be.
-func (s *syncRun) capabilitiesChanged(r *instanceRun) bool {
-	c := s.caps
+func (v *clusterView) capabilitiesChanged(r *instanceRun) bool {
+	c := v.caps
 	if !usesCapabilities(r.mi) || r.live == nil || c == nil || c.err != nil {
 		return false
 	}

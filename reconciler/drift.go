@@ -176,17 +176,17 @@ func driftedObjects(ctx context.Context, m *ssa.ResourceManager, objects []*unst
 
 // actOnDrift corrects or reports the drift and records the Drifted condition;
 // rep already holds what driftSecrets found and corrected of the generated Secrets.
-func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *cairnv1.ModuleInstance,
+func (in *revisionInput) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *cairnv1.ModuleInstance,
 	rep DriftReport, drifted []*unstructured.Unstructured) (int, error) {
 	before := live.DeepCopy()
-	defer s.e.emitDrift(before, live)
+	defer in.e.emitDrift(before, live)
 	corrected := rep.Corrected
 	switch {
 	case len(rep.Drifted) == 0:
 		conditions.Delete(live, cairnv1.DriftedCondition)
 	case rep.Policy == cairnv1.DriftCorrect:
 		if len(drifted) > 0 {
-			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, s.digestKey, s.timeout(live), nil)
+			res, err := apply.Objects(ctx, m, drifted, apply.Inventory{}, in.digestKey, in.timeout(live), nil)
 			corrected += len(res.Applied)
 			if err != nil {
 				return corrected, err
@@ -198,5 +198,5 @@ func (s *syncRun) actOnDrift(ctx context.Context, m *ssa.ResourceManager, live *
 		conditions.MarkTrue(live, cairnv1.DriftedCondition, "DriftDetected", "%d object(s) differ from Git: %s",
 			len(rep.Drifted), strings.Join(rep.Drifted, ", "))
 	}
-	return corrected, patchStatus(ctx, s.e.cluster.client, live, before)
+	return corrected, patchStatus(ctx, in.e.cluster.client, live, before)
 }

@@ -23,7 +23,7 @@ import (
 // read Ready off objects nobody saw Current. The instance's timeout counts from the
 // apply that started the wait; one sync waits at most Options.HealthWait of it, then
 // hands the instance over as Progressing, and a later sync checks again.
-func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	prior := conditions.Get(r.live, cairnv1.HealthyCondition)
 	unsettled := prior != nil && prior.Status != metav1.ConditionTrue
 	if len(r.applied.Live) == 0 && !unsettled {
@@ -38,7 +38,7 @@ func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instance
 		}
 		objects = append(append([]*unstructured.Unstructured{}, objects...), rest...)
 	}
-	timeout, started := s.timeout(r.mi), time.Now()
+	timeout, started := in.timeout(r.mi), time.Now()
 	if len(r.applied.Live) == 0 && prior.Reason == cairnv1.ReasonProgressing {
 		started = prior.LastTransitionTime.Time // a recheck: the clock runs from the apply
 	} else {
@@ -48,10 +48,10 @@ func (s *syncRun) waitInstance(ctx context.Context, c client.Client, r *instance
 		"waiting for %d object(s) to be Current", len(apply.NotCurrent(objects)))
 	left := time.Until(started.Add(timeout))
 	wait, handOver := left, false
-	if hw := s.e.opts.HealthWait; hw > 0 && hw < left {
+	if hw := in.e.opts.HealthWait; hw > 0 && hw < left {
 		wait, handOver = hw, true
 	}
-	s.step(r.key(), "wait %s", r.key())
+	in.step(r.key(), "wait %s", r.key())
 	err := apply.WaitHealthy(ctx, c, objects, wait)
 	if interrupted(ctx) {
 		return interruption(ctx, r.key()) // says nothing of the objects: Healthy stays Unknown

@@ -28,12 +28,12 @@ func (r *instanceRun) hookEvents() (pre, post string) {
 // after its objects are healthy (see hooks.Events), and, when its pre hooks ran
 // already for this render (an earlier attempt that failed or handed its health
 // check over), none before and that event's post hooks after.
-func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *outcome.Failure) {
+func (in *revisionInput) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *outcome.Failure) {
 	pre, post = r.hookEvents()
 	if pre == "" {
 		return "", "", nil
 	}
-	rec, err := s.hookRecordOf(ctx, r)
+	rec, err := in.hookRecordOf(ctx, r)
 	if err != nil {
 		return "", "", outcome.NewTransient(cairnv1.ReasonHookFailed, err)
 	}
@@ -43,15 +43,15 @@ func (s *syncRun) hookPhases(ctx context.Context, r *instanceRun) (pre, post str
 
 // runPreHooks runs r's pre hooks of event and records that they ran for its render,
 // with the hooks a removal needs.
-func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
-	if f := s.runHooks(ctx, c, r, event); f != nil || event == "" {
+func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
+	if f := in.runHooks(ctx, c, r, event); f != nil || event == "" {
 		return f
 	}
-	rec, err := s.hookRecordOf(ctx, r)
+	rec, err := in.hookRecordOf(ctx, r)
 	if err == nil {
 		rec = hooks.NextRecord(rec, r.hooks()) // a removal before the first success finds them too
 		rec.Ran = &hooks.PreRun{Event: event, Digest: r.rendered.Digest}
-		err = s.storeHookRecord(ctx, r, r.live, rec)
+		err = in.storeHookRecord(ctx, r, r.live, rec)
 	}
 	if err != nil {
 		return outcome.NewTransient(cairnv1.ReasonHookFailed, err)
@@ -60,11 +60,11 @@ func (s *syncRun) runPreHooks(ctx context.Context, c client.Client, r *instanceR
 }
 
 // runHooks runs r's hooks of event, if any, with the instance's client c.
-func (s *syncRun) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
+func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
-	s.step(r.key(), "hooks %s: %s", r.key(), event)
+	in.step(r.key(), "hooks %s: %s", r.key(), event)
 	n, f := hooks.Run(ctx, c, hooks.OwnerOf(r.live), event, r.hooks())
 	if n > 0 {
 		r.hooksRan = append(r.hooksRan, fmt.Sprintf("%d %s", n, event))
@@ -82,14 +82,14 @@ func (r *instanceRun) hooks() []render.Hook {
 
 // runDeleteHooks runs the pre-delete or post-delete hooks of a removed instance
 // (from its hook record) with the identity it deletes as, within its timeout.
-func (s *syncRun) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, deleteHooks []render.Hook,
+func (in *revisionInput) runDeleteHooks(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, deleteHooks []render.Hook,
 	event string) *outcome.Failure {
 	if len(render.HooksFor(deleteHooks, event)) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout(live))
+	ctx, cancel := context.WithTimeout(ctx, in.timeout(live))
 	defer cancel()
-	s.step(live.Namespace+"/"+live.Name, "hooks %s/%s: %s", live.Namespace, live.Name, event)
+	in.step(live.Namespace+"/"+live.Name, "hooks %s/%s: %s", live.Namespace, live.Name, event)
 	_, f := hooks.Run(ctx, c, hooks.OwnerOf(live), event, deleteHooks)
 	return f
 }
@@ -107,23 +107,23 @@ func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
 // none now (its chart dropped them, or it is not a chart any more): its old delete
 // hooks no longer run on its removal (the objects its install hooks left still go
 // then). An instance with neither reads nothing.
-func (s *syncRun) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+func (in *revisionInput) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
 	if r.rendered == nil || (len(r.rendered.Hooks) == 0 && mi.Status.HookRecord == "") {
 		return nil
 	}
-	prev, err := s.hookRecordOf(ctx, r)
+	prev, err := in.hookRecordOf(ctx, r)
 	if err != nil {
 		return err
 	}
-	return s.storeHookRecord(ctx, r, mi, hooks.NextRecord(prev, r.rendered.Hooks))
+	return in.storeHookRecord(ctx, r, mi, hooks.NextRecord(prev, r.rendered.Hooks))
 }
 
 // hookRecordOf is r's hook record, read once per sync.
-func (s *syncRun) hookRecordOf(ctx context.Context, r *instanceRun) (hooks.Record, error) {
+func (in *revisionInput) hookRecordOf(ctx context.Context, r *instanceRun) (hooks.Record, error) {
 	if r.hookRecord != nil {
 		return *r.hookRecord, nil
 	}
-	rec, err := hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), r.live)
+	rec, err := hooks.LoadRecord(ctx, in.e.cluster.client, in.e.namespace(), r.live)
 	if err != nil {
 		return rec, err
 	}
@@ -134,8 +134,8 @@ func (s *syncRun) hookRecordOf(ctx context.Context, r *instanceRun) (hooks.Recor
 // storeHookRecord writes r's hook record (for mi, its CR) and remembers it.
 // status.hookRecord names the record while there is one (mi's status is
 // recorded after this, or, for the pre hooks, at the end of the attempt).
-func (s *syncRun) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hooks.Record) error {
-	if err := hooks.StoreRecord(ctx, s.e.cluster.client, s.e.namespace(), mi, rec); err != nil {
+func (in *revisionInput) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hooks.Record) error {
+	if err := hooks.StoreRecord(ctx, in.e.cluster.client, in.e.namespace(), mi, rec); err != nil {
 		r.hookRecord = nil // read it again: the write may or may not have happened
 		return err
 	}
@@ -150,13 +150,13 @@ func (s *syncRun) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairn
 // previewHooks lists the hooks a sync of r would run, as hookPhases decides: a
 // retry whose pre hooks ran already for this render lists its post hooks only.
 // When the hook record cannot be read it lists both, and says so.
-func (s *syncRun) previewHooks(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) previewHooks(ctx context.Context, r *instanceRun, ip *InstancePlan) {
 	pre, post := r.hookEvents()
 	if pre == "" {
 		return
 	}
 	if r.live != nil {
-		p, q, f := s.hookPhases(ctx, r)
+		p, q, f := in.hookPhases(ctx, r)
 		if f != nil {
 			ip.Warnings = append(ip.Warnings, "the hooks listed may have run already: "+f.Error())
 		} else {
@@ -167,8 +167,8 @@ func (s *syncRun) previewHooks(ctx context.Context, r *instanceRun, ip *Instance
 }
 
 // previewDeleteHooks lists the hooks removing live would run, from its hook record.
-func (s *syncRun) previewDeleteHooks(ctx context.Context, live *cairnv1.ModuleInstance) ([]HookPlan, error) {
-	rec, err := hooks.LoadRecord(ctx, s.e.cluster.client, s.e.namespace(), live)
+func (in *revisionInput) previewDeleteHooks(ctx context.Context, live *cairnv1.ModuleInstance) ([]HookPlan, error) {
+	rec, err := hooks.LoadRecord(ctx, in.e.cluster.client, in.e.namespace(), live)
 	if err != nil {
 		return nil, err
 	}

@@ -36,10 +36,10 @@ func TestExplainIdentity(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			p := &cairnv1.Platform{Spec: cairnv1.PlatformSpec{DefaultServiceAccount: tt.defaultSA}}
-			s := &syncRun{revisionInput: revisionInput{platform: p, set: &declarations.Set{}}}
+			in := &revisionInput{platform: p, set: &declarations.Set{}}
 			mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"},
 				Spec: cairnv1.ModuleInstanceSpec{ServiceAccountName: tt.sa}}
-			got := s.explainIdentity(&instanceRun{mi: mi}, tt.in)
+			got := in.explainIdentity(&instanceRun{mi: mi}, tt.in)
 			if !tt.explained {
 				g.Expect(got).To(BeIdenticalTo(tt.in))
 				return

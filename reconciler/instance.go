@@ -77,18 +77,18 @@ func (s *syncRun) applyRecovering(ctx context.Context, r *instanceRun) (f *outco
 // be gone) by Options.HealthWait, so that an object that never settles (a finalizer
 // nobody removes) holds back neither the next poll nor the instances after it: the
 // instance fails as transient and the next attempt picks up where this one stopped.
-func (s *syncRun) inlineWait(timeout time.Duration) time.Duration {
-	if hw := s.e.opts.HealthWait; hw > 0 && hw < timeout {
+func (in *revisionInput) inlineWait(timeout time.Duration) time.Duration {
+	if hw := in.e.opts.HealthWait; hw > 0 && hw < timeout {
 		return hw
 	}
 	return timeout
 }
 
-func (s *syncRun) timeout(mi *cairnv1.ModuleInstance) time.Duration {
+func (in *revisionInput) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 	if mi.Spec.Timeout != nil && mi.Spec.Timeout.Duration > 0 {
 		return mi.Spec.Timeout.Duration
 	}
-	return s.e.opts.DefaultTimeout
+	return in.e.opts.DefaultTimeout
 }
 
 func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
@@ -152,7 +152,8 @@ func (s *syncRun) takeMirrored(r *instanceRun) error {
 
 // mirroredCR is the CR the revision step wrote for r as this process knows it (nil:
 // none yet). A replica's state may take it while other instances render (see
-// RevisionState.Take), so it is read under s.mu.
+// RevisionState.Take), so it is read under s.mu (the cluster view's lock, which
+// also guards the plan's mirrored CRs: see clusterView).
 func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,7 +220,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 
 // awaitInstance waits for the changed objects to be healthy, when the instance
 // waits.
-func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	if !waitEnabled(r.mi) {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
@@ -227,7 +228,7 @@ func (s *syncRun) awaitInstance(ctx context.Context, c client.Client, r *instanc
 	if r.release != nil {
 		r.release() // a wait holds no apply slot, so it never delays another instance
 	}
-	return s.waitInstance(ctx, c, r)
+	return in.waitInstance(ctx, c, r)
 }
 
 // pendingInventory is recorded before anything is written: the last inventory plus
@@ -259,15 +260,15 @@ func (r *instanceRun) failedInventory() apply.Inventory {
 
 // pruneInstance deletes the stale objects when the guards allow it; when they refuse,
 // the stale objects stay in the inventory so a later commit can prune them.
-func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *outcome.Failure {
-	if err := s.pruneRefusal(r); err != nil {
+func (in *revisionInput) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *outcome.Failure {
+	if err := in.pruneRefusal(r); err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneGuard, err)
 	}
 	if r.prune == nil || len(r.prune.Stale) == 0 {
 		return nil
 	}
-	s.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.Stale))
-	cs, err := apply.DeleteStale(ctx, m, r.prune.Stale, r.prune.Key, r.prune.UID, s.inlineWait(s.timeout(r.mi)))
+	in.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.Stale))
+	cs, err := apply.DeleteStale(ctx, m, r.prune.Stale, r.prune.Key, r.prune.UID, in.inlineWait(in.timeout(r.mi)))
 	r.pruned = cs
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
@@ -275,18 +276,18 @@ func (s *syncRun) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *
 	return nil
 }
 
-func (s *syncRun) serviceAccount(mi *cairnv1.ModuleInstance) string {
-	return placement.ServiceAccount(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi)
+func (in *revisionInput) serviceAccount(mi *cairnv1.ModuleInstance) string {
+	return placement.ServiceAccount(in.platform, in.set.Tenant(mi.Namespace, mi.Name), mi)
 }
 
 // applyBaseline is the inventory whose hashes spare unchanged objects their apply:
 // the last one, or none when the instance now applies as another identity, so that
 // every object is applied again and the API server checks its RBAC again.
-func (s *syncRun) applyBaseline(r *instanceRun) apply.Inventory {
+func (in *revisionInput) applyBaseline(r *instanceRun) apply.Inventory {
 	if r.forced {
 		return apply.Inventory{}
 	}
-	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == s.serviceAccount(r.mi) {
+	if r.live == nil || r.live.Status.LastAppliedRevision == "" || r.live.Status.ServiceAccount == in.serviceAccount(r.mi) {
 		return r.oldInv
 	}
 	out := make(apply.Inventory, len(r.oldInv))
@@ -299,11 +300,11 @@ func (s *syncRun) applyBaseline(r *instanceRun) apply.Inventory {
 
 // removalIdentity is what a removed instance deletes as: the identity it last
 // applied as, or, when it never applied, the one its last declaration gives.
-func (s *syncRun) removalIdentity(live *cairnv1.ModuleInstance) string {
+func (in *revisionInput) removalIdentity(live *cairnv1.ModuleInstance) string {
 	if live.Status.LastAppliedRevision != "" {
 		return live.Status.ServiceAccount
 	}
-	return s.serviceAccount(live)
+	return in.serviceAccount(live)
 }
 
 func waitEnabled(mi *cairnv1.ModuleInstance) bool {
@@ -312,15 +313,15 @@ func waitEnabled(mi *cairnv1.ModuleInstance) bool {
 
 // persistInventory records inv before objects are created or deleted, so that a
 // crash in the middle never forgets an object cairn created.
-func (s *syncRun) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) error {
+func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) error {
 	if len(inv.Minus(r.oldInv)) == 0 {
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := s.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.masks)); err != nil {
+	if err := in.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.masks)); err != nil {
 		return err
 	}
-	if err := patchStatus(ctx, s.e.cluster.client, r.live, before); err != nil {
+	if err := patchStatus(ctx, in.e.cluster.client, r.live, before); err != nil {
 		return err
 	}
 	r.persisted = r.live.Status.Inventory.DeepCopy()
@@ -385,14 +386,14 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
-func (s *syncRun) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := s.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.masks)); err != nil {
+func (in *revisionInput) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+	if err := in.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.masks)); err != nil {
 		return err
 	}
-	return s.recordHooks(ctx, r, mi)
+	return in.recordHooks(ctx, r, mi)
 }
 
-func (s *syncRun) sourceDigest(r *instanceRun) string {
+func (in *revisionInput) sourceDigest(r *instanceRun) string {
 	if r.sourceDigest != "" {
 		return r.sourceDigest
 	}
@@ -432,28 +433,28 @@ func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
 
 // createdNamespace reports whether this sync created namespace name: nothing in it can
 // predate the sync.
-func (s *syncRun) createdNamespace(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.createdNamespaces[name]
+func (v *clusterView) createdNamespace(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.createdNamespaces[name]
 }
 
-func (s *syncRun) knownNamespace(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.namespaces[name]
+func (v *clusterView) knownNamespace(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.namespaces[name]
 }
 
-func (s *syncRun) rememberNamespace(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.namespaces[name] = true
+func (v *clusterView) rememberNamespace(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.namespaces[name] = true
 }
 
 // patchStatusRetrying writes a status with a short bounded backoff, so an outcome is
 // not lost to a brief API server outage (up to about 15 s, never past ctx; a fresh
 // context is used when ctx is already done, since the outcome matters most then).
-func (s *syncRun) patchStatusRetrying(ctx context.Context, obj, before client.Object) error {
+func (in *revisionInput) patchStatusRetrying(ctx context.Context, obj, before client.Object) error {
 	if ctx.Err() != nil && !shard.Revoked(ctx) { // a shard lost: nothing more is written
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -462,7 +463,7 @@ func (s *syncRun) patchStatusRetrying(ctx context.Context, obj, before client.Ob
 	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Steps: 7, Cap: 4 * time.Second}
 	var last error
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		last = patchStatus(ctx, s.e.cluster.client, obj, before)
+		last = patchStatus(ctx, in.e.cluster.client, obj, before)
 		return last == nil || !outcome.IsTransient(last), nil
 	})
 	if last != nil {

@@ -42,9 +42,9 @@ func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha strin
 
 // reportInterrupted reports, once, an instance the interrupted sync never started;
 // its CR keeps the state of its last sync.
-func (s *syncRun) reportInterrupted(ctx context.Context, r *instanceRun) {
+func (in *revisionInput) reportInterrupted(ctx context.Context, r *instanceRun) {
 	r.interrupt(ctx)
-	s.step(r.key(), "%s %s", r.key(), r.outcome())
-	s.logOutcome(ctx, r)
-	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
+	in.step(r.key(), "%s %s", r.key(), r.outcome())
+	in.logOutcome(ctx, r)
+	in.e.opts.Reporter.InstanceFinished(in.rev.SHA, keyOf(r.mi), r.result())
 }

@@ -16,20 +16,20 @@ import (
 // cluster as r's identity, its ServiceAccount's (RBAC decides) or, for an instance
 // that applies as cairn, within its own namespace and cluster-scoped kinds only.
 // Nothing in cairn's namespace is ever read.
-func (s *syncRun) chartLookup(ctx context.Context, r *instanceRun) render.Lookup {
-	sa := s.serviceAccount(r.mi)
+func (in *revisionInput) chartLookup(ctx context.Context, r *instanceRun) render.Lookup {
+	sa := in.serviceAccount(r.mi)
 	return func(apiVersion, kind, namespace, name string) (map[string]any, error) {
 		gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
-		mapping, err := s.e.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		mapping, err := in.e.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return nil, err
 		}
 		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 			namespace = ""
-		} else if err := s.lookupAllowed(r, sa, namespace); err != nil {
+		} else if err := in.lookupAllowed(r, sa, namespace); err != nil {
 			return nil, err
 		}
-		m, err := s.e.cluster.Manager(r.mi.Namespace, sa)
+		m, err := in.e.cluster.Manager(r.mi.Namespace, sa)
 		if err != nil {
 			return nil, err
 		}
@@ -37,7 +37,7 @@ func (s *syncRun) chartLookup(ctx context.Context, r *instanceRun) render.Lookup
 		if err != nil || name != "" || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 			return obj, err
 		}
-		return withoutNamespace(obj, s.e.opts.cairnNamespace()), nil
+		return withoutNamespace(obj, in.e.opts.cairnNamespace()), nil
 	}
 }
 
@@ -58,9 +58,9 @@ func withoutNamespace(list map[string]any, ns string) map[string]any {
 
 // lookupAllowed refuses a read of a namespaced kind in cairn's namespace, and, for an
 // instance that applies as cairn, outside its own namespace.
-func (s *syncRun) lookupAllowed(r *instanceRun, sa, namespace string) error {
+func (in *revisionInput) lookupAllowed(r *instanceRun, sa, namespace string) error {
 	switch {
-	case namespace == s.e.opts.cairnNamespace():
+	case namespace == in.e.opts.cairnNamespace():
 		return fmt.Errorf("refused: cairn's namespace %s is never read by a chart", namespace)
 	case sa == "" && namespace != r.mi.Namespace:
 		where := "every namespace"

@@ -11,7 +11,7 @@ import (
 // TestLookupAllowed: a chart never reads cairn's namespace; an instance that applies
 // as cairn reads only its own namespace (RBAC decides for one with a ServiceAccount).
 func TestLookupAllowed(t *testing.T) {
-	s := &syncRun{revisionInput: revisionInput{e: &Engine{}}}
+	in := &revisionInput{e: &Engine{}}
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	r.mi.Namespace, r.mi.Name = "team-a", "web"
 	for _, tc := range []struct {
@@ -26,7 +26,7 @@ func TestLookupAllowed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			err := s.lookupAllowed(r, tc.sa, tc.namespace)
+			err := in.lookupAllowed(r, tc.sa, tc.namespace)
 			if tc.want == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

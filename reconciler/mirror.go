@@ -37,10 +37,10 @@ const (
 )
 
 // instanceAnnotations are the annotations cairn sets on the CR of r's instance.
-func (s *syncRun) instanceAnnotations(r *instanceRun) map[string]string {
-	origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
+func (in *revisionInput) instanceAnnotations(r *instanceRun) map[string]string {
+	origin := in.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
 	ann := map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File,
-		inputDigestAnnotation: r.inputDigest, inputRevisionAnnotation: s.rev.SHA}
+		inputDigestAnnotation: r.inputDigest, inputRevisionAnnotation: in.rev.SHA}
 	if r.refresh != "" {
 		ann[refreshAnnotation] = r.refresh
 	}

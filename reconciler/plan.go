@@ -260,9 +260,9 @@ func (s *syncRun) findRemoved() {
 // its spec, the Platform's spec, and the spec of every Registry its render uses (see
 // usedRegistries), so that a changed key, CA or credentials reference re-renders and
 // re-verifies every instance that uses that Registry.
-func (s *syncRun) specDigest(mi *cairnv1.ModuleInstance) string {
-	parts := []any{mi.Spec, s.set.Platform.Spec}
-	for _, reg := range usedRegistries(s.set, mi) {
+func (in *revisionInput) specDigest(mi *cairnv1.ModuleInstance) string {
+	parts := []any{mi.Spec, in.set.Platform.Spec}
+	for _, reg := range usedRegistries(in.set, mi) {
 		parts = append(parts, reg.Name, reg.Spec)
 	}
 	return digestJSON(parts)
@@ -296,12 +296,12 @@ func usedRegistries(set *declarations.Set, mi *cairnv1.ModuleInstance) []*cairnv
 
 // refreshed is the first Registry that mi's render uses among those whose Secrets
 // or ConfigMaps changed in the cluster (Revision.Refreshed), or "".
-func (s *syncRun) refreshed(mi *cairnv1.ModuleInstance) string {
-	if len(s.rev.Refreshed) == 0 {
+func (in *revisionInput) refreshed(mi *cairnv1.ModuleInstance) string {
+	if len(in.rev.Refreshed) == 0 {
 		return ""
 	}
-	for _, reg := range usedRegistries(s.set, mi) {
-		if slices.Contains(s.rev.Refreshed, reg.Name) {
+	for _, reg := range usedRegistries(in.set, mi) {
+		if slices.Contains(in.rev.Refreshed, reg.Name) {
 			return reg.Name
 		}
 	}

@@ -47,12 +47,12 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	return patchStatus(ctx, c, r, before)
 }
 
-func (s *syncRun) deleteStaleRegistries(ctx context.Context, keep map[string]bool) error {
-	if !s.removeOK {
+func (in *revisionInput) deleteStaleRegistries(ctx context.Context, keep map[string]bool) error {
+	if !in.removeOK {
 		return nil
 	}
 	var list cairnv1.RegistryList
-	c := s.e.cluster.client
+	c := in.e.cluster.client
 	if err := c.List(ctx, &list, client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err != nil {
 		return fmt.Errorf("failed to list Registries: %w", err)
 	}

@@ -186,19 +186,19 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 	return ip
 }
 
-func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) {
 	owner := r.mi
 	if r.live != nil {
 		owner = r.live
 	}
-	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	m, err := in.e.cluster.Manager(r.mi.Namespace, in.serviceAccount(r.mi))
 	if err != nil {
 		ip.Error = err.Error()
 		return
 	}
 	opts := ssa.DefaultDiffOptions()
 	opts.ForceSelector = map[string]string{cairnv1.ForceAnnotation: "true"}
-	created := s.namespacesCreated(ctx, r)
+	created := in.namespacesCreated(ctx, r)
 	for _, u := range r.objects {
 		setOwnerLabels(u, owner)
 		if created[u.GetNamespace()] {
@@ -225,7 +225,7 @@ func (s *syncRun) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) 
 	}
 }
 
-func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) previewPrune(r *instanceRun, ip *InstancePlan) {
 	if r.prune == nil || len(r.prune.Stale) == 0 {
 		if r.pruneErr != nil {
 			ip.PruneVerdict = r.pruneErr.Error()
@@ -234,7 +234,7 @@ func (s *syncRun) previewPrune(r *instanceRun, ip *InstancePlan) {
 	}
 	ip.Prune = describeIDs(r.prune.Stale)
 	ip.PruneVerdict = "allowed"
-	if err := s.pruneRefusal(r); err != nil {
+	if err := in.pruneRefusal(r); err != nil {
 		ip.PruneVerdict = err.Error()
 	}
 }
@@ -279,7 +279,7 @@ func describeIDs(inv apply.Inventory) []string {
 // namespacesCreated lists the namespaces the sync would create before applying r's
 // objects (the instance's own, and Namespaces in the render) that do not exist yet:
 // a dry-run of an object in them would fail, and every object in them is a creation.
-func (s *syncRun) namespacesCreated(ctx context.Context, r *instanceRun) map[string]bool {
+func (in *revisionInput) namespacesCreated(ctx context.Context, r *instanceRun) map[string]bool {
 	candidates := map[string]bool{r.mi.Namespace: true}
 	for _, u := range r.objects {
 		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {
@@ -289,7 +289,7 @@ func (s *syncRun) namespacesCreated(ctx context.Context, r *instanceRun) map[str
 	out := map[string]bool{}
 	for name := range candidates {
 		var ns corev1.Namespace
-		if err := s.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
+		if err := in.e.cluster.client.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
 			out[name] = true
 		}
 	}

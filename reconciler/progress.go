@@ -10,10 +10,10 @@ type StepLogger interface {
 }
 
 // step writes one line of progress about the instance key.
-func (s *syncRun) step(key, format string, args ...any) {
-	if sl, ok := s.e.opts.Progress.(StepLogger); ok {
-		sl.Step(key, s.rev.SHA, fmt.Sprintf(format, args...))
+func (in *revisionInput) step(key, format string, args ...any) {
+	if sl, ok := in.e.opts.Progress.(StepLogger); ok {
+		sl.Step(key, in.rev.SHA, fmt.Sprintf(format, args...))
 		return
 	}
-	s.e.progress(format, args...)
+	in.e.progress(format, args...)
 }

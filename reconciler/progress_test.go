@@ -21,14 +21,14 @@ func (s *steps) Step(instance, revision, line string) {
 func TestStepCarriesInstanceAndRevision(t *testing.T) {
 	g := NewWithT(t)
 	var logged steps
-	s := &syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Progress: &logged}}, rev: Revision{SHA: "abc"}}}
-	s.step("team/app", "apply %s: %d objects", "team/app", 3)
+	in := &revisionInput{e: &Engine{opts: Options{Progress: &logged}}, rev: Revision{SHA: "abc"}}
+	in.step("team/app", "apply %s: %d objects", "team/app", 3)
 	g.Expect(logged).To(Equal(steps{{"team/app", "abc", "apply team/app: 3 objects"}}))
 
 	var plain bytes.Buffer
-	s.e.opts.Progress = &plain
-	s.step("team/app", "wait %s", "team/app")
+	in.e.opts.Progress = &plain
+	in.step("team/app", "wait %s", "team/app")
 	g.Expect(plain.String()).To(Equal("wait team/app\n"), "a plain writer gets the line")
-	s.e.opts.Progress = nil
-	s.step("team/app", "wait %s", "team/app") // no progress: nothing, no panic
+	in.e.opts.Progress = nil
+	in.step("team/app", "wait %s", "team/app") // no progress: nothing, no panic
 }

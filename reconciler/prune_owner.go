@@ -10,22 +10,22 @@ import (
 // tenant whose paths hold the file its CR records as its source.
 
 // ownerOf is the tenant that owns mi ("" for the platform team).
-func (s *syncRun) ownerOf(mi *cairnv1.ModuleInstance) string {
-	if s.set.Instance(mi.Namespace, mi.Name) != nil {
-		if t := s.set.Tenant(mi.Namespace, mi.Name); t != nil {
+func (in *revisionInput) ownerOf(mi *cairnv1.ModuleInstance) string {
+	if in.set.Instance(mi.Namespace, mi.Name) != nil {
+		if t := in.set.Tenant(mi.Namespace, mi.Name); t != nil {
 			return t.Name
 		}
 		return ""
 	}
-	return s.fileOwner(mi.Annotations[sourceAnnotation])
+	return in.fileOwner(mi.Annotations[sourceAnnotation])
 }
 
 // fileOwner is the tenant whose paths hold file ("" for the platform team).
-func (s *syncRun) fileOwner(file string) string {
-	if file == "" || s.set.Platform == nil {
+func (in *revisionInput) fileOwner(file string) string {
+	if file == "" || in.set.Platform == nil {
 		return ""
 	}
-	if t := declarations.OwnerOf(&s.set.Platform.Spec, file); t != nil {
+	if t := declarations.OwnerOf(&in.set.Platform.Spec, file); t != nil {
 		return t.Name
 	}
 	return ""
@@ -46,19 +46,19 @@ func (s *syncRun) liveByOwner() map[string]int {
 // with tenants, only when the commit changes mi's declaration file or, for an instance
 // that left Git (its file may be gone), a file of its owner. An unknown diff covers
 // none: who wrote the commit cannot be told.
-func (s *syncRun) trailerCovers(mi *cairnv1.ModuleInstance, removed bool) bool {
+func (in *revisionInput) trailerCovers(mi *cairnv1.ModuleInstance, removed bool) bool {
 	switch {
-	case !s.guard.Tenants():
+	case !in.guard.Tenants():
 		return true
-	case !s.changes.known:
+	case !in.changes.known:
 		return false
 	case !removed:
-		origin := s.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, mi.Namespace, mi.Name)]
-		return origin.File != "" && s.changes.touches(origin.File)
+		origin := in.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, mi.Namespace, mi.Name)]
+		return origin.File != "" && in.changes.touches(origin.File)
 	}
-	owner := s.ownerOf(mi)
-	for _, p := range s.changes.paths {
-		if s.fileOwner(p) == owner {
+	owner := in.ownerOf(mi)
+	for _, p := range in.changes.paths {
+		if in.fileOwner(p) == owner {
 			return true
 		}
 	}

@@ -38,17 +38,17 @@ func TestTrailerCoversTheInstancesItsCommitChanges(t *testing.T) {
 		{name: "nothing", changed: []string{}},
 	} {
 		rev := Revision{Changed: tc.changed}
-		s := &syncRun{revisionInput: revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), guard: prune.NewGuard(set.Platform, "")}}
+		in := &revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), guard: prune.NewGuard(set.Platform, "")}
 		var covered []string
 		for name, mi := range instances {
-			if s.trailerCovers(mi, name == "gone-a" || name == "gone-p") {
+			if in.trailerCovers(mi, name == "gone-a" || name == "gone-p") {
 				covered = append(covered, name)
 			}
 		}
 		NewWithT(t).Expect(covered).To(ConsistOf(tc.covered), tc.name)
-		s.guard = prune.NewGuard(nil, "") // no tenants
+		in.guard = prune.NewGuard(nil, "") // no tenants
 		for name, mi := range instances {
-			NewWithT(t).Expect(s.trailerCovers(mi, name == "gone-a" || name == "gone-p")).To(BeTrue(), "without tenants: %s, %s", tc.name, name)
+			NewWithT(t).Expect(in.trailerCovers(mi, name == "gone-a" || name == "gone-p")).To(BeTrue(), "without tenants: %s, %s", tc.name, name)
 		}
 	}
 }

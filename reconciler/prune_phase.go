@@ -123,25 +123,25 @@ type removedSet struct {
 // removedPrune reads what a removed instance would delete. With prune: false
 // nothing is: every object of its inventory is orphaned. An object another instance
 // renders in this revision moves to it and is neither deleted nor orphaned.
-func (s *syncRun) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired apply.Inventory) removedSet {
-	old, err := s.e.inventories().Load(ctx, live)
+func (in *revisionInput) removedPrune(ctx context.Context, live *cairnv1.ModuleInstance, desired apply.Inventory) removedSet {
+	old, err := in.e.inventories().Load(ctx, live)
 	if err != nil {
 		old = apply.Inventory{}
 	}
 	old = old.Minus(desired)
 	rs := removedSet{err: err}
 	if !pruneEnabled(live) {
-		rs.Set, rs.orphan = &prune.Set{Key: s.instanceLabel(live), Stale: apply.Inventory{}}, old
+		rs.Set, rs.orphan = &prune.Set{Key: in.instanceLabel(live), Stale: apply.Inventory{}}, old
 	} else {
-		rs.Set = s.guard.Split(s.instanceLabel(live), old, live.Spec.PruneProtected)
+		rs.Set = in.guard.Split(in.instanceLabel(live), old, live.Spec.PruneProtected)
 	}
 	rs.Before, rs.Removed = len(old), true
-	rs.Owner, rs.Covered = s.ownerOf(live), s.trailerCovers(live, true)
+	rs.Owner, rs.Covered = in.ownerOf(live), in.trailerCovers(live, true)
 	rs.UID = string(live.UID) // an object labelled with another instance's UID is not this one's
 	return rs
 }
 
-func (s *syncRun) instanceLabel(mi *cairnv1.ModuleInstance) string {
+func (in *revisionInput) instanceLabel(mi *cairnv1.ModuleInstance) string {
 	return cairnv1.InstanceKey(mi.Namespace, mi.Name)
 }
 
@@ -150,7 +150,7 @@ func pruneEnabled(mi *cairnv1.ModuleInstance) bool {
 }
 
 // pruneRefusal is the reason an instance may not prune now, if any.
-func (s *syncRun) pruneRefusal(r *instanceRun) error {
+func (in *revisionInput) pruneRefusal(r *instanceRun) error {
 	if r.pruneErr != nil {
 		return r.pruneErr
 	}

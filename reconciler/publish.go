@@ -34,9 +34,9 @@ func (s *syncRun) publish(ctx context.Context, r *instanceRun) *outcome.Failure 
 }
 
 // previousPublishRevision keeps the revision the artifact was first published for.
-func (s *syncRun) previousPublishRevision(r *instanceRun, dgst string) string {
+func (in *revisionInput) previousPublishRevision(r *instanceRun, dgst string) string {
 	if r.live != nil && r.live.Status.Published != nil && r.live.Status.Published.Digest == dgst && r.live.Status.Published.Revision != "" {
 		return r.live.Status.Published.Revision
 	}
-	return s.rev.SHA
+	return in.rev.SHA
 }

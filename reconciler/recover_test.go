@@ -20,12 +20,12 @@ func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
 	g := NewWithT(t)
 	var logs strings.Builder
 	e := &Engine{opts: Options{Log: funcr.New(func(_, args string) { logs.WriteString(args + "\n") }, funcr.Options{})}}
-	s := &syncRun{revisionInput: revisionInput{e: e, rev: Revision{SHA: "abc123"}}}
+	in := &revisionInput{e: e, rev: Revision{SHA: "abc123"}}
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	r.mi.Namespace, r.mi.Name = "team-a", "app"
 
 	func() {
-		defer s.recoverInto(context.Background(), r, PhaseRender)
+		defer in.recoverInto(context.Background(), r, PhaseRender)
 		var objects []string
 		_ = objects[len(logs.String())+3] // a runtime error: its message is quoted
 	}()
@@ -37,7 +37,7 @@ func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
 	// Any other value is named by its type only: it could hold rendered data.
 	r.failure = nil
 	func() {
-		defer s.recoverInto(context.Background(), r, PhaseApply)
+		defer in.recoverInto(context.Background(), r, PhaseApply)
 		panic("password=" + strings.Repeat("x", 1000))
 	}()
 	g.Expect(r.failure.Error()).To(HavePrefix("internal error during the apply of team-a/app: a panic with a value of type string"))

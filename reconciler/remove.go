@@ -99,18 +99,18 @@ func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstan
 // orphanInstance removes the CR of an instance with prune: false and leaves its
 // objects in place, without cairn's labels (see orphanObjects), as the instance's
 // identity.
-func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
+func (in *revisionInput) orphanInstance(ctx context.Context, c client.Client, live *cairnv1.ModuleInstance, rs removedSet,
 	res *InstanceResult) *outcome.Failure {
 	objects, err := rs.orphan.Objects()
 	if err != nil {
 		return outcome.NewStalled(cairnv1.ReasonPruneFailed, err)
 	}
-	s.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
+	in.step(live.Namespace+"/"+live.Name, "remove %s/%s: orphan %d objects (prune: false)", live.Namespace, live.Name, len(objects))
 	n, err := apply.OrphanObjects(ctx, c, objects, rs.Key, string(live.UID))
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
-	if err := s.deleteCR(ctx, live); err != nil {
+	if err := in.deleteCR(ctx, live); err != nil {
 		return outcome.NewTransient(cairnv1.ReasonPruneFailed, err)
 	}
 	res.Action, res.Reason = outcome.ActionDeleted, "Removed"
@@ -122,28 +122,28 @@ func (s *syncRun) orphanInstance(ctx context.Context, c client.Client, live *cai
 // instance no file that was read declares: the file its CR records as its source
 // (sourceAnnotation) when that file is unparsed, or, for a CR that records none, the
 // unparsed files (conservatively, any of them may declare it).
-func (s *syncRun) heldFile(live *cairnv1.ModuleInstance) (string, bool) {
-	if len(s.set.Unparsed) == 0 {
+func (in *revisionInput) heldFile(live *cairnv1.ModuleInstance) (string, bool) {
+	if len(in.set.Unparsed) == 0 {
 		return "", false
 	}
 	src, recorded := live.Annotations[sourceAnnotation]
 	if !recorded || src == "" {
-		return strings.Join(s.set.Unparsed, ", "), true
+		return strings.Join(in.set.Unparsed, ", "), true
 	}
-	return src, slices.Contains(s.set.Unparsed, src)
+	return src, slices.Contains(in.set.Unparsed, src)
 }
 
 // heldFailure says why a held instance is neither applied nor removed, with the problem
 // of its file.
-func (s *syncRun) heldFailure(live *cairnv1.ModuleInstance) *outcome.Failure {
-	file, _ := s.heldFile(live)
+func (in *revisionInput) heldFailure(live *cairnv1.ModuleInstance) *outcome.Failure {
+	file, _ := in.heldFile(live)
 	if src := live.Annotations[sourceAnnotation]; src == "" {
 		return outcome.Failuref(outcome.Stalled, cairnv1.ReasonInvalidDeclaration,
 			"instance is not declared in the files that could be read, and its CR does not record its source file: "+
 				"not removing it while files could not be read (%s)", file)
 	}
 	why := "could not be read"
-	for _, inv := range s.set.Invalid {
+	for _, inv := range in.set.Invalid {
 		if inv.File == file && inv.Object == "" {
 			why = inv.Error()
 			break
@@ -171,35 +171,35 @@ func (s *syncRun) holdInstances(ctx context.Context) {
 // may have one (hasHookRecord), its hook record.
 // An inline inventory is cleared first, so the controller does not take the
 // deletion for a hand delete and keep the inventory (see Engine.KeepInventoryOfDeleted).
-func (s *syncRun) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
+func (in *revisionInput) deleteCR(ctx context.Context, live *cairnv1.ModuleInstance) error {
 	if inv := live.Status.Inventory; inv != nil && len(inv.Entries) > 0 {
 		before := live.DeepCopy()
 		live.Status.Inventory = &cairnv1.Inventory{}
-		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil && !apierrors.IsNotFound(err) {
+		if err := patchStatus(ctx, in.e.cluster.client, live, before); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("failed to clear the inventory of ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
 		}
 	}
-	if err := s.e.inventories().Remove(ctx, live); err != nil {
+	if err := in.e.inventories().Remove(ctx, live); err != nil {
 		return err
 	}
 	if hasHookRecord(live) {
-		if err := hooks.RemoveRecord(ctx, s.e.cluster.client, s.e.namespace(), live); err != nil {
+		if err := hooks.RemoveRecord(ctx, in.e.cluster.client, in.e.namespace(), live); err != nil {
 			return err
 		}
 	}
-	if err := s.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
+	if err := in.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
 	}
 	return nil
 }
 
-func (s *syncRun) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *outcome.Failure) {
+func (in *revisionInput) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *outcome.Failure) {
 	before := live.DeepCopy()
-	markFailed(live, s.rev.SHA, f, s.now)
-	if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
-		s.e.logger(ctx).Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name, "revision", s.rev.SHA)
+	markFailed(live, in.rev.SHA, f, in.now)
+	if err := patchStatus(ctx, in.e.cluster.client, live, before); err != nil {
+		in.e.logger(ctx).Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name, "revision", in.rev.SHA)
 	}
-	s.e.emitTransition(before, live)
+	in.e.emitTransition(before, live)
 }
 
 // removalOrder puts dependents (by dependsOn, or requiring a kind another

@@ -107,8 +107,8 @@ func (s *syncRun) placeAll(ctx context.Context) {
 // do they give their kinds' scope to the other instances' objects (a tenant that
 // renders a CRD it may not place cannot make another tenant's objects of that
 // kind cluster-scoped; its own render fails on it).
-func (s *syncRun) mayPlaceCRDs(r *instanceRun) bool {
-	pl := s.placementFor(r.mi)
+func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
+	pl := in.placementFor(r.mi)
 	for _, u := range r.unplaced.Objects {
 		if crds.Is(u) && pl.Check(u, false) != nil {
 			return false
@@ -287,7 +287,7 @@ func renderLimits(set *declarations.Set, mi *cairnv1.ModuleInstance, opts Option
 // moduleID identifies the module source of r for the render cache: the digest of a
 // local module's files, or the path and version of a registry module (registry
 // versions are immutable).
-func (s *syncRun) moduleID(r *instanceRun) string {
+func (in *revisionInput) moduleID(r *instanceRun) string {
 	if m := moduleKindOf(r.mi); m != nil && m.registryModule() != nil {
 		id := m.registryModule().Path + "@" + m.registryModule().Version
 		for _, a := range r.artifacts {
@@ -309,8 +309,8 @@ func tenantPaths(set *declarations.Set) []render.TenantPaths {
 }
 
 // placementFor returns the placement of mi's objects in this sync.
-func (s *syncRun) placementFor(mi *cairnv1.ModuleInstance) placement.Placement {
-	return placement.New(s.platform, s.set.Tenant(mi.Namespace, mi.Name), mi, s.e.namespace())
+func (in *revisionInput) placementFor(mi *cairnv1.ModuleInstance) placement.Placement {
+	return placement.New(in.platform, in.set.Tenant(mi.Namespace, mi.Name), mi, in.e.namespace())
 }
 
 // Version is cairn's version; it is part of every render cache key, so a new cairn

@@ -93,7 +93,7 @@ func (s *syncRun) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
 	if cr.Annotations[inputDigestAnnotation] != r.inputDigest {
 		return false
 	}
-	s.mu.Lock()
+	s.mu.Lock() // guards r.mirrored (see mirroredCR)
 	defer s.mu.Unlock()
 	if r.mirrored != nil {
 		return true // held already (another reconcile of it took it first)

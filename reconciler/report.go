@@ -38,9 +38,9 @@ func keyOf(mi *cairnv1.ModuleInstance) report.InstanceKey {
 
 // transition is what a status write of an instance's outcome reports: the event of
 // its Ready transition and its push-to-Ready time.
-func (s *syncRun) transition(before, after client.Object) {
-	s.e.emitTransition(before, after)
-	s.e.opts.Metrics.ObservePushToReady(s.rev.SHA, s.rev.Committed, before, after, time.Now())
+func (in *revisionInput) transition(before, after client.Object) {
+	in.e.emitTransition(before, after)
+	in.e.opts.Metrics.ObservePushToReady(in.rev.SHA, in.rev.Committed, before, after, time.Now())
 }
 
 // emitTransition records the event of a change of after's Ready condition from

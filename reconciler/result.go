@@ -54,8 +54,8 @@ func warningNote(warnings []string) string {
 
 // logOutcome logs what the sync did to the instance: an error for a failure (with its
 // reason and kind), else one info line (with the warnings, if any).
-func (s *syncRun) logOutcome(ctx context.Context, r *instanceRun) {
-	log := s.e.logger(ctx).WithValues("instance", r.key(), "revision", s.rev.SHA)
+func (in *revisionInput) logOutcome(ctx context.Context, r *instanceRun) {
+	log := in.e.logger(ctx).WithValues("instance", r.key(), "revision", in.rev.SHA)
 	if r.failure != nil && r.failure.Kind == outcome.Progressing {
 		log.Info("instance applied, not yet healthy; rechecked later", "message", r.failure.Error())
 		return

@@ -40,11 +40,11 @@ func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.Mod
 // Secrets of r and decides what to do with each, before anything of r is written: a
 // Secret that is not the instance's, or a read that is forbidden, fails the
 // instance with nothing written.
-func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
 	if len(r.mi.Spec.Secrets) == 0 {
 		return nil
 	}
-	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), s.now, nil)
+	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), in.now, nil)
 	if err != nil {
 		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
@@ -56,28 +56,28 @@ func (s *syncRun) readInstanceSecrets(ctx context.Context, c client.Client, r *i
 // are applied (so they were validated first, and the namespaces the render creates
 // exist); a workload started a moment earlier finds its Secret at its next retry.
 // What writeSecretsForHooks wrote already is left as it is.
-func (s *syncRun) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
-	return s.writeInstanceSecrets(ctx, c, r, false)
+func (in *revisionInput) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+	return in.writeInstanceSecrets(ctx, c, r, false)
 }
 
 // writeSecretsForHooks writes what readInstanceSecrets decided before the pre hooks
 // of event run, when there are any: a hook Job that mounts a generated Secret finds
 // it (it would wait for it until the hook's timeout, on every retry). A copy whose
 // namespace the render creates is written after the apply, by writeSecrets.
-func (s *syncRun) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
+func (in *revisionInput) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
-	return s.writeInstanceSecrets(ctx, c, r, true)
+	return in.writeInstanceSecrets(ctx, c, r, true)
 }
 
-func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *outcome.Failure {
+func (in *revisionInput) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *outcome.Failure {
 	for _, d := range r.secrets {
 		write := d.Write
 		if early {
 			write = d.WriteEarly
 		}
-		if err := write(ctx, c, s.now, s.reporter(ctx, r)); err != nil {
+		if err := write(ctx, c, in.now, in.reporter(ctx, r)); err != nil {
 			return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
@@ -86,13 +86,13 @@ func (s *syncRun) writeInstanceSecrets(ctx context.Context, c client.Client, r *
 
 // reporter returns the callback that reports each write of a generated Secret of r
 // (names and actions only).
-func (s *syncRun) reporter(ctx context.Context, r *instanceRun) func(*secretgen.Target) {
-	return func(t *secretgen.Target) { s.reportSecret(ctx, r, t) }
+func (in *revisionInput) reporter(ctx context.Context, r *instanceRun) func(*secretgen.Target) {
+	return func(t *secretgen.Target) { in.reportSecret(ctx, r, t) }
 }
 
-func (s *syncRun) reportSecret(ctx context.Context, r *instanceRun, t *secretgen.Target) {
-	s.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.Action(), t.Describe(), t.Why())
-	s.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", s.rev.SHA, "secret", t.Key().String(), "action", string(t.Action()))
+func (in *revisionInput) reportSecret(ctx context.Context, r *instanceRun, t *secretgen.Target) {
+	in.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.Action(), t.Describe(), t.Why())
+	in.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", in.rev.SHA, "secret", t.Key().String(), "action", string(t.Action()))
 }
 
 // rotateUnaffected rotates, in a sync, the generated Secrets of instances the
@@ -113,12 +113,12 @@ func (s *syncRun) rotateUnaffected(ctx context.Context) {
 
 // rotateDue writes the declarations of r with rotateAfter that must be generated
 // again (elapsed, or absent).
-func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
-	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+func (in *revisionInput) rotateDue(ctx context.Context, r *instanceRun) error {
+	m, err := in.e.cluster.Manager(r.mi.Namespace, in.serviceAccount(r.mi))
 	if err != nil {
 		return err
 	}
-	decls, err := secretgen.Read(ctx, m.Client(), r.mi, string(r.live.UID), s.now, secretgen.HasRotation)
+	decls, err := secretgen.Read(ctx, m.Client(), r.mi, string(r.live.UID), in.now, secretgen.HasRotation)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
 			continue
 		}
 		r.secrets = append(r.secrets, d)
-		if err := d.Write(ctx, m.Client(), s.now, s.reporter(ctx, r)); err != nil {
+		if err := d.Write(ctx, m.Client(), in.now, in.reporter(ctx, r)); err != nil {
 			return err
 		}
 	}
@@ -141,7 +141,7 @@ func (s *syncRun) rotateDue(ctx context.Context, r *instanceRun) error {
 // those whose rotateAfter elapsed are rotated (whatever the drift policy: the
 // declaration asks for it); other differences (a Secret or copy deleted or edited
 // by hand, labels) are drift, corrected under Correct and reported under Warn.
-func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instanceRun, rep *DriftReport) error {
+func (in *revisionInput) driftSecrets(ctx context.Context, c client.Client, r *instanceRun, rep *DriftReport) error {
 	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), time.Now(), nil)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instance
 		if !d.Changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
 			continue
 		}
-		if err := d.Write(ctx, c, time.Now(), s.reporter(ctx, r)); err != nil {
+		if err := d.Write(ctx, c, time.Now(), in.reporter(ctx, r)); err != nil {
 			return err
 		}
 		if rotation {
@@ -169,11 +169,11 @@ func (s *syncRun) driftSecrets(ctx context.Context, c client.Client, r *instance
 // previewSecrets is what a sync would do to r's generated Secrets, read as its
 // identity and without generating anything. For an instance the revision does not
 // affect, a sync only rotates: its other Secrets are kept.
-func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretPlan, error) {
+func (in *revisionInput) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretPlan, error) {
 	if len(r.mi.Spec.Secrets) == 0 || r.suspended() {
 		return nil, nil
 	}
-	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	m, err := in.e.cluster.Manager(r.mi.Namespace, in.serviceAccount(r.mi))
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretP
 	if r.live != nil {
 		uid = string(r.live.UID)
 	}
-	decls, err := secretgen.Read(ctx, m.Client(), r.mi, uid, s.now, nil)
+	decls, err := secretgen.Read(ctx, m.Client(), r.mi, uid, in.now, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +189,8 @@ func (s *syncRun) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretP
 }
 
 // previewGenerated adds to ip what a sync would do to r's generated Secrets.
-func (s *syncRun) previewGenerated(ctx context.Context, r *instanceRun, ip *InstancePlan) {
-	plans, err := s.previewSecrets(ctx, r)
+func (in *revisionInput) previewGenerated(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+	plans, err := in.previewSecrets(ctx, r)
 	if err != nil {
 		f := outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()

@@ -273,7 +273,7 @@ func (e *Engine) newSyncRunFrom(ctx context.Context, rev Revision, root *gitsour
 
 // listLive reads the ModuleInstances cairn manages from c: the API server, or a
 // replica's informer cache (see PrepareInstances).
-func (s *syncRun) listLive(ctx context.Context, c client.Reader) error {
+func (v *clusterView) listLive(ctx context.Context, c client.Reader) error {
 	var list cairnv1.ModuleInstanceList
 	if err := c.List(ctx, &list,
 		client.MatchingLabels{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}); err != nil {
@@ -281,8 +281,8 @@ func (s *syncRun) listLive(ctx context.Context, c client.Reader) error {
 	}
 	for i := range list.Items {
 		mi := &list.Items[i]
-		s.live[mi.Namespace+"/"+mi.Name] = mi
-		s.namespaces[mi.Namespace] = true // a CR lives there: ensureNamespace need not read it
+		v.live[mi.Namespace+"/"+mi.Name] = mi
+		v.namespaces[mi.Namespace] = true // a CR lives there: ensureNamespace need not read it
 	}
 	return nil
 }
@@ -336,36 +336,36 @@ func invalidResult(inv *declarations.Error) InstanceResult {
 	return InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionFailed, Reason: inv.Reason, Message: inv.Error()}
 }
 
-func (s *syncRun) recordPlatform(ctx context.Context, res *SyncResult) error {
-	p := s.platform
+func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) error {
+	p := in.platform
 	before := p.DeepCopy()
-	defer s.e.emitTransition(before, p)
+	defer in.e.emitTransition(before, p)
 	p.Status.ObservedGeneration = p.Generation
-	p.Status.Repository = s.e.opts.Repository
-	p.Status.LastAttemptedRevision = s.rev.SHA
+	p.Status.Repository = in.e.opts.Repository
+	p.Status.LastAttemptedRevision = in.rev.SHA
 	p.Status.Instances = countInstances(res)
 	if interrupted(ctx) {
-		markPlatformInterrupted(ctx, p, s.rev.SHA)
+		markPlatformInterrupted(ctx, p, in.rev.SHA)
 		ctx, cancel := apply.Finishing(ctx)
 		defer cancel()
-		return patchStatus(ctx, s.e.cluster.client, p, before)
+		return patchStatus(ctx, in.e.cluster.client, p, before)
 	}
-	p.Status.LastSyncedRevision = s.rev.SHA
+	p.Status.LastSyncedRevision = in.rev.SHA
 	markSourceReconcileHandled(p)
-	now := metav1.NewTime(s.now)
+	now := metav1.NewTime(in.now)
 	p.Status.LastSyncTime = &now
 	conditions.Delete(p, "Stalled")
 	if res.Failed() {
 		conditions.MarkFalse(p, "Ready", "InstancesFailed", "%d of %d instances are not ready at %s",
-			p.Status.Instances.Failed, p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
+			p.Status.Instances.Failed, p.Status.Instances.Total, gitsource.ShortSHA(in.rev.SHA))
 	} else if n := p.Status.Instances.Progressing; n > 0 {
 		conditions.MarkUnknown(p, "Ready", cairnv1.ReasonProgressing, "%d of %d instances are progressing at %s (applied, not yet healthy)",
-			n, p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
+			n, p.Status.Instances.Total, gitsource.ShortSHA(in.rev.SHA))
 	} else {
 		conditions.MarkTrue(p, "Ready", cairnv1.ReasonSucceeded, "%d instances synced at %s",
-			p.Status.Instances.Total, gitsource.ShortSHA(s.rev.SHA))
+			p.Status.Instances.Total, gitsource.ShortSHA(in.rev.SHA))
 	}
-	return patchStatus(ctx, s.e.cluster.client, p, before)
+	return patchStatus(ctx, in.e.cluster.client, p, before)
 }
 
 func countInstances(res *SyncResult) cairnv1.InstanceCounts {
