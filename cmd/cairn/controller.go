@@ -61,7 +61,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries a renewal before it steps down")
 	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
 	fl.IntVar(&f.shards, "shards", 1, "divide the instances into this many shards (Leases cairn-shard-<i>) spread over the replicas, each replica reconciling the instances of the shards it holds from their CRs on its queue; 0: the leader reconciles every instance in its sync (the default, and the only mode, with a directory as --repo)")
-	fl.IntVar(&f.concurrent, "concurrent", 0, "instance reconciles at once in each replica with --shards (0: as many as the render workers)")
+	fl.IntVar(&f.concurrent, "concurrent", 0, "instance reconciles at once in each replica with --shards (0: twice the engine's apply slots, as a reconcile waiting for health gives its slot back)")
 	f.render.register(cmd)
 }
 
@@ -175,7 +175,12 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	if cf.shards > 0 {
 		if cf.concurrent <= 0 {
-			cf.concurrent = reconciler.DefaultOptions().Concurrency // renders queue for the workers: their memory is bounded apart
+			// Twice the engine's apply and render slots: a reconcile waiting for its
+			// objects' health gives its apply slot back but keeps its worker, so as many
+			// workers as slots left the slots idle (at 1000 instances the workers, not
+			// the slots or the API server, bounded the first half of a cold fleet). Renders
+			// still queue for the render workers, whose memory is bounded apart.
+			cf.concurrent = 2 * reconciler.DefaultOptions().Concurrency
 		}
 		if err := startInstanceReconciles(ctx, mgr, cfg, e, repo, cf, log); err != nil {
 			return err
