@@ -70,6 +70,7 @@ func scalePlot(runs []scaleRun, caption string) []byte {
 // Geometry of a panel, in SVG user units.
 const (
 	panelW, panelH = 460.0, 340.0
+	captionH       = 14.0
 	marginL        = 64.0
 	marginR        = 28.0
 	marginT        = 56.0
@@ -82,14 +83,15 @@ const (
 func drawPlot(title, caption, xLabel string, panels ...plotPanel) []byte {
 	var b bytes.Buffer
 	w := panelW * float64(len(panels))
+	h := panelH + captionH // the caption on a line of its own, under the legends
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n",
-		w, panelH, w, panelH)
+		w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="20" text-anchor="middle" font-size="15">%s</text>`+"\n", w/2, html.EscapeString(title))
 	for i, p := range panels {
 		drawPanel(&b, float64(i)*panelW, xLabel, p)
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" font-size="10" fill="#555">%s</text>`+"\n", w-8, panelH-8, html.EscapeString(caption))
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" font-size="10" fill="#555">%s</text>`+"\n", w-8, h-6, html.EscapeString(caption))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
