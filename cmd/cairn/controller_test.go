@@ -5,7 +5,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -59,6 +61,32 @@ func TestOwnWritesDoNotKick(t *testing.T) {
 			g.Expect(notOwnWrite.Create(event.CreateEvent{Object: mi})).To(Equal(tc.kick))
 			g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: mi, ObjectNew: mi})).To(Equal(tc.kick))
 			g.Expect(notOwnWrite.Delete(event.DeleteEvent{Object: mi})).To(BeTrue(), "a deletion always kicks")
+		})
+	}
+}
+
+// TestControllerFlagDefaults: one shard unless told otherwise, and Go's profiles
+// served only where --pprof-bind-address says.
+func TestControllerFlagDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		shards      int
+		pprof       string
+		description string
+	}{
+		{nil, 1, "", "defaults: one shard, no profiles"},
+		{[]string{"--shards", "0", "--pprof-bind-address", "127.0.0.1:6060"}, 0, "127.0.0.1:6060", "both given"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			g := NewWithT(t)
+			cf := &controllerFlags{}
+			cmd := &cobra.Command{Use: "controller"}
+			cf.register(cmd)
+			g.Expect(cmd.ParseFlags(tc.args)).To(Succeed())
+			g.Expect(cf.shards).To(Equal(tc.shards))
+			opts, err := managerOptions(cf, &rest.Config{}, "cairn-system")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(opts.PprofBindAddress).To(Equal(tc.pprof))
 		})
 	}
 }
