@@ -150,6 +150,7 @@ func coldScale(f *fleetRun, n int) scaleRun {
 		r.names = append(r.names, c.name)
 		r.rss = append(r.rss, vmHWM(c.cmd.Process.Pid))
 		r.cpu = append(r.cpu, c.cpu())
+		c.keepHeapProfile(fmt.Sprintf("B8-heap-M%d-%d-%s.pprof", f.m, n, c.name)) // with $CAIRN_BENCH_PROFILE
 	}
 	for _, c := range cs {
 		c.stop() // the logs are complete once the processes have exited
