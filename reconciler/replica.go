@@ -265,6 +265,16 @@ func (st *RevisionState) HoldsInput(key string) bool {
 	return r == nil || !r.affected || st.heldInput(r)
 }
 
+// PlannedAt tells whether this state planned key at digest, the input its CR holds
+// now (an instance the revision does not declare: always). A Registry's refresh
+// writes a new input at the same revision (see refreshAnnotation), which a state
+// built before it planned as unchanged: reconciled there, the refresh would be
+// kept as "unchanged" and never verified.
+func (st *RevisionState) PlannedAt(key, digest string) bool {
+	r := st.s.byKey[key]
+	return r == nil || r.inputDigest == digest
+}
+
 // Reconciled tells whether key has an outcome in this state: a second reconcile
 // would return it without doing anything, so a retry needs a fresh state.
 func (st *RevisionState) Reconciled(key string) bool {

@@ -96,3 +96,19 @@ func TestAttemptedIn(t *testing.T) {
 		})
 	}
 }
+
+// TestPlannedAt: a replica's state serves an instance only at the input it planned
+// it at; a Registry's refresh at the same revision needs a state planned afresh,
+// whether the state planned the instance as affected or as unchanged.
+func TestPlannedAt(t *testing.T) {
+	g := NewWithT(t)
+	st := &RevisionState{s: &syncRun{byKey: map[string]*instanceRun{
+		"team/unchanged": {inputDigest: "sha256:before"},
+		"team/affected":  {inputDigest: "sha256:new", affected: true},
+	}}}
+	g.Expect(st.PlannedAt("team/unchanged", "sha256:before")).To(BeTrue())
+	g.Expect(st.PlannedAt("team/unchanged", "sha256:refreshed")).To(BeFalse(), "a refresh written after the state was built")
+	g.Expect(st.PlannedAt("team/affected", "sha256:new")).To(BeTrue())
+	g.Expect(st.PlannedAt("team/affected", "sha256:refreshed")).To(BeFalse())
+	g.Expect(st.PlannedAt("team/undeclared", "sha256:any")).To(BeTrue(), "its reconcile says it is not declared")
+}
