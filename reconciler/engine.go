@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -105,6 +106,10 @@ type Engine struct {
 	// the outcomes it reads from the CRs, which the replicas that reconciled them
 	// have counted in the metrics already (see ForInstances).
 	outside report.Reporter
+
+	// deletedCRs: a sync deleted a ModuleInstance since the last revision step
+	// listed them, so the informer cache may still hold it (see revisionStepLive).
+	deletedCRs atomic.Bool
 
 	keyMu    sync.Mutex
 	key      []byte // the cluster's digest key (see DigestKeySecret), once read

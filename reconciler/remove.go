@@ -187,6 +187,7 @@ func (in *revisionInput) deleteCR(ctx context.Context, live *cairnv1.ModuleInsta
 			return err
 		}
 	}
+	in.e.deletedCRs.Store(true) // before the delete: a failed one may still have happened
 	if err := in.e.cluster.client.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete ModuleInstance %s/%s: %w", live.Namespace, live.Name, err)
 	}

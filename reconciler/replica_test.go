@@ -7,6 +7,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 )
@@ -111,4 +113,20 @@ func TestPlannedAt(t *testing.T) {
 	g.Expect(st.PlannedAt("team/affected", "sha256:new")).To(BeTrue())
 	g.Expect(st.PlannedAt("team/affected", "sha256:refreshed")).To(BeFalse())
 	g.Expect(st.PlannedAt("team/undeclared", "sha256:any")).To(BeTrue(), "its reconcile says it is not declared")
+}
+
+// TestTheRevisionStepListsFromTheAPIServerAfterItsOwnRemovals: a sharded revision
+// step reads the CRs from the informer cache, except the first after the engine
+// deleted one, which the cache may still hold.
+func TestTheRevisionStepListsFromTheAPIServerAfterItsOwnRemovals(t *testing.T) {
+	g := NewWithT(t)
+	api := fake.NewClientBuilder().WithScheme(Scheme).Build()
+	informers := fake.NewClientBuilder().WithScheme(Scheme).Build()
+	e := &Engine{cluster: &Cluster{client: api}, opts: Options{Sharded: true, Instances: informers}}
+	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(informers)))
+	e.deletedCRs.Store(true)
+	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(api)), "the first step after a removal")
+	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(informers)), "and only that one")
+	e.opts.Sharded = false
+	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(api)), "unsharded: always the API server")
 }
