@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -129,4 +130,23 @@ func TestTheRevisionStepListsFromTheAPIServerAfterItsOwnRemovals(t *testing.T) {
 	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(informers)), "and only that one")
 	e.opts.Sharded = false
 	g.Expect(e.revisionStepLive()).To(BeIdenticalTo(client.Reader(api)), "unsharded: always the API server")
+}
+
+// TestUnrefreshed: a refresh whose new input could not be written into an
+// instance's CR is handed back for the next sync, once per Registry; a refresh the
+// CR holds already, or an input written, is not.
+func TestUnrefreshed(t *testing.T) {
+	g := NewWithT(t)
+	held := func(token string) *cairnv1.ModuleInstance {
+		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{refreshAnnotation: token}}}
+	}
+	failed := errors.New("the API server refused the write")
+	s := &syncRun{runs: []*instanceRun{
+		{refresh: "modules@T2", was: held("modules@T1"), mirrorErr: failed},
+		{refresh: "modules@T2", mirrorErr: failed}, // a new instance: the same Registry once
+		{mirrorErr: failed},                                                 // no refresh
+		{refresh: "charts@T2", was: held("charts@T1")},                      // written
+		{refresh: "catalog@T1", was: held("catalog@T1"), mirrorErr: failed}, // carried over, not new
+	}}
+	g.Expect(s.unrefreshed()).To(Equal([]string{"modules"}))
 }

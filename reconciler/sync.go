@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -289,7 +291,7 @@ func (v *clusterView) listLive(ctx context.Context, c client.Reader) error {
 
 // finish records the sync on the Platform CR and returns the result.
 func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
-	res := &SyncResult{Revision: s.rev.SHA, Interrupted: interrupted(ctx)}
+	res := &SyncResult{Revision: s.rev.SHA, Interrupted: interrupted(ctx), Unrefreshed: s.unrefreshed()}
 	for _, r := range s.runs {
 		res.Instances = append(res.Instances, r.result())
 	}
@@ -395,4 +397,21 @@ func (s *syncRun) supplyChain(ctx context.Context) *supply.Chain {
 		s.chain = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
 	})
 	return s.chain
+}
+
+// unrefreshed are the Registries of this sync's refresh whose new input could not be
+// written into the CR of an instance that uses them (see refreshAnnotation): that
+// instance keeps its old input, and no reconcile would verify it again unless the
+// next sync refreshes them again.
+func (s *syncRun) unrefreshed() []string {
+	var out []string
+	for _, r := range s.runs {
+		if r.mirrorErr == nil || r.refresh == "" || (r.was != nil && r.was.Annotations[refreshAnnotation] == r.refresh) {
+			continue
+		}
+		if name, _, _ := strings.Cut(r.refresh, "@"); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

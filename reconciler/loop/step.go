@@ -82,6 +82,8 @@ func (l *Loop) sync(ctx context.Context, head string) (*reconciler.SyncResult, e
 	res, err := l.opts.Engine.Sync(ctx, rev)
 	if res == nil || res.Error != nil || res.Interrupted {
 		l.addRefresh(refresh)
+	} else {
+		l.addRefresh(res.Unrefreshed) // an input that could not be written: refreshed again next time
 	}
 	if res == nil {
 		l.retryAt = l.now().Add(5 * time.Second) // the cluster could not be used: try again soon

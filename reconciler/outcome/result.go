@@ -13,6 +13,10 @@ type SyncResult struct {
 	RetryAt time.Time `json:",omitempty"`
 	// Interrupted says the sync was stopped (SIGTERM, a lost Lease) before it ended.
 	Interrupted bool `json:",omitempty"`
+	// Unrefreshed names the Registries of the sync's refresh (Revision.Refreshed)
+	// whose new input could not be written into an instance that uses them: that
+	// instance keeps its old input, so the next sync refreshes them again.
+	Unrefreshed []string `json:",omitempty"`
 }
 
 // InstanceResult is what one sync did to one instance.
