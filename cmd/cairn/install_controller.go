@@ -34,7 +34,7 @@ func (f *controllerInstallFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.Path, "path", f.opts.Path, "the directory of the repository holding the declarations")
 	fl.DurationVar(&f.opts.Interval, "interval", f.opts.Interval, "how often the branch is polled")
 	fl.Int32Var(&f.opts.Replicas, "replicas", f.opts.Replicas, "replicas of the controller (one leads)")
-	fl.IntVar(&f.opts.Shards, "shards", 1, "divide the instance reconciles into this many shards spread over the replicas (`cairn controller --shards`); 0: the leader reconciles every instance in its sync")
+	fl.IntVar(&f.opts.Shards, "shards", f.opts.Shards, "divide the instance reconciles into this many shards spread over the replicas (`cairn controller --shards`); 0: the leader reconciles every instance in its sync")
 	fl.StringVar(&f.image, "image", "", "cairn's image by digest, HOST/REPOSITORY@sha256:... (default: the content of "+defaultImageRefFile+", which `make image` writes)")
 	fl.StringVar(&f.opts.GitUsername, "git-username", "", "user name for HTTPS Git")
 	fl.StringVar(&f.passwordFile, "git-password-file", "", "file holding the HTTPS Git password or token (stored in the Secret "+controller.GitSecret+")")

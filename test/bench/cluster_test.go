@@ -280,42 +280,27 @@ func (rc requestCounts) add(verb, resource string, n int) {
 }
 
 func (rc requestCounts) clone() requestCounts {
-	out := newRequestCounts()
-	for k, v := range rc.byVerb {
-		out.byVerb[k] = v
-	}
-	for k, v := range rc.byResource {
-		out.byResource[k] = v
-	}
-	for k, v := range rc.byCode {
-		out.byCode[k] = v
-	}
-	for k, v := range rc.latency {
-		out.latency[k] = v
-	}
-	return out
+	return requestCounts{byVerb: maps.Clone(rc.byVerb), byResource: maps.Clone(rc.byResource),
+		byCode: maps.Clone(rc.byCode), latency: maps.Clone(rc.latency)}
 }
 
 // minus returns rc - before.
 func (rc requestCounts) minus(before requestCounts) requestCounts {
-	out := newRequestCounts()
-	for k, v := range rc.byVerb {
-		if d := v - before.byVerb[k]; d != 0 {
-			out.byVerb[k] = d
-		}
-	}
-	for k, v := range rc.byResource {
-		if d := v - before.byResource[k]; d != 0 {
-			out.byResource[k] = d
-		}
-	}
-	for k, v := range rc.byCode {
-		if d := v - before.byCode[k]; d != 0 {
-			out.byCode[k] = d
-		}
-	}
+	out := requestCounts{byVerb: countsMinus(rc.byVerb, before.byVerb), byResource: countsMinus(rc.byResource, before.byResource),
+		byCode: countsMinus(rc.byCode, before.byCode), latency: map[string]float64{}}
 	for k, v := range rc.latency {
 		out.latency[k] = v - before.latency[k]
+	}
+	return out
+}
+
+// countsMinus is after - before, key by key, without the keys that did not change.
+func countsMinus(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
 	}
 	return out
 }
