@@ -257,22 +257,20 @@ const InputRevisionAnnotation = inputRevisionAnnotation
 // one attempted.
 const InputDigestAnnotation = inputDigestAnnotation
 
-// HoldsInput tells whether this state reconciles key: a declared instance whose CR,
-// as the state read it, holds the state's input for it (always, outside a replica).
-// An instance that is not affected is held too: its reconcile does nothing.
-func (st *RevisionState) HoldsInput(key string) bool {
-	r := st.s.byKey[key]
-	return r == nil || !r.affected || st.heldInput(r)
-}
-
-// PlannedAt tells whether this state planned key at digest, the input its CR holds
-// now (an instance the revision does not declare: always). A Registry's refresh
-// writes a new input at the same revision (see refreshAnnotation), which a state
-// built before it planned as unchanged: reconciled there, the refresh would be
-// kept as "unchanged" and never verified.
-func (st *RevisionState) PlannedAt(key, digest string) bool {
-	r := st.s.byKey[key]
-	return r == nil || r.inputDigest == digest
+// HoldsInput tells whether this state reconciles mi at the input its CR holds now:
+// the state planned it at that input (an instance the revision does not declare:
+// always), and, when the instance is affected, its CR as the state read it holds
+// that input (always, outside a replica). An instance that is not affected is held
+// too: its reconcile does nothing. A Registry's refresh writes a new input at the
+// same revision (see refreshAnnotation), which a state built before it planned as
+// unchanged: reconciled there, the refresh would be kept as "unchanged" and never
+// verified, so such a state does not hold it.
+func (st *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
+	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
+	if r == nil {
+		return true
+	}
+	return r.inputDigest == mi.Annotations[inputDigestAnnotation] && (!r.affected || st.heldInput(r))
 }
 
 // Reconciled tells whether key has an outcome in this state: a second reconcile

@@ -100,20 +100,27 @@ func TestAttemptedIn(t *testing.T) {
 	}
 }
 
-// TestPlannedAt: a replica's state serves an instance only at the input it planned
-// it at; a Registry's refresh at the same revision needs a state planned afresh,
-// whether the state planned the instance as affected or as unchanged.
-func TestPlannedAt(t *testing.T) {
+// TestHoldsInput: a replica's state serves an instance only at the input its CR
+// holds now and only once it holds that CR; a Registry's refresh at the same
+// revision needs a state planned afresh, whether the state planned the instance as
+// affected or as unchanged.
+func TestHoldsInput(t *testing.T) {
 	g := NewWithT(t)
-	st := &RevisionState{s: &syncRun{byKey: map[string]*instanceRun{
+	cr := func(name, digest string) *cairnv1.ModuleInstance {
+		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name,
+			Annotations: map[string]string{inputDigestAnnotation: digest}}}
+	}
+	st := &RevisionState{replica: true, s: &syncRun{byKey: map[string]*instanceRun{
 		"team/unchanged": {inputDigest: "sha256:before"},
-		"team/affected":  {inputDigest: "sha256:new", affected: true},
+		"team/held":      {inputDigest: "sha256:new", affected: true, mirrored: cr("held", "sha256:new")},
+		"team/waiting":   {inputDigest: "sha256:new", affected: true},
 	}}}
-	g.Expect(st.PlannedAt("team/unchanged", "sha256:before")).To(BeTrue())
-	g.Expect(st.PlannedAt("team/unchanged", "sha256:refreshed")).To(BeFalse(), "a refresh written after the state was built")
-	g.Expect(st.PlannedAt("team/affected", "sha256:new")).To(BeTrue())
-	g.Expect(st.PlannedAt("team/affected", "sha256:refreshed")).To(BeFalse())
-	g.Expect(st.PlannedAt("team/undeclared", "sha256:any")).To(BeTrue(), "its reconcile says it is not declared")
+	g.Expect(st.HoldsInput(cr("unchanged", "sha256:before"))).To(BeTrue(), "its reconcile does nothing")
+	g.Expect(st.HoldsInput(cr("unchanged", "sha256:refreshed"))).To(BeFalse(), "a refresh written after the state was built")
+	g.Expect(st.HoldsInput(cr("held", "sha256:new"))).To(BeTrue())
+	g.Expect(st.HoldsInput(cr("held", "sha256:refreshed"))).To(BeFalse())
+	g.Expect(st.HoldsInput(cr("waiting", "sha256:new"))).To(BeFalse(), "its CR not taken yet (see Take)")
+	g.Expect(st.HoldsInput(cr("undeclared", "sha256:any"))).To(BeTrue(), "its reconcile says it is not declared")
 }
 
 // TestTheRevisionStepListsFromTheAPIServerAfterItsOwnRemovals: a sharded revision

@@ -106,17 +106,16 @@ func (in *Instances) attemptedHere(key string) string {
 
 // state is the state of revision sha for reconciling mi: the newest one kept,
 // unless mi has been reconciled in it already (a retry or a recheck is then planned
-// afresh), it planned mi at another input (a Registry's refresh at the same
-// revision, see RevisionState.PlannedAt), or it was built before the revision step
-// wrote mi's input and cannot take it (see RevisionState.Take; built again, it
-// holds it).
+// afresh), it planned mi at another input than its CR holds now (a Registry's
+// refresh at the same revision, see RevisionState.HoldsInput), or it was built
+// before the revision step wrote mi's input and cannot take it (see
+// RevisionState.Take; built again, it holds it).
 func (in *Instances) state(ctx context.Context, sha string, mi *cairnv1.ModuleInstance) (*reconciler.RevisionState, error) {
 	key := mi.Namespace + "/" + mi.Name
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for i := len(in.states) - 1; i >= 0; i-- { // the newest first
-		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) &&
-			rs.st.PlannedAt(key, mi.Annotations[reconciler.InputDigestAnnotation]) && (rs.st.HoldsInput(key) || rs.st.Take(mi)) {
+		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && (rs.st.HoldsInput(mi) || rs.st.Take(mi)) {
 			return rs.st, nil
 		}
 	}

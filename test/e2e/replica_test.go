@@ -31,7 +31,7 @@ func TestAReplicaReconcilesInstancesFromTheirCRs(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = leader.PrepareRevision(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(early.HoldsInput(e.ns+"/b")).To(BeFalse(), "a state built before the inputs were written does not take them")
+	e.g.Expect(early.HoldsInput(e.instance(e.ns, "b"))).To(BeFalse(), "a state built before the inputs were written does not take them")
 	out := early.ReconcileInstance(e.ctx, e.ns+"/b")
 	e.g.Expect(out.Stale).To(BeTrue(), "%+v", out)
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "b")).To(BeTrue())
@@ -90,15 +90,15 @@ func TestAStateBuiltBeforeTheInputsTakesTheCRsCreatedSince(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = newEngine().PrepareRevision(e.ctx, rev)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(early.HoldsInput(e.ns+"/a")).To(BeFalse(), "built before the CR existed")
+	e.g.Expect(early.HoldsInput(e.instance(e.ns, "a"))).To(BeFalse(), "built before the CR existed")
 
 	other := e.instance(e.ns, "b").DeepCopy()
 	other.Annotations[reconciler.InputDigestAnnotation] = "sha256:another"
 	e.g.Expect(early.Take(other)).To(BeFalse(), "a CR at another input is not taken")
-	e.g.Expect(early.HoldsInput(e.ns + "/b")).To(BeFalse())
+	e.g.Expect(early.HoldsInput(e.instance(e.ns, "b"))).To(BeFalse())
 
 	e.g.Expect(early.Take(e.instance(e.ns, "a"))).To(BeTrue())
-	e.g.Expect(early.HoldsInput(e.ns + "/a")).To(BeTrue())
+	e.g.Expect(early.HoldsInput(e.instance(e.ns, "a"))).To(BeTrue())
 	out := early.ReconcileInstance(e.ctx, e.ns+"/a")
 	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
 	e.g.Expect(e.instance(e.ns, "a").Status.LastAppliedRevision).To(Equal(rev.SHA))
