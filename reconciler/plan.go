@@ -156,6 +156,7 @@ func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 }
 
 func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
+	refreshed := s.refreshed(r.mi)
 	switch {
 	case r.mi.Spec.Suspend:
 		return false, "suspended"
@@ -168,10 +169,10 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	case reconcileRequested(r.live):
 		r.forced = true
 		return true, "reconcile requested (cairn reconcile): every object applied again"
-	case s.refreshed(r.mi) != "":
+	case refreshed != "":
 		// A new refresh is a new input, written on the CR, so that the reconcile of
 		// any replica is woken and renders and verifies it again.
-		r.refresh = s.refreshed(r.mi) + "@" + s.now.UTC().Format(time.RFC3339Nano)
+		r.refresh = refreshed + "@" + s.now.UTC().Format(time.RFC3339Nano)
 		r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
 		return true, refreshedWhy(r.refresh)
 	case !isReady(r.live):
@@ -207,11 +208,32 @@ func inputDigest(specDigest, sourceDigest, refresh string) string {
 	return digestJSON([]string{specDigest, sourceDigest, refresh})
 }
 
-// refreshedWhy says why an instance whose Registry was refreshed (refresh is
-// "<registry>@<time>") is rendered again.
+// refreshedWhy says why an instance whose Registry was refreshed is rendered again.
 func refreshedWhy(refresh string) string {
+	return "the Secrets or ConfigMaps of Registry " + refreshedRegistry(refresh) + " changed in the cluster: rendered and verified again"
+}
+
+// refreshedRegistry is the Registry a refresh ("<registry>@<time>") names.
+func refreshedRegistry(refresh string) string {
 	name, _, _ := strings.Cut(refresh, "@")
-	return "the Secrets or ConfigMaps of Registry " + name + " changed in the cluster: rendered and verified again"
+	return name
+}
+
+// unrefreshed are the Registries of this sync's refresh whose new input could not be
+// written into the CR of an instance that uses them (see refreshAnnotation): that
+// instance keeps its old input, and no reconcile would verify it again unless the
+// next sync refreshes them again.
+func (s *syncRun) unrefreshed() []string {
+	var out []string
+	for _, r := range s.runs {
+		if r.mirrorErr == nil || r.refresh == "" || (r.was != nil && r.was.Annotations[refreshAnnotation] == r.refresh) {
+			continue
+		}
+		if name := refreshedRegistry(r.refresh); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // inputChange says what changed in r's input since its last attempt.

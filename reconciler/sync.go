@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -397,21 +395,4 @@ func (s *syncRun) supplyChain(ctx context.Context) *supply.Chain {
 		s.chain = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
 	})
 	return s.chain
-}
-
-// unrefreshed are the Registries of this sync's refresh whose new input could not be
-// written into the CR of an instance that uses them (see refreshAnnotation): that
-// instance keeps its old input, and no reconcile would verify it again unless the
-// next sync refreshes them again.
-func (s *syncRun) unrefreshed() []string {
-	var out []string
-	for _, r := range s.runs {
-		if r.mirrorErr == nil || r.refresh == "" || (r.was != nil && r.was.Annotations[refreshAnnotation] == r.refresh) {
-			continue
-		}
-		if name, _, _ := strings.Cut(r.refresh, "@"); !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out
 }
