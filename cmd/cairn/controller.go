@@ -112,9 +112,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if cf.shards < 0 || cf.concurrent < 0 {
 		return fmt.Errorf("--shards and --concurrent may not be negative")
 	}
-	if repo.isDir() && !cmd.Flags().Changed("shards") {
-		cf.shards = 0 // replicas read each instance's revision by its SHA: a directory has none
-	}
+	cf.shards = cf.shardsFor(repo.isDir(), cmd.Flags().Changed("shards"))
 	if cf.webhookAddr == "" {
 		cf.webhookAddr = forgeF.listen
 	}
@@ -213,6 +211,16 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// shardsFor is --shards as given, or its default: one shard, but none (the leader
+// reconciles every instance in its sync) for a directory, as replicas read each
+// instance's revision by its SHA and a directory has none.
+func (f *controllerFlags) shardsFor(dir, given bool) int {
+	if dir && !given {
+		return 0
+	}
+	return f.shards
 }
 
 func managerOptions(cf *controllerFlags, cfg *rest.Config, namespace string) (manager.Options, error) {

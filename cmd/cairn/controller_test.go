@@ -65,17 +65,21 @@ func TestOwnWritesDoNotKick(t *testing.T) {
 	}
 }
 
-// TestControllerFlagDefaults: one shard unless told otherwise, and Go's profiles
-// served only where --pprof-bind-address says.
+// TestControllerFlagDefaults: one shard unless told otherwise (none by default for a
+// directory, which has no SHA a replica could read), and Go's profiles served only
+// where --pprof-bind-address says.
 func TestControllerFlagDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		args        []string
+		dir         bool
 		shards      int
 		pprof       string
 		description string
 	}{
-		{nil, 1, "", "defaults: one shard, no profiles"},
-		{[]string{"--shards", "0", "--pprof-bind-address", "127.0.0.1:6060"}, 0, "127.0.0.1:6060", "both given"},
+		{nil, false, 1, "", "defaults: one shard, no profiles"},
+		{nil, true, 0, "", "a directory: the leader reconciles"},
+		{[]string{"--shards", "2"}, true, 2, "", "a directory with --shards: as given (refused later, naming why)"},
+		{[]string{"--shards", "0", "--pprof-bind-address", "127.0.0.1:6060"}, false, 0, "127.0.0.1:6060", "both given"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			g := NewWithT(t)
@@ -83,7 +87,7 @@ func TestControllerFlagDefaults(t *testing.T) {
 			cmd := &cobra.Command{Use: "controller"}
 			cf.register(cmd)
 			g.Expect(cmd.ParseFlags(tc.args)).To(Succeed())
-			g.Expect(cf.shards).To(Equal(tc.shards))
+			g.Expect(cf.shardsFor(tc.dir, cmd.Flags().Changed("shards"))).To(Equal(tc.shards))
 			opts, err := managerOptions(cf, &rest.Config{}, "cairn-system")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(opts.PprofBindAddress).To(Equal(tc.pprof))
