@@ -82,15 +82,16 @@ func (c *controllerRun) keepHeapProfile(name string) {
 		return
 	}
 	defer resp.Body.Close()
+	path := filepath.Join(dir, name)
 	b, err := io.ReadAll(resp.Body)
 	if err == nil {
-		path := filepath.Join(dir, name)
 		err = os.WriteFile(path, b, 0o644)
-		c.f.t.Logf("heap profile of the controller: %s", path)
 	}
 	if err != nil {
 		c.f.t.Logf("no heap profile: %v", err)
+		return
 	}
+	c.f.t.Logf("heap profile of the controller: %s", path)
 }
 
 // process is a long-running child process of a benchmark, its output in a log
