@@ -322,6 +322,13 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 		if live == nil || inv.Kind != cairnv1.ModuleInstanceKind {
 			continue
 		}
+		// Read afresh: the view may be the informer cache (see revisionStepLive),
+		// behind a replica's last status write, which a merge patch of the
+		// conditions computed against it would overwrite.
+		if err := s.e.cluster.client.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			s.e.logger(ctx).Error(err, "failed to record an invalid declaration", "instance", inv.Object, "revision", s.rev.SHA)
+			continue
+		}
 		before := live.DeepCopy()
 		markFailed(live, s.rev.SHA, outcome.NewStalled(inv.Reason, inv), s.now)
 		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {

@@ -208,3 +208,30 @@ func TestFailRevisionRecordsAnUnusableRevision(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkInvalidWritesOverTheCRAsItIsNow: the revision step records an invalid
+// declaration on its instance's CR as the API server holds it, not as a view a moment
+// behind (a sharded sync's informer cache) held it: the conditions a replica wrote
+// since stay, and the failures are counted from the last one.
+func TestMarkInvalidWritesOverTheCRAsItIsNow(t *testing.T) {
+	g := NewWithT(t)
+	now := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web",
+		Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}}}
+	now.Status.Failures = 2
+	conditions.MarkTrue(now, cairnv1.VerifiedCondition, cairnv1.ReasonSucceeded, "verified")
+	seen := now.DeepCopy() // the cache, before the replica's last write
+	seen.Status = cairnv1.ModuleInstanceStatus{}
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(now).WithStatusSubresource(now).Build()
+	s := &syncRun{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}}, rev: Revision{SHA: "abc"}, now: time.Now(),
+		set: &declarations.Set{Invalid: []*declarations.Error{{Reason: cairnv1.ReasonInvalidDeclaration, Kind: cairnv1.ModuleInstanceKind,
+			Object: "team-a/web", Message: "bad"}}}},
+		clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{"team-a/web": seen}}}
+
+	s.markInvalid(context.Background())
+
+	var got cairnv1.ModuleInstance
+	g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(now), &got)).To(Succeed())
+	g.Expect(conditions.IsFalse(&got, "Ready")).To(BeTrue())
+	g.Expect(conditions.IsTrue(&got, cairnv1.VerifiedCondition)).To(BeTrue(), "the replica's condition stays")
+	g.Expect(got.Status.Failures).To(BeEquivalentTo(3))
+}
