@@ -314,7 +314,9 @@ func (e *Engine) instances() client.Reader {
 // unchanged, it would not be written again, so an instance removed by one commit
 // and declared again by the next would stay missing. Edits and deletions by others
 // reach the cache before the watch that kicks the sync; the engine's own removals
-// do not, so after one the next revision step lists from the API server.
+// do not, so after one the next revision step lists from the API server. The one
+// status the revision step writes, an invalid declaration's, is written over the
+// CR read afresh (see markInvalid).
 // Unsharded, the sync reconciles what it plans in its own process, so it always
 // plans from the API server.
 func (e *Engine) revisionStepLive() client.Reader {
