@@ -127,21 +127,17 @@ func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance)
 // 24). It is nil when the LIST failed (it is not sent again in the sync); each
 // instance then reads its own.
 func (s *syncRun) listSecretNames(ctx context.Context) map[string]bool {
-	s.managedMu.Lock()
-	defer s.managedMu.Unlock()
-	if s.secretsListed {
-		return s.secretNames
-	}
-	s.secretsListed = true
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := s.e.cluster.client.List(ctx, list, client.InNamespace(s.e.namespace())); err != nil {
-		return nil
-	}
-	s.secretNames = make(map[string]bool, len(list.Items))
-	for _, it := range list.Items {
-		s.secretNames[it.Name] = true
-	}
+	s.secretsOnce.Do(func() {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+		if err := s.e.cluster.client.List(ctx, list, client.InNamespace(s.e.namespace())); err != nil {
+			return
+		}
+		s.secretNames = make(map[string]bool, len(list.Items))
+		for _, it := range list.Items {
+			s.secretNames[it.Name] = true
+		}
+	})
 	return s.secretNames
 }
 

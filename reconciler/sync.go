@@ -183,14 +183,13 @@ type clusterView struct {
 	moduleDigests map[string]string // local module directory -> digest of its files
 	// managed are cairn's labelled objects, listed once per sync for the instances
 	// without a CR (see adoptedInventory).
-	managed map[schema.GroupKind]managedObjects
-	// managedMu guards managed, secretNames and secretsListed.
-	managedMu sync.Mutex
+	managed   map[schema.GroupKind]managedObjects
+	managedMu sync.Mutex // guards managed
 	// secretNames are the names of the Secrets of cairn's namespace, listed once per
-	// sync for the instances without a CR (see leftInventory); nil when the LIST
-	// failed. secretsListed: the LIST was sent.
-	secretNames   map[string]bool
-	secretsListed bool
+	// sync (secretsOnce) for the instances without a CR (see leftInventory); nil
+	// when the LIST failed.
+	secretNames map[string]bool
+	secretsOnce sync.Once
 	// kinds maps kinds to their scope for placement: the cluster's mapper, its
 	// misses remembered for the sync.
 	kinds *missMemo
