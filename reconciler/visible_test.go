@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 )
 
@@ -48,16 +46,4 @@ func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
 	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
 	g.Expect(r.readyMessage()).NotTo(ContainSubstring("warnings"))
 	g.Expect(r.result().Warnings).To(BeEmpty())
-}
-
-func TestMarkHealthy(t *testing.T) {
-	g := NewWithT(t)
-	mi := &cairnv1.ModuleInstance{}
-	markHealthy(mi, 2, nil)
-	g.Expect(conditions.IsTrue(mi, cairnv1.HealthyCondition)).To(BeTrue())
-	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(Equal("2 applied object(s) are Current"))
-	markHealthy(mi, 1, outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, errors.New("health check failed: Deployment/team-a/web: Progress deadline exceeded")))
-	g.Expect(conditions.IsFalse(mi, cairnv1.HealthyCondition)).To(BeTrue())
-	g.Expect(conditions.GetReason(mi, cairnv1.HealthyCondition)).To(Equal(cairnv1.ReasonHealthCheckFailed))
-	g.Expect(conditions.GetMessage(mi, cairnv1.HealthyCondition)).To(ContainSubstring("Deployment/team-a/web"))
 }

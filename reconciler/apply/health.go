@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -167,4 +170,127 @@ func NotAmong(all, some []*unstructured.Unstructured) []*unstructured.Unstructur
 		}
 	}
 	return out
+}
+
+// HealthCheck is what the health phase of one instance reads.
+type HealthCheck struct {
+	// OnWait, when set, is called as the wait starts (the engine's progress line).
+	OnWait func()
+	// Prior is the instance's Healthy condition as its last check left it (nil: none).
+	Prior *metav1.Condition
+	// Applied are the API server's answers to this sync's applies; Rendered are all
+	// the objects the instance renders.
+	Applied, Rendered []*unstructured.Unstructured
+	// Timeout is the instance's spec.timeout, counted from the apply that started
+	// the wait; HandOver is the most one sync waits of it (0: all of it), after
+	// which the instance is handed over as Progressing and a later sync checks again.
+	Timeout, HandOver time.Duration
+}
+
+// HealthVerdict is what the health phase decides.
+type HealthVerdict struct {
+	// Renew: the wait is a new one, so the Healthy condition is set afresh (a new
+	// transition time, from which a recheck counts the timeout).
+	Renew bool
+	// Healthy is the instance's Healthy condition after the check, set after
+	// Waiting (the condition while the wait ran) when the wait ended with a verdict;
+	// both nil when the check could not start.
+	Waiting, Healthy *metav1.Condition
+	// Checked is how many objects were checked.
+	Checked int
+	// Failure is the instance's failure: nil when every object checked is Current;
+	// Progressing when the wait was handed over; otherwise why the check failed.
+	Failure *outcome.Failure
+	// Interrupted: ctx was cancelled (not timed out) during the wait, which then
+	// says nothing of the objects: Healthy stays as Waiting left it.
+	Interrupted bool
+}
+
+// CheckHealth is the health phase of one instance: it checks the objects this sync
+// applied and, when the last check gave no verdict or failed (a wait that was cut
+// short, timed out or handed over), every rendered object, so that a retry that
+// applies nothing never reads Ready off objects nobody saw Current. It returns the
+// verdict; Mark records it on the instance.
+func CheckHealth(ctx context.Context, c client.Client, h HealthCheck) HealthVerdict {
+	unsettled := h.Prior != nil && h.Prior.Status != metav1.ConditionTrue
+	if len(h.Applied) == 0 && !unsettled {
+		return HealthVerdict{Healthy: healthyCondition(0, nil)}
+	}
+	objects := h.Applied
+	if unsettled {
+		rest, err := GetExisting(ctx, c, NotAmong(h.Rendered, h.Applied))
+		if err != nil {
+			return HealthVerdict{Failure: outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)}
+		}
+		objects = append(append([]*unstructured.Unstructured{}, objects...), rest...)
+	}
+	v := HealthVerdict{Checked: len(objects)}
+	started := time.Now()
+	if len(h.Applied) == 0 && h.Prior.Reason == cairnv1.ReasonProgressing {
+		started = h.Prior.LastTransitionTime.Time // a recheck: the clock runs from the apply
+	} else {
+		v.Renew = true
+	}
+	v.Waiting = &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonProgressing,
+		Message: fmt.Sprintf("waiting for %d object(s) to be Current", len(NotCurrent(objects)))}
+	deadline := started.Add(h.Timeout)
+	wait, handOver := time.Until(deadline), false
+	if h.HandOver > 0 && h.HandOver < wait {
+		wait, handOver = h.HandOver, true
+	}
+	if h.OnWait != nil {
+		h.OnWait()
+	}
+	err := WaitHealthy(ctx, c, objects, wait)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		v.Interrupted = true
+		return v
+	}
+	var nc *NotCurrentError
+	switch {
+	case err == nil:
+		v.Healthy = healthyCondition(len(objects), nil)
+		return v
+	case errors.As(err, &nc) && handOver && ctx.Err() == nil:
+		v.Failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: fmt.Errorf(
+			"applied; waiting for %d of %d object(s) to be Current (rechecked until %s): %s", len(nc.Pending),
+			len(objects), deadline.UTC().Format(time.RFC3339), DescribeStatuses(nc.Pending))}
+		v.Healthy = &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown,
+			Reason: cairnv1.ReasonProgressing, Message: v.Failure.Err.Error()}
+		return v
+	case errors.As(err, &nc):
+		err = outcome.NewTransient(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check timed out after %s: %s",
+			h.Timeout, DescribeStatuses(nc.Pending)))
+	}
+	v.Healthy = healthyCondition(len(objects), err)
+	v.Failure = outcome.Classify(cairnv1.ReasonHealthCheckFailed, err)
+	return v
+}
+
+// Mark records v on obj's Healthy condition.
+func (v HealthVerdict) Mark(obj conditions.Setter) {
+	if v.Renew {
+		conditions.Delete(obj, cairnv1.HealthyCondition)
+	}
+	for _, c := range []*metav1.Condition{v.Waiting, v.Healthy} {
+		if c != nil {
+			conditions.Set(obj, c.DeepCopy())
+		}
+	}
+}
+
+// healthyCondition is the Healthy condition after a wait: True when every object
+// checked is Current, False with reason HealthCheckFailed naming the objects that
+// are not.
+func healthyCondition(checked int, err error) *metav1.Condition {
+	c := &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonSucceeded}
+	switch {
+	case err != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, cairnv1.ReasonHealthCheckFailed, err.Error()
+	case checked == 0:
+		c.Message = "no object changed; each was Current when last applied"
+	default:
+		c.Message = fmt.Sprintf("%d applied object(s) are Current", checked)
+	}
+	return c
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -169,4 +171,124 @@ func TestGetExistingAndNotAmong(t *testing.T) {
 	g.Expect(live).To(HaveLen(1))
 	g.Expect(Describe(live[0])).To(Equal("ConfigMap/team-a/a"))
 	g.Expect(live[0].GetResourceVersion()).NotTo(BeEmpty(), "read from the cluster")
+}
+
+// TestCheckHealth: the health phase of one instance as a function of the prior
+// Healthy condition, the apply's answers, the render and the cluster, returning the
+// condition it records and the instance's failure.
+func TestCheckHealth(t *testing.T) {
+	progressing := func(since time.Time) *metav1.Condition {
+		return &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonProgressing,
+			Message: "applied; waiting", LastTransitionTime: metav1.NewTime(since)}
+	}
+	healthy := &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionTrue, Reason: cairnv1.ReasonSucceeded}
+	for _, tc := range []struct {
+		name    string
+		check   HealthCheck
+		live    []client.Object // in the cluster
+		ctx     func() context.Context
+		status  metav1.ConditionStatus // Healthy after the check; "" when it is left alone
+		message string
+		renew   bool
+		kind    outcome.Kind // of the failure; "" for none
+		reason  string
+		gets    bool
+		waited  bool
+	}{
+		{name: "nothing applied and healthy before: no request, no wait",
+			check:  HealthCheck{Prior: healthy, Rendered: []*unstructured.Unstructured{deployment("current")}, Timeout: time.Minute},
+			status: metav1.ConditionTrue, message: "no object changed; each was Current when last applied"},
+		{name: "applied objects Current in their answers: no request",
+			check:  HealthCheck{Applied: []*unstructured.Unstructured{configMap("team-a", "c", nil), deployment("current")}, Timeout: time.Minute},
+			status: metav1.ConditionTrue, message: "2 applied object(s) are Current", renew: true, waited: true},
+		{name: "applied, then Current when read",
+			check: HealthCheck{Applied: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Minute},
+			live:  []client.Object{deployment("current")}, status: metav1.ConditionTrue, message: "1 applied object(s) are Current",
+			renew: true, gets: true, waited: true},
+		{name: "still rolling out when the sync's share of the wait ends: handed over as Progressing",
+			check: HealthCheck{Applied: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Minute, HandOver: 200 * time.Millisecond},
+			live:  []client.Object{deployment("progressing")}, status: metav1.ConditionUnknown, message: "applied; waiting for 1 of 1 object(s) to be Current (rechecked until ",
+			renew: true, kind: outcome.Progressing, reason: cairnv1.ReasonProgressing, gets: true, waited: true},
+		{name: "still rolling out when the timeout passes: HealthCheckFailed, transient",
+			check: HealthCheck{Applied: []*unstructured.Unstructured{deployment("stale")}, Timeout: 200 * time.Millisecond},
+			live:  []client.Object{deployment("progressing")}, status: metav1.ConditionFalse, message: "health check timed out after 200ms: Deployment/team-a/web",
+			renew: true, kind: outcome.Transient, reason: cairnv1.ReasonHealthCheckFailed, gets: true, waited: true},
+		{name: "past its progress deadline: HealthCheckFailed, stalled",
+			check:  HealthCheck{Applied: []*unstructured.Unstructured{deployment("failed")}, Timeout: time.Minute},
+			status: metav1.ConditionFalse, message: "health check failed: Deployment/team-a/web: Progress deadline exceeded",
+			renew: true, kind: outcome.Stalled, reason: cairnv1.ReasonHealthCheckFailed, waited: true},
+		{name: "a recheck of a handed-over wait reads the rendered objects, its clock from the apply",
+			check: HealthCheck{Prior: progressing(time.Now().Add(-time.Minute)), Rendered: []*unstructured.Unstructured{deployment("stale")}, Timeout: 2 * time.Minute},
+			live:  []client.Object{deployment("current")}, status: metav1.ConditionTrue, message: "1 applied object(s) are Current", gets: true, waited: true},
+		{name: "a recheck past the timeout fails at once",
+			check: HealthCheck{Prior: progressing(time.Now().Add(-time.Hour)), Rendered: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Minute},
+			live:  []client.Object{deployment("progressing")}, status: metav1.ConditionFalse, message: "health check timed out after 1m0s",
+			kind: outcome.Transient, reason: cairnv1.ReasonHealthCheckFailed, gets: true, waited: true},
+		{name: "a failed check before: every rendered object is read again, a new wait",
+			check: HealthCheck{Prior: &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionFalse, Reason: cairnv1.ReasonHealthCheckFailed},
+				Rendered: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Minute},
+			live: []client.Object{deployment("current")}, status: metav1.ConditionTrue, message: "1 applied object(s) are Current", renew: true, gets: true, waited: true},
+		{name: "interrupted: Healthy stays Unknown, no failure of its own",
+			check: HealthCheck{Applied: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Minute},
+			live:  []client.Object{deployment("progressing")},
+			ctx: func() context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(150*time.Millisecond, cancel)
+				return ctx
+			},
+			status: metav1.ConditionUnknown, message: "waiting for 1 object(s) to be Current", renew: true, gets: true, waited: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var gets atomic.Int32
+			c := countingClient(&gets, tc.live...)
+			ctx := context.Background()
+			if tc.ctx != nil {
+				ctx = tc.ctx()
+			}
+			waited := false
+			tc.check.OnWait = func() { waited = true }
+
+			v := CheckHealth(ctx, c, tc.check)
+
+			g.Expect(v.Renew).To(Equal(tc.renew))
+			g.Expect(v.Interrupted).To(Equal(tc.ctx != nil))
+			g.Expect(waited).To(Equal(tc.waited))
+			g.Expect(gets.Load() > 0).To(Equal(tc.gets))
+			if tc.kind == "" {
+				g.Expect(v.Failure).To(BeNil())
+			} else {
+				g.Expect(v.Failure).NotTo(BeNil())
+				g.Expect(v.Failure.Kind).To(Equal(tc.kind))
+				g.Expect(v.Failure.Reason).To(Equal(tc.reason))
+			}
+			mi := &cairnv1.ModuleInstance{}
+			if tc.check.Prior != nil {
+				conditions.Set(mi, tc.check.Prior.DeepCopy())
+			}
+			v.Mark(mi)
+			got := conditions.Get(mi, cairnv1.HealthyCondition)
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(got.Status).To(Equal(tc.status))
+			g.Expect(got.Message).To(HavePrefix(tc.message))
+		})
+	}
+}
+
+// TestCheckHealthKeepsTheClockOfARecheck: a recheck that hands over again keeps the
+// transition time of the wait it continues, so the timeout counts from the apply.
+func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
+	g := NewWithT(t)
+	since := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	mi := &cairnv1.ModuleInstance{}
+	conditions.Set(mi, &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonProgressing,
+		Message: "waiting for 1 object(s) to be Current", LastTransitionTime: since})
+	var gets atomic.Int32
+	v := CheckHealth(context.Background(), countingClient(&gets, deployment("progressing")), HealthCheck{
+		Prior: conditions.Get(mi, cairnv1.HealthyCondition), Rendered: []*unstructured.Unstructured{deployment("stale")},
+		Timeout: time.Hour, HandOver: 150 * time.Millisecond})
+	g.Expect(v.Failure.Kind).To(Equal(outcome.Progressing))
+	g.Expect(v.Failure.Err.Error()).To(ContainSubstring("rechecked until " + since.Add(time.Hour).UTC().Format(time.RFC3339)))
+	v.Mark(mi)
+	g.Expect(conditions.Get(mi, cairnv1.HealthyCondition).Reason).To(Equal(cairnv1.ReasonProgressing))
 }
