@@ -79,10 +79,9 @@ func TestMayApplyAlone(t *testing.T) {
 				return
 			}
 			r.fast = true
-			mi := r.mi.DeepCopy()
-			s.recordContracts(r, mi)
-			g.Expect(mi.Status.Provides).To(Equal(tc.provides))
-			g.Expect(mi.Status.Requires).To(Equal(tc.requires))
+			provides, requires := s.recordedContracts(r)
+			g.Expect(provides).To(Equal(tc.provides))
+			g.Expect(requires).To(Equal(tc.requires))
 			g.Expect(s.pendingProviders(r)).To(BeEmpty())
 		})
 	}

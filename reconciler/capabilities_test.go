@@ -15,6 +15,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -152,9 +153,9 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			live.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
 			live.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), "", "")
 			live.Status.CapabilitiesDigest = tc.recorded
-			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 			if tc.failed {
-				markFailed(live, "new", outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
+				status.Failed(live, "new", outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
 			}
 			s.live[mi.Namespace+"/"+mi.Name] = live
 			s.discoverForCharts(context.Background())

@@ -74,11 +74,11 @@ func (s *syncRun) provideWithdrawn() {
 	}
 }
 
-// recordContracts sets what a successfully synced instance provides and requires.
-func (s *syncRun) recordContracts(r *instanceRun, mi *cairnv1.ModuleInstance) {
+// recordedContracts are what a successfully synced instance records that it
+// provides and requires.
+func (s *syncRun) recordedContracts(r *instanceRun) ([]string, []cairnv1.ContractRequirement) {
 	c := s.contractsOf(r)
-	mi.Status.Provides = c.ProvidedNames(r.key())
-	mi.Status.Requires = c.Requirements(r.key())
+	return c.ProvidedNames(r.key()), c.Requirements(r.key())
 }
 
 // pendingProviders are the providers r requires for kinds they have not served

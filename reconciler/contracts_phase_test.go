@@ -16,6 +16,7 @@ import (
 	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/contracts"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -352,7 +353,7 @@ func TestInstanceDependencies(t *testing.T) {
 			s.e = &Engine{}
 			for _, r := range s.runs {
 				if r.live != nil && r.key() != "team/app" {
-					markSucceeded(r.live, "old", cairnv1.ReasonSucceeded, "ok", time.Now())
+					status.Succeeded(r.live, "old", cairnv1.ReasonSucceeded, "ok", time.Now())
 				}
 			}
 			s.inferContracts(nil)

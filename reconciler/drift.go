@@ -13,6 +13,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // DriftReport is what a drift check found on one instance.
@@ -96,7 +97,7 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 }
 
 func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
-	return live != nil && isReady(live) && !mi.Spec.Suspend && !suspendAnnotated(live) && mi.Spec.Drift != cairnv1.DriftIgnore
+	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) && mi.Spec.Drift != cairnv1.DriftIgnore
 }
 
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {

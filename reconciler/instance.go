@@ -22,6 +22,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/placement"
 	"cairn.dev/cairn/reconciler/shard"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/reconciler/valuesfrom"
 )
 
@@ -34,7 +35,7 @@ func (r *instanceRun) setFailure(f *outcome.Failure) {
 // ready reports whether the instance is ready after this sync.
 func (r *instanceRun) ready() bool {
 	if !r.affected {
-		return isReady(r.live)
+		return status.IsReady(r.live)
 	}
 	return r.failure == nil
 }
@@ -338,41 +339,20 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
-	if r.affected {
-		mi.Status.LastAttemptedInput = r.inputDigest
-		mi.Status.Artifacts = r.artifacts
-		markVerified(mi, r.artifacts)
-	}
-	if r.forced { // handled, whatever the outcome: a new request asks again
-		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
-	}
 	if r.persisted != nil { // the status patch goes from the inventory this sync recorded already
 		before.Status.Inventory = r.persisted
 	}
-	if r.failure != nil {
-		if r.applied.Applied != nil {
-			if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.masks)); err != nil {
-				s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
-			}
+	switch {
+	case r.failure != nil && r.applied.Applied != nil:
+		if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.masks)); err != nil {
+			s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 		}
-		markFailed(mi, s.rev.SHA, r.failure, s.now)
-	} else {
+	case r.failure == nil:
 		if err := s.storeOutcome(ctx, r, mi); err != nil {
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
-			markFailed(mi, s.rev.SHA, r.failure, s.now)
-		} else {
-			mi.Status.SourceDigest = s.sourceDigest(r)
-			mi.Status.ValuesDigest = digestJSON(mi.Spec.Values)
-			mi.Status.RenderDigest = r.rendered.Digest
-			mi.Status.CapabilitiesDigest = s.capabilitiesDigest(ctx, r)
-			mi.Status.ServiceAccount = s.serviceAccount(r.mi)
-			s.recordContracts(r, mi)
-			if r.published != nil {
-				mi.Status.Published = r.published
-			}
-			markSucceeded(mi, s.rev.SHA, r.readyReason(), r.readyMessage(), s.now)
 		}
 	}
+	status.Record(mi, s.attempt(ctx, r))
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonApplyFailed, err))
@@ -382,6 +362,23 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
+}
+
+// attempt is what r's reconcile did, as its status records it (status.Record).
+func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
+	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure}
+	if r.affected {
+		a.Input, a.Artifacts = r.inputDigest, r.artifacts
+	}
+	if r.failure == nil {
+		a.Applied = status.Applied{
+			SourceDigest: s.sourceDigest(r), ValuesDigest: digestJSON(r.live.Spec.Values), RenderDigest: r.rendered.Digest,
+			CapabilitiesDigest: s.capabilitiesDigest(ctx, r), ServiceAccount: s.serviceAccount(r.mi),
+			Published: r.published, Reason: r.readyReason(), Message: r.readyMessage(),
+		}
+		a.Applied.Provides, a.Applied.Requires = s.recordedContracts(r)
+	}
+	return a
 }
 
 // storeOutcome records the new inventory of a successful sync, and a chart

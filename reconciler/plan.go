@@ -21,6 +21,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/secretgen"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -160,11 +161,11 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 	switch {
 	case r.mi.Spec.Suspend:
 		return false, "suspended"
-	case suspendAnnotated(r.live):
+	case status.SuspendAnnotated(r.live):
 		return false, "suspended in the cluster (cairn suspend)"
 	case r.live == nil:
 		return true, "new instance"
-	case isSuspended(r.live):
+	case status.IsSuspended(r.live):
 		return true, "resumed"
 	case reconcileRequested(r.live):
 		r.forced = true
@@ -175,7 +176,7 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		r.refresh = refreshed + "@" + s.now.UTC().Format(time.RFC3339Nano)
 		r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
 		return true, refreshedWhy(r.refresh)
-	case !isReady(r.live):
+	case !status.IsReady(r.live):
 		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
 			return true, why
 		}
@@ -185,9 +186,9 @@ func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
 		return true, inputChange(r)
 	case r.live.Generation != r.live.Status.ObservedGeneration:
 		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
-	case isReady(r.live) && s.capabilitiesChanged(r):
+	case status.IsReady(r.live) && s.capabilitiesChanged(r):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
-	case !isReady(r.live):
+	case !status.IsReady(r.live):
 		_, why := retryDue(r.live, s.rev.SHA, s.now)
 		return false, why
 	}

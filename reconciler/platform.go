@@ -9,6 +9,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // mirrorPlatform applies the Platform and Registries from Git and deletes Registry CRs
@@ -39,9 +40,9 @@ func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error
 	r.Status.ObservedGeneration = r.Generation
 	r.Status.LastAppliedRevision = s.rev.SHA
 	if f := s.supplyChain(ctx).RegistryFailure(r.Name); f != nil {
-		setReady(r, false, f.Reason, f.Error())
+		status.SetReady(r, false, f.Reason, f.Error())
 	} else {
-		setReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", gitsource.ShortSHA(s.rev.SHA)))
+		status.SetReady(r, true, cairnv1.ReasonSucceeded, fmt.Sprintf("declared at %s", gitsource.ShortSHA(s.rev.SHA)))
 	}
 	defer s.e.emitTransition(before, r)
 	return patchStatus(ctx, c, r, before)

@@ -12,6 +12,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -155,7 +156,7 @@ func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
 	src, _ := s.repositorySource(mi)
 	mi.Status.SourceDigest = src
 	mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), src, "")
-	markSucceeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
+	status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
 	return mi
 }
 
@@ -168,7 +169,7 @@ func declarationChanged(mi *cairnv1.ModuleInstance) {
 func TestIsAffected(t *testing.T) {
 	failedAt := func(rev string, retryIn time.Duration) func(*syncRun, *cairnv1.ModuleInstance) {
 		return func(s *syncRun, mi *cairnv1.ModuleInstance) {
-			markFailed(mi, rev, outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
+			status.Failed(mi, rev, outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
 		}
 	}
 	for _, tc := range []struct {
@@ -215,7 +216,7 @@ func TestIsAffected(t *testing.T) {
 			mi.Annotations[cairnv1.SuspendAnnotation] = "true"
 			declarationChanged(mi)
 		}, why: "suspended in the cluster (cairn suspend)"},
-		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { markSuspended(mi, false) },
+		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { status.Suspended(mi, false) },
 			affected: true, why: "resumed"},
 		{name: "reconcile requested", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
@@ -346,7 +347,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
-		markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
+		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
 		r := &instanceRun{mi: mi, live: live, affected: true}
 		edit(r)
 		return r
@@ -360,20 +361,20 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		satisfies bool
 		requeue   bool
 	}{
-		{"updated", mk(func(r *instanceRun) { markSucceeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
+		{"updated", mk(func(r *instanceRun) { status.Succeeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
 		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), outcome.ActionCreated, "", true, true, false},
 		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), outcome.ActionUnchanged, "", true, true, false},
 		{"failed", mk(func(r *instanceRun) {
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom"))
-			markFailed(r.live, "new", r.failure, now)
+			status.Failed(r.live, "new", r.failure, now)
 		}), outcome.ActionFailed, outcome.Transient, false, false, true},
 		{"progressing", mk(func(r *instanceRun) {
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("not yet")}
-			markFailed(r.live, "new", r.failure, now)
+			status.Failed(r.live, "new", r.failure, now)
 		}), outcome.ActionProgressing, outcome.Progressing, false, false, true},
 		{"failed before, retry not due", mk(func(r *instanceRun) {
 			r.affected, r.why = false, "not retried before"
-			markFailed(r.live, "new", outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
+			status.Failed(r.live, "new", outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
 		}), outcome.ActionFailed, outcome.Stalled, false, false, true},
 		{"suspended after a good sync", mk(func(r *instanceRun) { r.affected, r.mi.Spec.Suspend = false, true }), outcome.ActionSkipped, "", true, true, false},
 	} {

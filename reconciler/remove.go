@@ -15,6 +15,7 @@ import (
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -26,13 +27,13 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	s.holdInstances(ctx)
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
-		if suspendAnnotated(live) { // an emergency stop holds the removal too
+		if status.SuspendAnnotated(live) { // an emergency stop holds the removal too
 			res.Action, res.Reason = outcome.ActionSkipped, cairnv1.ReasonSuspended
 			res.Message = "removed from Git but suspended in the cluster: nothing is deleted until `cairn resume`"
 			s.results = append(s.results, res)
 			continue
 		}
-		if due, why := retryDue(live, s.rev.SHA, s.now); !isReady(live) && !due {
+		if due, why := retryDue(live, s.rev.SHA, s.now); !status.IsReady(live) && !due {
 			s.results = append(s.results, (&instanceRun{live: live, why: why}).deferredResult(res))
 			continue
 		}
@@ -196,7 +197,7 @@ func (in *revisionInput) deleteCR(ctx context.Context, live *cairnv1.ModuleInsta
 
 func (in *revisionInput) recordRemovalFailure(ctx context.Context, live *cairnv1.ModuleInstance, f *outcome.Failure) {
 	before := live.DeepCopy()
-	markFailed(live, in.rev.SHA, f, in.now)
+	status.Failed(live, in.rev.SHA, f, in.now)
 	if err := patchStatus(ctx, in.e.cluster.client, live, before); err != nil {
 		in.e.logger(ctx).Error(err, "failed to record status", "instance", live.Namespace+"/"+live.Name, "revision", in.rev.SHA)
 	}

@@ -13,6 +13,7 @@ import (
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/report"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // A replica's view of a revision (docs/architecture.md, step 7): a replica that did
@@ -134,7 +135,7 @@ func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceRun, written *cairnv1.Mo
 	if mi.Status.LastAttemptedInput != d.inputDigest || mi.Status.ObservedGeneration < want {
 		return nil
 	}
-	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: isReady(mi), Action: outcome.ActionFailed}
+	res := InstanceResult{Namespace: mi.Namespace, Name: mi.Name, Ready: status.IsReady(mi), Action: outcome.ActionFailed}
 	if c := conditions.Get(mi, "Ready"); c != nil {
 		res.Reason, res.Message = c.Reason, c.Message
 	}
@@ -231,7 +232,7 @@ func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) 
 // a change of its CR).
 func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Duration) {
 	switch {
-	case mi.Spec.Suspend || suspendAnnotated(mi):
+	case mi.Spec.Suspend || status.SuspendAnnotated(mi):
 		return false, 0
 	case mi.Annotations[inputDigestAnnotation] == "":
 		return false, 0 // no input written yet
@@ -239,7 +240,7 @@ func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Durati
 		mi.Generation != mi.Status.ObservedGeneration,
 		reconcileRequested(mi):
 		return true, 0
-	case isReady(mi):
+	case status.IsReady(mi):
 		return false, 0
 	}
 	if next := retryTime(mi); next != nil && now.Before(*next) {

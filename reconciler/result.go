@@ -11,6 +11,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/secretgen"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // summary is the Ready message of a successful sync.
@@ -95,7 +96,7 @@ func (r *instanceRun) result() InstanceResult {
 	switch {
 	case r.suspended():
 		res.Action, res.Reason, res.Message = outcome.ActionSkipped, "Suspended", "suspended"
-	case !r.affected && !isReady(r.live) && r.live != nil:
+	case !r.affected && !status.IsReady(r.live) && r.live != nil:
 		res = r.deferredResult(res)
 	case !r.affected:
 		res.Action, res.Reason, res.Message = outcome.ActionUnchanged, "", r.why+r.secretNote

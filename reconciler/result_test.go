@@ -17,6 +17,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/secretgen"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // readGenerated reads two declarations of team-a/web from a cluster where the first
@@ -112,7 +113,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		run: func(r *instanceRun) {
 			r.objects, r.applied.Changes = objects(3), changeSet(ssa.CreatedAction)
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("conflict on Deployment/team-a/web"))
-			markFailed(r.live, "new", r.failure, now)
+			status.Failed(r.live, "new", r.failure, now)
 		},
 		action: outcome.ActionFailed, reason: cairnv1.ReasonApplyFailed,
 		message: "conflict on Deployment/team-a/web",
@@ -123,7 +124,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		run: func(r *instanceRun) {
 			r.objects, r.applied.Changes = objects(1), changeSet(ssa.ConfiguredAction)
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting for 1 of 1 object(s)")}
-			markFailed(r.live, "new", r.failure, now)
+			status.Failed(r.live, "new", r.failure, now)
 		},
 		action: outcome.ActionProgressing, reason: cairnv1.ReasonProgressing,
 		message: "applied; waiting for 1 of 1 object(s)",
@@ -141,8 +142,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 			g := NewWithT(t)
 			mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
 			live := mi.DeepCopy()
-			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
-			markSucceeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Minute))
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Minute))
 			r := &instanceRun{mi: mi, live: live, affected: true}
 			tc.run(r)
 

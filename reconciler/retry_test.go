@@ -9,6 +9,7 @@ import (
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 func TestRetryDue(t *testing.T) {
@@ -26,7 +27,7 @@ func TestRetryDue(t *testing.T) {
 		if rev == "interrupted" {
 			f.Reason = cairnv1.ReasonInterrupted
 		}
-		markFailed(mi, rev, f, at)
+		status.Failed(mi, rev, f, at)
 		return mi
 	}
 	cases := []struct {
@@ -71,7 +72,7 @@ func TestRetryDueAt(t *testing.T) {
 func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	g := NewWithT(t)
 	live := &cairnv1.ModuleInstance{}
-	markFailed(live, "sha", outcome.Failuref(outcome.Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
+	status.Failed(live, "sha", outcome.Failuref(outcome.Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
 	g.Expect(conditions.IsTrue(live, "Stalled")).To(BeTrue())
 	r := &instanceRun{mi: live, live: live, why: "not retried before x (Stalled)"}
 	res := r.result()
@@ -85,7 +86,7 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	g := NewWithT(t)
 	live := &cairnv1.ModuleInstance{}
-	markFailed(live, "sha", outcome.Failuref(outcome.Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
+	status.Failed(live, "sha", outcome.Failuref(outcome.Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
 	g.Expect(conditions.IsUnknown(live, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetReason(live, "Ready")).To(Equal(cairnv1.ReasonProgressing))
 	g.Expect(conditions.IsTrue(live, "Reconciling")).To(BeTrue())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
-
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/rendercache"
@@ -86,27 +84,4 @@ func renderChart(ctx context.Context, renderer Renderer, cache *rendercache.Cach
 		}
 		return render.RenderChart(ctx, chartReq)
 	}, func(res *render.Result) bool { return res.Lookups == 0 }) // a render that read the cluster is never reused
-}
-
-// markVerified sets the Verified condition from the artifacts of the attempt:
-// True when all verified, False naming the first that did not; none for an
-// instance without OCI artifacts.
-func markVerified(mi *cairnv1.ModuleInstance, artifacts []cairnv1.ArtifactStatus) {
-	if len(artifacts) == 0 {
-		conditions.Delete(mi, cairnv1.VerifiedCondition)
-		return
-	}
-	for _, a := range artifacts {
-		switch a.Verification {
-		case cairnv1.VerificationVerified:
-			continue
-		case cairnv1.VerificationFailed:
-			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, a.Reason, "%s: %s", a.Ref, a.Message)
-		default:
-			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, cairnv1.ReasonNotVerified, "%s: %s", a.Ref, a.Message)
-		}
-		return
-	}
-	conditions.MarkTrue(mi, cairnv1.VerifiedCondition, cairnv1.ReasonVerified,
-		"%d artifacts verified by digest with the Registry's cosign keys (key-based: no transparency log or certificate checks)", len(artifacts))
 }

@@ -3,29 +3,14 @@ package reconciler
 import (
 	"context"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
-
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
-)
-
-// suspendedMessage is the Ready message of a suspended instance; byAnnotation is the
-// one of an instance suspended in the cluster (cairn suspend), not in Git.
-const (
-	suspendedMessage = "suspended: its objects are left as they are (no apply, prune or drift correction); " +
-		"set spec.suspend: false to resume"
-	suspendedByAnnotation = "suspended in the cluster (annotation " + cairnv1.SuspendAnnotation + ", `cairn suspend`): " +
-		"its objects are left as they are (no apply, prune or drift correction) whatever Git says; `cairn resume` resumes it"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // suspended reports whether r is suspended: in Git (spec.suspend) or in the cluster
 // (the annotation on its CR).
 func (r *instanceRun) suspended() bool {
-	return r.mi.Spec.Suspend || suspendAnnotated(r.live)
-}
-
-// suspendAnnotated reports whether the CR carries the suspend annotation.
-func suspendAnnotated(live *cairnv1.ModuleInstance) bool {
-	return live != nil && live.Annotations[cairnv1.SuspendAnnotation] == "true"
+	return r.mi.Spec.Suspend || status.SuspendAnnotated(r.live)
 }
 
 // recordSuspended makes a suspended instance say so: its CR is mirrored from Git (so
@@ -33,7 +18,7 @@ func suspendAnnotated(live *cairnv1.ModuleInstance) bool {
 // Suspended. Its objects are left as they are. An instance already recorded as
 // suspended with the same spec costs no request.
 func (s *syncRun) recordSuspended(ctx context.Context, r *instanceRun) {
-	if r.live != nil && r.live.Annotations[specDigestAnnotation] == r.specDigest && suspendedAs(r.live) {
+	if r.live != nil && r.live.Annotations[specDigestAnnotation] == r.specDigest && status.SuspendedAs(r.live) {
 		return
 	}
 	if err := s.mirrorInstance(ctx, r); err != nil {
@@ -41,41 +26,12 @@ func (s *syncRun) recordSuspended(ctx context.Context, r *instanceRun) {
 		return
 	}
 	before := r.live.DeepCopy()
-	markSuspended(r.live, suspendAnnotated(r.live))
+	status.Suspended(r.live, status.SuspendAnnotated(r.live))
 	if err := s.patchStatusRetrying(ctx, r.live, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 	}
 	s.e.emitTransition(before, r.live)
 	s.step(r.key(), "%s suspended", r.key())
-}
-
-// markSuspended sets Ready=Unknown/Suspended; the last applied revision, digests,
-// inventory and history stay as they were.
-func markSuspended(mi *cairnv1.ModuleInstance, byAnnotation bool) {
-	mi.Status.ObservedGeneration = mi.Generation
-	mi.Status.NextRetryAt = nil
-	conditions.Delete(mi, "Reconciling")
-	conditions.Delete(mi, "Stalled")
-	msg := suspendedMessage
-	if byAnnotation {
-		msg = suspendedByAnnotation
-	}
-	conditions.MarkUnknown(mi, "Ready", cairnv1.ReasonSuspended, "%s", msg)
-}
-
-// isSuspended reports whether mi's CR records it as suspended.
-func isSuspended(mi *cairnv1.ModuleInstance) bool {
-	return mi != nil && conditions.GetReason(mi, "Ready") == cairnv1.ReasonSuspended
-}
-
-// suspendedAs reports whether live records the suspension the way it is now (by
-// spec or by annotation), so that nothing needs to be written.
-func suspendedAs(live *cairnv1.ModuleInstance) bool {
-	want := suspendedMessage
-	if suspendAnnotated(live) {
-		want = suspendedByAnnotation
-	}
-	return isSuspended(live) && conditions.GetMessage(live, "Ready") == want
 }
 
 // satisfiesDependents reports whether the instances that depend on r may go ahead:

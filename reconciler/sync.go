@@ -21,6 +21,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/report"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/reconciler/supply"
 	"cairn.dev/cairn/render/declarations"
 )
@@ -76,7 +77,7 @@ func (e *Engine) load(ctx context.Context, root fs.FS) (*declarations.Set, error
 // changes nothing else.
 func (e *Engine) failRevision(ctx context.Context, rev Revision, f *outcome.Failure) (*SyncResult, error) {
 	res := &SyncResult{Revision: rev.SHA, Error: f}
-	res.RetryAt = time.Now().Add(retryAfter(f.Kind, 1))
+	res.RetryAt = time.Now().Add(status.RetryAfter(f.Kind, 1))
 	if rev.SHA != "" {
 		e.opts.Reporter.SyncStarted(rev.SHA, nil)
 		defer e.opts.Reporter.SyncFinished(rev.SHA, res)
@@ -293,7 +294,7 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 		res.Instances = append(res.Instances, r.result())
 	}
 	res.Instances = append(res.Instances, s.results...)
-	retry := s.now.Add(stalledRecheck)
+	retry := s.now.Add(status.StalledRecheck)
 	for _, inv := range s.set.Invalid {
 		ir := invalidResult(inv)
 		ir.NextRetryAt = &retry
@@ -329,7 +330,7 @@ func (s *syncRun) markInvalid(ctx context.Context) {
 			continue
 		}
 		before := live.DeepCopy()
-		markFailed(live, s.rev.SHA, outcome.NewStalled(inv.Reason, inv), s.now)
+		status.Failed(live, s.rev.SHA, outcome.NewStalled(inv.Reason, inv), s.now)
 		if err := patchStatus(ctx, s.e.cluster.client, live, before); err != nil {
 			s.e.logger(ctx).Error(err, "failed to record an invalid declaration", "instance", inv.Object, "revision", s.rev.SHA)
 		}

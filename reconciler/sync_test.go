@@ -16,6 +16,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/report"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render/declarations"
 )
 
@@ -143,7 +144,7 @@ func TestFinishRecordsTheRevisionOnThePlatform(t *testing.T) {
 				g.Expect(reported.Message).To(Equal(inv.Error()))
 				for _, i := range res.Instances {
 					if i.Namespace == ns && i.Name == name {
-						g.Expect(i.NextRetryAt).To(HaveValue(Equal(now.Add(stalledRecheck))), "checked again after the stalled recheck")
+						g.Expect(i.NextRetryAt).To(HaveValue(Equal(now.Add(status.StalledRecheck))), "checked again after the stalled recheck")
 					}
 				}
 			}
@@ -168,7 +169,7 @@ func TestFailRevisionRecordsAnUnusableRevision(t *testing.T) {
 				return e.failRevision(ctx, Revision{SHA: "abc"},
 					outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, errors.New("platform.yaml:3: unknown field")))
 			},
-			reason: cairnv1.ReasonInvalidDeclaration, message: "platform.yaml:3: unknown field", retryIn: stalledRecheck},
+			reason: cairnv1.ReasonInvalidDeclaration, message: "platform.yaml:3: unknown field", retryIn: status.StalledRecheck},
 		{name: "a source that cannot be read, no head resolved", sha: "",
 			fail: func(ctx context.Context, e *Engine) (*SyncResult, error) {
 				e.RecordSourceFailure(ctx, "", errors.New("repository not found"))

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 )
 
@@ -24,7 +25,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	r := &instanceRun{mi: mi, live: mi, affected: true, rendered: &render.Result{Warnings: []string{skewWarning}}}
 	r.warnings = r.rendered.Warnings
 
-	markSucceeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
+	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
 	g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetMessage(mi, "Ready")).To(HaveSuffix("; warnings: " + skewWarning))
 	g.Expect(r.result().Warnings).To(ConsistOf(skewWarning))

@@ -34,6 +34,7 @@ var layer = map[string]int{
 	"render":                 2,
 	"reconciler/apply":       2,
 	"reconciler/report":      2,
+	"reconciler/status":      2,
 	"reconciler/valuesfrom":  2,
 	"reconciler/hooks":       3,
 	"reconciler/secretgen":   3,

@@ -1,0 +1,246 @@
+// Package status is the status of a ModuleInstance as a function of what its
+// reconcile did: the conditions kstatus reads (Ready, Stalled, Reconciling), Verified,
+// the failure count and next retry, the revisions and digests of the last good state,
+// and the history. Nothing here writes to the cluster: the engine builds an Attempt,
+// Record sets the status from it, and the engine patches it.
+package status
+
+import (
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
+)
+
+const (
+	historyLimit = 10
+	// StalledRecheck is when a stalled instance (or an invalid declaration) is tried again.
+	StalledRecheck   = 30 * time.Minute
+	transientBackoff = 5 * time.Second
+	maxBackoff       = 5 * time.Minute
+	healthRecheckMax = 30 * time.Second
+)
+
+// Attempt is what one instance reconcile did, as the instance's status records it.
+type Attempt struct {
+	// Revision is the source revision attempted, at Now.
+	Revision string
+	Now      time.Time
+	// Input is the input digest the reconcile attempted, with the OCI artifacts its
+	// render used; empty when the revision did not affect the instance (its
+	// attempt then rechecks the last one: the last attempted input stays).
+	Input     string
+	Artifacts []cairnv1.ArtifactStatus
+	// Forced: a requested reconcile, handled whatever the outcome.
+	Forced bool
+	// Failure is why the attempt failed; nil when it succeeded.
+	Failure *outcome.Failure
+	// Applied is the state a success moves the instance to; a failure leaves the
+	// last good state as it was and ignores it.
+	Applied Applied
+}
+
+// Applied is the last good state a successful attempt records.
+type Applied struct {
+	SourceDigest, ValuesDigest, RenderDigest, CapabilitiesDigest string
+	// ServiceAccount is the identity the objects were applied as.
+	ServiceAccount string
+	// Provides and Requires are the instance's provider contracts as its render
+	// shows them.
+	Provides []string
+	Requires []cairnv1.ContractRequirement
+	// Published is the signed artifact of the render (nil: not published, the last
+	// one stays).
+	Published *cairnv1.PublishedArtifact
+	// Reason and Message are Ready's.
+	Reason, Message string
+}
+
+// Record sets mi's status from the attempt a: on success the new revision, digests
+// and contracts; on failure only the attempt, its retry and its conditions (the
+// last applied revision, digests and inventory stay). The inventory is not Record's:
+// the engine stores it before.
+func Record(mi *cairnv1.ModuleInstance, a Attempt) {
+	if a.Input != "" {
+		mi.Status.LastAttemptedInput = a.Input
+		mi.Status.Artifacts = a.Artifacts
+		Verified(mi, a.Artifacts)
+	}
+	if a.Forced {
+		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
+	}
+	if a.Failure != nil {
+		Failed(mi, a.Revision, a.Failure, a.Now)
+		return
+	}
+	s := a.Applied
+	mi.Status.SourceDigest = s.SourceDigest
+	mi.Status.ValuesDigest = s.ValuesDigest
+	mi.Status.RenderDigest = s.RenderDigest
+	mi.Status.CapabilitiesDigest = s.CapabilitiesDigest
+	mi.Status.ServiceAccount = s.ServiceAccount
+	mi.Status.Provides = s.Provides
+	mi.Status.Requires = s.Requires
+	if s.Published != nil {
+		mi.Status.Published = s.Published
+	}
+	Succeeded(mi, a.Revision, s.Reason, s.Message, a.Now)
+}
+
+// Succeeded records a successful sync of revision on mi, Ready for reason.
+func Succeeded(mi *cairnv1.ModuleInstance, revision, reason, message string, now time.Time) {
+	mi.Status.ObservedGeneration = mi.Generation
+	mi.Status.LastAttemptedRevision = revision
+	mi.Status.LastAppliedRevision = revision
+	mi.Status.Failures = 0
+	mi.Status.NextRetryAt = nil
+	conditions.Delete(mi, "Reconciling")
+	conditions.Delete(mi, "Stalled")
+	conditions.MarkTrue(mi, "Ready", reason, "%s", message)
+	addHistory(mi, revision, "Succeeded", reason, now)
+}
+
+// Failed records a failed attempt of revision on mi; the last applied revision,
+// digests and inventory are left as they were.
+func Failed(mi *cairnv1.ModuleInstance, revision string, f *outcome.Failure, now time.Time) {
+	mi.Status.ObservedGeneration = mi.Generation
+	mi.Status.LastAttemptedRevision = revision
+	mi.Status.Failures++
+	retry := metav1.NewTime(now.Add(RetryAfter(f.Kind, mi.Status.Failures)))
+	mi.Status.NextRetryAt = &retry
+	msg := f.Error()
+	if f.Kind == outcome.Progressing { // applied, health not known yet: kstatus InProgress
+		conditions.MarkUnknown(mi, "Ready", f.Reason, "%s", msg)
+		conditions.Delete(mi, "Stalled")
+		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
+		addHistory(mi, revision, "Progressing", f.Reason, now)
+		return
+	}
+	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
+	switch f.Kind {
+	case outcome.Stalled:
+		conditions.MarkStalled(mi, f.Reason, "%s", msg)
+		conditions.Delete(mi, "Reconciling")
+	default:
+		conditions.Delete(mi, "Stalled")
+		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
+	}
+	addHistory(mi, revision, "Failed", f.Reason, now)
+}
+
+// RetryAfter is 5s·2ⁿ capped at 5m for transient and waiting failures, 30m for
+// stalled ones, and 5s·2ⁿ capped at 30s for a health check handed over (Progressing).
+func RetryAfter(kind outcome.Kind, failures int32) time.Duration {
+	switch kind {
+	case outcome.Stalled:
+		return StalledRecheck
+	case outcome.Progressing:
+		return backoff(failures, healthRecheckMax)
+	}
+	return backoff(failures, maxBackoff)
+}
+
+func backoff(failures int32, limit time.Duration) time.Duration {
+	d := transientBackoff
+	for i := int32(1); i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+func addHistory(mi *cairnv1.ModuleInstance, revision, result, reason string, now time.Time) {
+	entry := cairnv1.HistoryEntry{
+		Revision: revision, Time: metav1.NewTime(now), Result: result, Reason: reason,
+		RenderDigest: mi.Status.RenderDigest,
+	}
+	if mi.Status.Inventory != nil {
+		entry.Objects = mi.Status.Inventory.Count
+	}
+	mi.Status.History = append([]cairnv1.HistoryEntry{entry}, mi.Status.History...)
+	if len(mi.Status.History) > historyLimit {
+		mi.Status.History = mi.Status.History[:historyLimit]
+	}
+}
+
+// IsReady reports whether mi's Ready condition is True.
+func IsReady(mi *cairnv1.ModuleInstance) bool {
+	return mi != nil && conditions.IsTrue(mi, "Ready")
+}
+
+// SetReady sets the Ready condition of obj.
+func SetReady(obj conditions.Setter, ready bool, reason, message string) {
+	if ready {
+		conditions.MarkTrue(obj, "Ready", reason, "%s", message)
+		return
+	}
+	conditions.MarkFalse(obj, "Ready", reason, "%s", message)
+}
+
+// Verified sets the Verified condition from the artifacts of the attempt: True
+// when all verified, False naming the first that did not; none for an instance
+// without OCI artifacts.
+func Verified(mi *cairnv1.ModuleInstance, artifacts []cairnv1.ArtifactStatus) {
+	if len(artifacts) == 0 {
+		conditions.Delete(mi, cairnv1.VerifiedCondition)
+		return
+	}
+	for _, a := range artifacts {
+		switch a.Verification {
+		case cairnv1.VerificationVerified:
+			continue
+		case cairnv1.VerificationFailed:
+			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, a.Reason, "%s: %s", a.Ref, a.Message)
+		default:
+			conditions.MarkFalse(mi, cairnv1.VerifiedCondition, cairnv1.ReasonNotVerified, "%s: %s", a.Ref, a.Message)
+		}
+		return
+	}
+	conditions.MarkTrue(mi, cairnv1.VerifiedCondition, cairnv1.ReasonVerified,
+		"%d artifacts verified by digest with the Registry's cosign keys (key-based: no transparency log or certificate checks)", len(artifacts))
+}
+
+// suspendedMessage is the Ready message of a suspended instance; byAnnotation is the
+// one of an instance suspended in the cluster (cairn suspend), not in Git.
+const (
+	suspendedMessage = "suspended: its objects are left as they are (no apply, prune or drift correction); " +
+		"set spec.suspend: false to resume"
+	suspendedByAnnotation = "suspended in the cluster (annotation " + cairnv1.SuspendAnnotation + ", `cairn suspend`): " +
+		"its objects are left as they are (no apply, prune or drift correction) whatever Git says; `cairn resume` resumes it"
+)
+
+// SuspendAnnotated reports whether the CR carries the suspend annotation.
+func SuspendAnnotated(live *cairnv1.ModuleInstance) bool {
+	return live != nil && live.Annotations[cairnv1.SuspendAnnotation] == "true"
+}
+
+// Suspended sets Ready=Unknown/Suspended; the last applied revision, digests,
+// inventory and history stay as they were.
+func Suspended(mi *cairnv1.ModuleInstance, byAnnotation bool) {
+	mi.Status.ObservedGeneration = mi.Generation
+	mi.Status.NextRetryAt = nil
+	conditions.Delete(mi, "Reconciling")
+	conditions.Delete(mi, "Stalled")
+	msg := suspendedMessage
+	if byAnnotation {
+		msg = suspendedByAnnotation
+	}
+	conditions.MarkUnknown(mi, "Ready", cairnv1.ReasonSuspended, "%s", msg)
+}
+
+// IsSuspended reports whether mi's CR records it as suspended.
+func IsSuspended(mi *cairnv1.ModuleInstance) bool {
+	return mi != nil && conditions.GetReason(mi, "Ready") == cairnv1.ReasonSuspended
+}
+
+// SuspendedAs reports whether live records the suspension the way it is now (by
+// spec or by annotation), so that nothing needs to be written.
+func SuspendedAs(live *cairnv1.ModuleInstance) bool {
+	want := suspendedMessage
+	if SuspendAnnotated(live) {
+		want = suspendedByAnnotation
+	}
+	return IsSuspended(live) && conditions.GetMessage(live, "Ready") == want
+}
