@@ -78,13 +78,13 @@ func (s *syncRun) capabilities(ctx context.Context) *clusterCapabilities {
 	return s.caps
 }
 
-// chartCapabilities are the capabilities r's chart renders with; a cluster that could
+// chartCapabilities are the capabilities the chart of instance key renders with; a cluster that could
 // not be discovered fails the render (transient: it is retried), never falls back to
 // defaults, which could drop objects that the cluster's APIs would keep.
-func (s *syncRun) chartCapabilities(ctx context.Context, r *instanceRun) (*render.Capabilities, *outcome.Failure) {
+func (s *syncRun) chartCapabilities(ctx context.Context, key string) (*render.Capabilities, *outcome.Failure) {
 	c := s.capabilities(ctx)
 	if c.err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", key, c.err))
 	}
 	return c.caps, nil
 }

@@ -9,15 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/render"
 )
 
-// chartLookup is the `lookup` of r's chart: reads (get and list only) of the live
-// cluster as r's identity, its ServiceAccount's (RBAC decides) or, for an instance
+// chartLookup is the `lookup` of mi's chart: reads (get and list only) of the live
+// cluster as mi's identity, its ServiceAccount's (RBAC decides) or, for an instance
 // that applies as cairn, within its own namespace and cluster-scoped kinds only.
 // Nothing in cairn's namespace is ever read.
-func (in *revisionInput) chartLookup(ctx context.Context, r *instanceRun) render.Lookup {
-	sa := in.serviceAccount(r.mi)
+func (in *revisionInput) chartLookup(ctx context.Context, mi *cairnv1.ModuleInstance) render.Lookup {
+	sa := in.serviceAccount(mi)
 	return func(apiVersion, kind, namespace, name string) (map[string]any, error) {
 		gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
 		mapping, err := in.e.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -26,10 +27,10 @@ func (in *revisionInput) chartLookup(ctx context.Context, r *instanceRun) render
 		}
 		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 			namespace = ""
-		} else if err := in.lookupAllowed(r, sa, namespace); err != nil {
+		} else if err := in.lookupAllowed(mi, sa, namespace); err != nil {
 			return nil, err
 		}
-		m, err := in.e.cluster.Manager(r.mi.Namespace, sa)
+		m, err := in.e.cluster.Manager(mi.Namespace, sa)
 		if err != nil {
 			return nil, err
 		}
@@ -58,16 +59,16 @@ func withoutNamespace(list map[string]any, ns string) map[string]any {
 
 // lookupAllowed refuses a read of a namespaced kind in cairn's namespace, and, for an
 // instance that applies as cairn, outside its own namespace.
-func (in *revisionInput) lookupAllowed(r *instanceRun, sa, namespace string) error {
+func (in *revisionInput) lookupAllowed(mi *cairnv1.ModuleInstance, sa, namespace string) error {
 	switch {
 	case namespace == in.e.opts.cairnNamespace():
 		return fmt.Errorf("refused: cairn's namespace %s is never read by a chart", namespace)
-	case sa == "" && namespace != r.mi.Namespace:
+	case sa == "" && namespace != mi.Namespace:
 		where := "every namespace"
 		if namespace != "" {
 			where = "namespace " + namespace
 		}
-		return fmt.Errorf("refused: an instance without a ServiceAccount reads only its own namespace %s, not %s", r.mi.Namespace, where)
+		return fmt.Errorf("refused: an instance without a ServiceAccount reads only its own namespace %s, not %s", mi.Namespace, where)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func TestLookupAllowed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			err := in.lookupAllowed(r, tc.sa, tc.namespace)
+			err := in.lookupAllowed(r.mi, tc.sa, tc.namespace)
 			if tc.want == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -117,62 +117,85 @@ func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
 	return true
 }
 
+// renderInstance runs the render phase of r (renderOne) and keeps its result for
+// the placement.
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
-	artifacts, chart, f := verifyArtifacts(ctx, s.supplyChain(ctx), s.platform, r.mi)
-	r.artifacts, r.chart = artifacts, chart
+	out, f := s.renderOne(ctx, r.mi, r.sourceDigest)
+	r.artifacts, r.chart, r.masks, r.rendering, r.unplaced = out.artifacts, out.chart, out.masks, out.took, out.res
 	if f != nil {
 		r.failure = f
-		return
 	}
-	req, f := renderRequest(s.set, r.mi, s.root, s.rev.Tree, s.e.opts, s.supplyChain(ctx))
+}
+
+// rendering is what the render phase gives of one instance.
+type rendering struct {
+	// res is the render, its objects not placed yet (nil when it failed).
+	res *render.Result
+	// artifacts are the OCI artifacts the render uses, with their verification;
+	// chart is the verified chart or Timoni module.
+	artifacts []cairnv1.ArtifactStatus
+	chart     *chartInput
+	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
+	// message (see valuesfrom.MaskFailure).
+	masks []string
+	// took is how long the render itself took (spec.timeout bounds the render, the
+	// apply and the health wait together); cached, whether the render cache had it.
+	took   time.Duration
+	cached bool
+}
+
+// renderOne is the render phase of the instance mi (whose repository module has
+// digest source, if it has one): it verifies the OCI artifacts mi uses, builds its
+// render request, reads the values it takes from the cluster (spec.valuesFrom) and
+// renders it, through the render cache, in a render worker. It returns the render,
+// not placed yet, or why it failed, typed and with the Secrets' strings masked.
+func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, source string) (out rendering, f *outcome.Failure) {
+	key := keyOf(mi).String()
+	out.artifacts, out.chart, f = verifyArtifacts(ctx, s.supplyChain(ctx), s.platform, mi)
 	if f != nil {
-		r.failure = f
-		return
+		return out, f
 	}
-	if r.chart != nil && r.chart.timoni == nil {
-		if req.Capabilities, f = s.chartCapabilities(ctx, r); f != nil {
-			r.failure = f
-			return
+	req, f := renderRequest(s.set, mi, s.root, s.rev.Tree, s.e.opts, s.supplyChain(ctx))
+	if f != nil {
+		return out, f
+	}
+	if out.chart != nil && out.chart.timoni == nil {
+		if req.Capabilities, f = s.chartCapabilities(ctx, key); f != nil {
+			return out, f
 		}
 	}
-	if f = s.setKubeVersion(ctx, r, &req); f != nil {
-		r.failure = f
-		return
+	if f = s.setKubeVersion(ctx, key, &req); f != nil {
+		return out, f
 	}
-	if req.Values, r.masks, f = s.instanceValues(ctx, r.mi); f != nil {
-		r.failure = f
-		return
+	if req.Values, out.masks, f = s.instanceValues(ctx, mi); f != nil {
+		return out, f
 	}
-	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.masks) }()
-	var res *render.Result
-	var cached bool
-	var err error
 	cache := s.e.cache
-	if len(r.mi.Spec.ValuesFrom) > 0 {
+	if len(mi.Spec.ValuesFrom) > 0 {
 		cache = nil // its key would digest values from Secrets; such renders are not kept
 	}
 	began := time.Now()
-	defer func() { r.rendering = time.Since(began) }()
+	var err error
 	switch {
-	case r.chart != nil && r.chart.timoni != nil:
-		res, cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, r.chart, req)
-	case r.chart != nil:
-		res, cached, err = renderChart(ctx, s.e.renderer, cache, r.chart, req, s.chartLookup(ctx, r))
+	case out.chart != nil && out.chart.timoni != nil:
+		out.res, out.cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, out.chart, req)
+	case out.chart != nil:
+		out.res, out.cached, err = renderChart(ctx, s.e.renderer, cache, out.chart, req, s.chartLookup(ctx, mi))
 	default:
-		res, cached, err = s.e.renderCached(ctx, cache, req, s.moduleID(r))
+		out.res, out.cached, err = s.e.renderCached(ctx, cache, req, moduleID(mi, source, out.artifacts))
 	}
-	s.e.opts.Metrics.ObserveRender(moduleType(r.mi), cached, err, time.Since(began))
-	if cached {
-		s.step(r.key(), "render %s: cached", r.key())
+	out.took = time.Since(began)
+	s.e.opts.Metrics.ObserveRender(moduleType(mi), out.cached, err, out.took)
+	if out.cached {
+		s.step(key, "render %s: cached", key)
 	}
 	if err != nil {
-		r.failure = renderFailure(r.key(), err)
-		return
+		return out, valuesfrom.MaskFailure(renderFailure(key, err), out.masks)
 	}
-	r.unplaced = res
+	return out, nil
 }
 
 // placeInstance places and checks r's rendered objects and hooks (see prepare),
@@ -287,15 +310,15 @@ func renderLimits(set *declarations.Set, mi *cairnv1.ModuleInstance, opts Option
 // moduleID identifies the module source of r for the render cache: the digest of a
 // local module's files, or the path and version of a registry module (registry
 // versions are immutable).
-func (in *revisionInput) moduleID(r *instanceRun) string {
-	if m := moduleKindOf(r.mi); m != nil && m.registryModule() != nil {
+func moduleID(mi *cairnv1.ModuleInstance, source string, artifacts []cairnv1.ArtifactStatus) string {
+	if m := moduleKindOf(mi); m != nil && m.registryModule() != nil {
 		id := m.registryModule().Path + "@" + m.registryModule().Version
-		for _, a := range r.artifacts {
+		for _, a := range artifacts {
 			id += "@" + a.Digest // the module and catalogs as resolved in this sync
 		}
 		return id
 	}
-	return r.sourceDigest
+	return source
 }
 
 // tenantPaths are the tenants' path globs of set's Platform, for the render: a

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/internal/testobj"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -55,4 +61,105 @@ func TestARenderThatWaitedForBusyWorkersIsRetried(t *testing.T) {
 	g.Expect(renderFailure("team-a/slow", own).Kind).To(Equal(outcome.Stalled))
 	limit := &render.Error{Reason: render.ReasonLimitExceeded, Err: errors.New("memory budget")}
 	g.Expect(renderFailure("team-a/big", limit).Kind).To(Equal(outcome.Stalled))
+}
+
+// fakeRenderer answers every render with res or err and keeps the requests.
+type fakeRenderer struct {
+	res  *render.Result
+	err  error
+	reqs []render.Request
+}
+
+func (f *fakeRenderer) Render(_ context.Context, req render.Request) (*render.Result, error) {
+	f.reqs = append(f.reqs, req)
+	return f.res, f.err
+}
+
+// renderFixture is a sync of limitsRepo (with values on team-a/web) whose renders go
+// to renderer, through a render cache of its own.
+func renderFixture(t *testing.T, renderer Renderer) *syncRun {
+	t.Helper()
+	dir := t.TempDir()
+	for name, f := range limitsRepo {
+		data := f.Data
+		if name == "tenants/team-a/web.yaml" {
+			data = append(data, []byte("  values: {replicas: 2}\n")...)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree, err := gitsource.ReadDir(dir, gitsource.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := declarations.Load(tree, declarations.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(nil, renderer, Options{RenderCacheDir: t.TempDir()})
+	return &syncRun{revisionInput: revisionInput{e: e, rev: Revision{SHA: "abc", Tree: tree}, root: tree, set: set, platform: set.Platform}}
+}
+
+// TestRenderPhase: the render phase of one instance as a function of its
+// declaration and the renderer: what it asks the renderer, what it returns, and
+// the type of its failure.
+func TestRenderPhase(t *testing.T) {
+	objects := []*unstructured.Unstructured{testobj.Object("v1", "ConfigMap", "team-a", "web")}
+	for _, tc := range []struct {
+		name   string
+		res    *render.Result
+		err    error
+		kind   outcome.Kind // of the failure; "" for none
+		reason string
+		msg    string
+	}{
+		{name: "a render", res: &render.Result{Objects: objects, Digest: "sha256:d"}},
+		{name: "a module that does not evaluate stalls until its input changes",
+			err:  &render.Error{Reason: cairnv1.ReasonRenderFailed, Err: errors.New("main.cue:3: undefined field")},
+			kind: outcome.Stalled, reason: cairnv1.ReasonRenderFailed, msg: "failed to render team-a/web: main.cue:3: undefined field"},
+		{name: "a render over its memory budget stalls",
+			err:  &render.Error{Reason: render.ReasonLimitExceeded, Err: errors.New("memory budget of 64Mi")},
+			kind: outcome.Stalled, reason: cairnv1.ReasonLimitExceeded},
+		{name: "a render that waited for busy workers is retried",
+			err:  &render.Error{Reason: render.ReasonRenderTimeout, Err: fmt.Errorf("waiting for a render worker: %w", render.ErrWorkersBusy)},
+			kind: outcome.Transient, reason: render.ReasonRenderTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fake := &fakeRenderer{res: tc.res, err: tc.err}
+			s := renderFixture(t, fake)
+			mi := s.set.Instance("team-a", "web")
+
+			out, f := s.renderOne(context.Background(), mi, "sha256:module")
+
+			g.Expect(fake.reqs).To(HaveLen(1))
+			req := fake.reqs[0]
+			g.Expect(req.Namespace).To(Equal("team-a"))
+			g.Expect(string(req.Values)).To(MatchJSON(`{"replicas": 2}`))
+			g.Expect(req.Limits.Memory).To(Equal(int64(64<<20)), "the tenant's limit")
+			g.Expect(out.artifacts).To(BeEmpty(), "a local module has no OCI artifact")
+			g.Expect(out.cached).To(BeFalse())
+			if tc.kind == "" {
+				g.Expect(f).To(BeNil())
+				g.Expect(out.res.Objects).To(Equal(objects))
+				g.Expect(out.took).To(BeNumerically(">", 0))
+				again, f := s.renderOne(context.Background(), mi, "sha256:module")
+				g.Expect(f).To(BeNil())
+				g.Expect(again.cached).To(BeTrue(), "the same input renders once")
+				g.Expect(fake.reqs).To(HaveLen(1))
+				_, _ = s.renderOne(context.Background(), mi, "sha256:other-module")
+				g.Expect(fake.reqs).To(HaveLen(2), "another module content renders again")
+				return
+			}
+			g.Expect(out.res).To(BeNil())
+			g.Expect(f).NotTo(BeNil())
+			g.Expect(f.Kind).To(Equal(tc.kind))
+			g.Expect(f.Reason).To(Equal(tc.reason))
+			g.Expect(f.Err.Error()).To(ContainSubstring(tc.msg))
+		})
+	}
 }

@@ -24,13 +24,13 @@ func timoniRequest(req *render.Request, m *cairnv1.TimoniModule) {
 // setKubeVersion gives a Timoni module's render the cluster's Kubernetes version (its
 // kubeVersion tag); a cluster that could not be discovered fails the render
 // (transient: retried), as for charts.
-func (s *syncRun) setKubeVersion(ctx context.Context, r *instanceRun, req *render.Request) *outcome.Failure {
+func (s *syncRun) setKubeVersion(ctx context.Context, key string, req *render.Request) *outcome.Failure {
 	if req.Timoni == nil {
 		return nil
 	}
 	c := s.capabilities(ctx)
 	if c.err != nil {
-		return outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", r.key(), c.err))
+		return outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", key, c.err))
 	}
 	req.Timoni.KubeVersion = c.caps.KubeVersion
 	return nil
