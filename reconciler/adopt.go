@@ -75,8 +75,8 @@ func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (apply.I
 func (in *revisionInput) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	objects := r.objects
-	if r.unplaced != nil { // read once rendered, before placement (settle): the kinds are the same
-		objects = r.unplaced.Objects
+	if r.render.res != nil { // read once rendered, before placement (settle): the kinds are the same
+		objects = r.render.res.Objects
 	}
 	for _, u := range objects {
 		kinds = append(kinds, u.GroupVersionKind())

@@ -39,18 +39,18 @@ import (
 // instance whose apply has started.
 func (s *syncRun) settle(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, "placement")
-	if r.failure != nil || r.unplaced == nil {
+	if r.failure != nil || r.render.res == nil {
 		r.fast = true // a failed render fails alone, at once
 		return
 	}
 	old, err := s.lastInventory(ctx, r)
 	if err != nil {
-		r.unplaced, r.fast = nil, true
+		r.render.res, r.fast = nil, true
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return
 	}
 	r.oldInv, r.oldLoaded = old, true
-	if !s.servesAll(r.unplaced) {
+	if !s.servesAll(r.render.res) {
 		return // placed by the barrier, with the scopes of every render's CRDs
 	}
 	s.placeInstance(ctx, r, nil)
@@ -180,7 +180,7 @@ func (s *syncRun) contractsOf(r *instanceRun) contracts.Set {
 func (s *syncRun) decideTogether(ctx context.Context) {
 	var late []*instanceRun
 	for _, r := range s.runs {
-		if r.unplaced != nil {
+		if r.render.res != nil {
 			late = append(late, r)
 		}
 	}

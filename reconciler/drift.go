@@ -112,7 +112,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 	}
 	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
 	s.renderInstance(ctx, r)
-	if r.unplaced != nil { // the kinds of a ready instance are served: no other instance's CRDs needed
+	if r.render.res != nil { // the kinds of a ready instance are served: no other instance's CRDs needed
 		s.placeInstance(ctx, r, nil)
 	}
 	if r.failure != nil {

@@ -43,7 +43,7 @@ func (r *instanceRun) ready() bool {
 // syncInstance takes the CR the revision step wrote, then applies, prunes and waits, and records the outcome.
 func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	r.started = time.Now()
-	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(r.mi)-r.rendering, time.Second)) // the render took its share
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(r.mi)-r.render.took, time.Second)) // the render took its share
 	defer cancel()
 	if err := s.takeMirrored(r); err != nil {
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
@@ -319,7 +319,7 @@ func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, i
 		return nil
 	}
 	before := r.live.DeepCopy()
-	if err := in.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.masks)); err != nil {
+	if err := in.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.render.masks)); err != nil {
 		return err
 	}
 	if err := patchStatus(ctx, in.e.cluster.client, r.live, before); err != nil {
@@ -335,7 +335,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	if r.failure != nil {
 		r.interrupt(ctx)
 	}
-	r.failure = valuesfrom.MaskFailure(r.failure, r.masks)
+	r.failure = valuesfrom.MaskFailure(r.failure, r.render.masks)
 	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
@@ -344,7 +344,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	switch {
 	case r.failure != nil && r.applied.Applied != nil:
-		if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.masks)); err != nil {
+		if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.render.masks)); err != nil {
 			s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 		}
 	case r.failure == nil:
@@ -368,7 +368,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
 	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure}
 	if r.affected {
-		a.Input, a.Artifacts = r.inputDigest, r.artifacts
+		a.Input, a.Artifacts = r.inputDigest, r.render.artifacts
 	}
 	if r.failure == nil {
 		a.Applied = status.Applied{
@@ -384,7 +384,7 @@ func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (in *revisionInput) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := in.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.masks)); err != nil {
+	if err := in.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.render.masks)); err != nil {
 		return err
 	}
 	return in.recordHooks(ctx, r, mi)

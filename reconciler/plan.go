@@ -49,9 +49,10 @@ type instanceRun struct {
 	mirrored  *cairnv1.ModuleInstance
 	mirrorErr error
 
+	// render is what the render phase returned (renderOne); its render is taken by
+	// the placement (placeInstance), which keeps the placed one in rendered.
+	render   rendering
 	rendered *render.Result
-	// unplaced is the render of this sync until its objects are placed (placeAll).
-	unplaced *render.Result
 	objects  []*unstructured.Unstructured
 	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
 	warnings []string
@@ -85,10 +86,6 @@ type instanceRun struct {
 	release func()
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
-	// artifacts are the OCI artifacts the render used, with their verification.
-	artifacts []cairnv1.ArtifactStatus
-	// chart is the verified chart of a chart instance.
-	chart *chartInput
 	// published is the signed artifact of this render.
 	published *cairnv1.PublishedArtifact
 	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
@@ -100,12 +97,6 @@ type instanceRun struct {
 	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
 	// (see adoptedInventory); the Secret is removed once r records an inline one.
 	leftInventory bool
-	// masks are the strings of the Secrets spec.valuesFrom read, masked in every
-	// message (see valuesfrom.MaskFailure).
-	masks []string
-	// rendering is how long this sync's render of the instance took: spec.timeout
-	// bounds the render, the apply and the health wait together.
-	rendering time.Duration
 	// started is when the instance reconcile began (zero: it did not run).
 	started time.Time
 	// hooksRan counts the Helm hooks this sync ran, by event ("2 pre-install").

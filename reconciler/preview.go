@@ -147,13 +147,13 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 
 func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := s.previewRendered(ctx, r)
-	ip.Error = valuesfrom.Mask(ip.Error, r.masks)
+	ip.Error = valuesfrom.Mask(ip.Error, r.render.masks)
 	ip.Provides, ip.Requires = s.contracts.ProvidedNames(r.key()), s.contracts.Requirements(r.key())
 	return ip
 }
 
 func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstancePlan {
-	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.artifacts, Warnings: r.warnings}
+	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.render.artifacts, Warnings: r.warnings}
 	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
 		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),
 			r.mi.Namespace, r.mi.Name, strings.ReplaceAll(r.rendered.Digest, ":", "-"))

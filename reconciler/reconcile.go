@@ -249,7 +249,7 @@ func (st *RevisionState) renderHeld(ctx context.Context, r *instanceRun, tenant 
 		st.s.renderInstance(ctx, r)
 		st.renderSlots.Release(tenant)
 		st.s.settle(ctx, r)
-		if r.unplaced == nil {
+		if r.render.res == nil {
 			close(r.placed)
 		}
 		close(r.settled)

@@ -81,8 +81,8 @@ func (s *syncRun) placeAll(ctx context.Context) {
 	scopes := map[schema.GroupKind]bool{}
 	for _, r := range s.runs {
 		switch {
-		case r.unplaced != nil && s.mayPlaceCRDs(r):
-			maps.Copy(scopes, crds.Scopes(r.unplaced.Objects))
+		case r.render.res != nil && s.mayPlaceCRDs(r):
+			maps.Copy(scopes, crds.Scopes(r.render.res.Objects))
 		case r.rendered != nil: // placed: its CRDs passed the placement
 			maps.Copy(scopes, crds.Scopes(r.objects))
 		}
@@ -90,7 +90,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 	sem := make(chan struct{}, s.e.opts.Concurrency)
 	var wg sync.WaitGroup
 	for _, r := range s.runs {
-		if r.unplaced == nil {
+		if r.render.res == nil {
 			continue
 		}
 		wg.Add(1)
@@ -109,7 +109,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 // kind cluster-scoped; its own render fails on it).
 func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
 	pl := in.placementFor(r.mi)
-	for _, u := range r.unplaced.Objects {
+	for _, u := range r.render.res.Objects {
 		if crds.Is(u) && pl.Check(u, false) != nil {
 			return false
 		}
@@ -124,7 +124,7 @@ func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
 	out, f := s.renderOne(ctx, r.mi, r.sourceDigest)
-	r.artifacts, r.chart, r.masks, r.rendering, r.unplaced = out.artifacts, out.chart, out.masks, out.took, out.res
+	r.render = out
 	if f != nil {
 		r.failure = f
 	}
@@ -202,9 +202,9 @@ func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, sou
 // with the scopes of the kinds the revision's CRDs define, then publishes them.
 func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
 	defer s.recoverInto(ctx, r, "placement")
-	res := r.unplaced
-	r.unplaced = nil
-	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.masks) }()
+	res := r.render.res
+	r.render.res = nil
+	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.render.masks) }()
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
