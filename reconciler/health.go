@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -13,14 +14,14 @@ import (
 )
 
 // waitInstance runs the health phase of r (apply.CheckHealth) over the objects this
-// sync applied and, when needed, the rest of its render, and records the verdict on
+// sync applied (the API server's answers) and, when needed, the rest of its render, and records the verdict on
 // its Healthy condition. The instance's timeout counts from the apply that started
 // the wait; one sync waits at most Options.HealthWait of it.
-func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *instanceRun, applied []*unstructured.Unstructured) *outcome.Failure {
 	v := apply.CheckHealth(ctx, c, apply.HealthCheck{
 		OnWait:  func() { in.step(r.key(), "wait %s", r.key()) },
 		Prior:   conditions.Get(r.live, cairnv1.HealthyCondition),
-		Applied: r.applied.Live, Rendered: r.objects,
+		Applied: applied, Rendered: r.objects,
 		Timeout: in.timeout(r.mi), HandOver: in.e.opts.HealthWait,
 	})
 	v.Mark(r.live)

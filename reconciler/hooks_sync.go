@@ -41,10 +41,10 @@ func (in *revisionInput) hookPhases(ctx context.Context, r *instanceRun) (pre, p
 	return pre, post, nil
 }
 
-// runPreHooks runs r's pre hooks of event and records that they ran for its render,
-// with the hooks a removal needs.
-func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
-	if f := in.runHooks(ctx, c, r, event); f != nil || event == "" {
+// runPreHooks runs r's pre hooks of event (added to ran) and records that they ran
+// for its render, with the hooks a removal needs.
+func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string, ran *[]string) *outcome.Failure {
+	if f := in.runHooks(ctx, c, r, event, ran); f != nil || event == "" {
 		return f
 	}
 	rec, err := in.hookRecordOf(ctx, r)
@@ -59,15 +59,16 @@ func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *in
 	return nil
 }
 
-// runHooks runs r's hooks of event, if any, with the instance's client c.
-func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
+// runHooks runs r's hooks of event, if any, with the instance's client c, and adds
+// the event to ran ("2 pre-install").
+func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string, ran *[]string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
 	in.step(r.key(), "hooks %s: %s", r.key(), event)
 	n, f := hooks.Run(ctx, c, hooks.OwnerOf(r.live), event, r.hooks())
 	if n > 0 {
-		r.hooksRan = append(r.hooksRan, fmt.Sprintf("%d %s", n, event))
+		*ran = append(*ran, fmt.Sprintf("%d %s", n, event))
 	}
 	return f
 }

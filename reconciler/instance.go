@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,25 +54,36 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	}
 	before := r.live.DeepCopy()
 	if r.failure == nil {
-		r.setFailure(s.explainIdentity(r, s.applyRecovering(ctx, r)))
+		w, f := s.applyInstance(ctx, r)
+		r.wrote = w
+		r.setFailure(s.explainIdentity(r, f))
 	}
 	s.record(ctx, r, before)
 	// The API server's responses served the health check, which is done: a
 	// recheck reads the objects again in a new state. Kept, they were a third of a
 	// controller's heap at 1000 instances, as the state outlives the reconcile.
-	r.applied.Live = nil
+	r.wrote.report.Live = nil
 }
 
-// applyRecovering is applyInstance with a panic turned into r's failure (see
-// recover.go), so that the outcome is still recorded.
-func (s *syncRun) applyRecovering(ctx context.Context, r *instanceRun) (f *outcome.Failure) {
-	defer func() {
-		if v := recover(); v != nil {
-			f = s.recovered(ctx, r, PhaseApply, v)
-		}
-	}()
-	testHook(PhaseApply, r.key())
-	return s.applyInstance(ctx, r)
+// written is what the apply phase of an instance did (applyInstance), as the
+// status it records and its result read it.
+type written struct {
+	// desired is the inventory the apply goes towards: the objects rendered, the
+	// generated Secrets, and the withdrawn CRDs still in use.
+	desired apply.Inventory
+	// persisted is the inventory recorded before the first write (see
+	// pendingInventory), nil when none was needed.
+	persisted *cairnv1.Inventory
+	// adopted are the existing objects no instance owned that it took over.
+	adopted []string
+	// report is the apply layer's: each object's change, the ids the API server
+	// accepted, its answers (for the health check), and whether a failed apply left
+	// nothing written.
+	report apply.Report
+	// pruned is what the prune deleted; hooksRan counts the Helm hooks run, by event
+	// ("2 pre-install").
+	pruned   *ssa.ChangeSet
+	hooksRan []string
 }
 
 // inlineWait bounds a wait inside a sync (CRDs to be established, pruned objects to
@@ -161,9 +173,18 @@ func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 	return r.mirrored
 }
 
-// applyInstance applies the rendered objects as the instance's ServiceAccount, prunes
-// what left the render when allowed, and waits for the changed objects to be healthy.
-func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Failure {
+// applyInstance is the apply phase of r: it applies the rendered objects as the
+// instance's ServiceAccount, prunes what left the render when allowed, waits for the
+// changed objects to be healthy and runs its hooks, and returns what it wrote, with
+// why it failed. A panic is recovered into its failure (see recover.go), with what
+// was written before it, so that the outcome is still recorded.
+func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) (w written, f *outcome.Failure) {
+	defer func() {
+		if v := recover(); v != nil {
+			f = s.recovered(ctx, r, PhaseApply, v)
+		}
+	}()
+	testHook(PhaseApply, r.key())
 	// Placement labelled the objects with the CR the revision step wrote; they are
 	// labelled again only if it has been replaced since (a new UID), as the verdicts
 	// over the revision may be reading them.
@@ -172,56 +193,56 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) *outcome.Fa
 			setOwnerLabels(u, r.live)
 		}
 	}
-	r.newInv = r.desiredInventory(s.digestKey).Union(r.withheld) // a withdrawn CRD in use stays r's
+	w.desired = r.desiredInventory(s.digestKey).Union(r.withheld) // a withdrawn CRD in use stays r's
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
-		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
+		return w, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
-	valid, f := s.checkOwnership(ctx, r)
+	valid, adopted, f := s.checkOwnership(ctx, r)
 	if f != nil {
-		return f
+		return w, f
 	}
-	if len(r.adopted) > 0 {
-		r.warnings = append(r.warnings, fmt.Sprintf("adopted %d existing object(s): %s", len(r.adopted), strings.Join(r.adopted, ", ")))
+	if w.adopted = adopted; len(adopted) > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("adopted %d existing object(s): %s", len(adopted), strings.Join(adopted, ", ")))
 	}
-	if err := s.persistInventory(ctx, r, r.pendingInventory()); err != nil {
-		return outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
+	if w.persisted, err = s.persistInventory(ctx, r, pendingInventory(r.oldInv, w.desired)); err != nil {
+		return w, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.readInstanceSecrets(ctx, m.Client(), r); f != nil {
-		return f
+		return w, f
 	}
 	pre, post, f := s.hookPhases(ctx, r)
 	if f == nil {
 		f = s.writeSecretsForHooks(ctx, m.Client(), r, pre) // a hook may mount one
 	}
 	if f == nil {
-		f = s.runPreHooks(ctx, m.Client(), r, pre)
+		f = s.runPreHooks(ctx, m.Client(), r, pre, &w.hooksRan)
 	}
 	if f != nil {
-		return f
+		return w, f
 	}
 	s.step(r.key(), "apply %s: %d objects", r.key(), len(r.objects))
 	rep, err := apply.Objects(ctx, m, r.objects, s.applyBaseline(r), s.digestKey, s.inlineWait(s.timeout(r.mi)), valid)
-	r.applied = *rep
+	w.report = *rep
 	r.warnings = append(r.warnings, rep.Notes...)
 	if err != nil {
-		return outcome.Classify(cairnv1.ReasonApplyFailed, err)
+		return w, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	if f := s.writeSecrets(ctx, m.Client(), r); f != nil {
-		return f
+		return w, f
 	}
-	if f := s.pruneInstance(ctx, m, r); f != nil {
-		return f
+	if w.pruned, f = s.pruneInstance(ctx, m, r); f != nil {
+		return w, f
 	}
-	if f := s.awaitInstance(ctx, m.Client(), r); f != nil {
-		return f
+	if f := s.awaitInstance(ctx, m.Client(), r, w.report.Live); f != nil {
+		return w, f
 	}
-	return s.runHooks(ctx, m.Client(), r, post) // post-install/upgrade: once healthy
+	return w, s.runHooks(ctx, m.Client(), r, post, &w.hooksRan) // post-install/upgrade: once healthy
 }
 
 // awaitInstance waits for the changed objects to be healthy, when the instance
 // waits.
-func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *instanceRun, applied []*unstructured.Unstructured) *outcome.Failure {
 	if !waitEnabled(r.mi) {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
@@ -229,15 +250,15 @@ func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *
 	if r.release != nil {
 		r.release() // a wait holds no apply slot, so it never delays another instance
 	}
-	return in.waitInstance(ctx, c, r)
+	return in.waitInstance(ctx, c, r, applied)
 }
 
 // pendingInventory is recorded before anything is written: the last inventory plus
-// the new objects with no hash, so a crash never forgets an object cairn may have
-// created and never takes an unapplied object for applied.
-func (r *instanceRun) pendingInventory() apply.Inventory {
-	out := r.oldInv.Union(apply.Inventory{})
-	for id, e := range r.newInv {
+// the desired one's new objects with no hash, so a crash never forgets an object
+// cairn may have created and never takes an unapplied object for applied.
+func pendingInventory(last, desired apply.Inventory) apply.Inventory {
+	out := last.Union(apply.Inventory{})
+	for id, e := range desired {
 		if _, ok := out[id]; !ok {
 			out[id] = cairnv1.InventoryEntry{ID: id, Version: e.Version}
 		}
@@ -249,32 +270,31 @@ func (r *instanceRun) pendingInventory() apply.Inventory {
 // objects the API server accepted marked as applied, or the last inventory itself
 // when the apply left nothing written (see apply.Report.Untouched).
 func (r *instanceRun) failedInventory() apply.Inventory {
-	if r.applied.Untouched {
+	if r.wrote.report.Untouched {
 		return r.oldInv.Union(apply.Inventory{})
 	}
-	out := r.pendingInventory()
-	for id := range r.applied.Applied {
-		out[id] = r.newInv[id]
+	out := pendingInventory(r.oldInv, r.wrote.desired)
+	for id := range r.wrote.report.Applied {
+		out[id] = r.wrote.desired[id]
 	}
 	return out
 }
 
 // pruneInstance deletes the stale objects when the guards allow it; when they refuse,
 // the stale objects stay in the inventory so a later commit can prune them.
-func (in *revisionInput) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) (*ssa.ChangeSet, *outcome.Failure) {
 	if err := in.pruneRefusal(r); err != nil {
-		return outcome.Classify(cairnv1.ReasonPruneGuard, err)
+		return nil, outcome.Classify(cairnv1.ReasonPruneGuard, err)
 	}
 	if r.prune == nil || len(r.prune.Stale) == 0 {
-		return nil
+		return nil, nil
 	}
 	in.step(r.key(), "prune %s: %d objects", r.key(), len(r.prune.Stale))
 	cs, err := apply.DeleteStale(ctx, m, r.prune.Stale, r.prune.Key, r.prune.UID, in.inlineWait(in.timeout(r.mi)))
-	r.pruned = cs
 	if err != nil {
-		return outcome.Classify(cairnv1.ReasonPruneFailed, err)
+		return cs, outcome.Classify(cairnv1.ReasonPruneFailed, err)
 	}
-	return nil
+	return cs, nil
 }
 
 func (in *revisionInput) serviceAccount(mi *cairnv1.ModuleInstance) string {
@@ -313,20 +333,20 @@ func waitEnabled(mi *cairnv1.ModuleInstance) bool {
 }
 
 // persistInventory records inv before objects are created or deleted, so that a
-// crash in the middle never forgets an object cairn created.
-func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) error {
+// crash in the middle never forgets an object cairn created. It returns the
+// inventory as recorded, nil when inv adds nothing to the last one.
+func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) (*cairnv1.Inventory, error) {
 	if len(inv.Minus(r.oldInv)) == 0 {
-		return nil
+		return nil, nil
 	}
 	before := r.live.DeepCopy()
 	if err := in.e.inventories().Store(ctx, r.live, inv, valuesfrom.Masker(r.render.masks)); err != nil {
-		return err
+		return nil, err
 	}
 	if err := patchStatus(ctx, in.e.cluster.client, r.live, before); err != nil {
-		return err
+		return nil, err
 	}
-	r.persisted = r.live.Status.Inventory.DeepCopy()
-	return nil
+	return r.live.Status.Inventory.DeepCopy(), nil
 }
 
 // record writes the outcome to the instance's status: on success the new inventory
@@ -339,11 +359,11 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
-	if r.persisted != nil { // the status patch goes from the inventory this sync recorded already
-		before.Status.Inventory = r.persisted
+	if r.wrote.persisted != nil { // the status patch goes from the inventory this sync recorded already
+		before.Status.Inventory = r.wrote.persisted
 	}
 	switch {
-	case r.failure != nil && r.applied.Applied != nil:
+	case r.failure != nil && r.wrote.report.Applied != nil:
 		if err := s.e.inventories().Store(ctx, mi, r.failedInventory(), valuesfrom.Masker(r.render.masks)); err != nil {
 			s.e.logger(ctx).Error(err, "failed to record the inventory", "instance", r.key(), "revision", s.rev.SHA)
 		}
@@ -384,7 +404,7 @@ func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
 func (in *revisionInput) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
-	if err := in.e.inventories().Store(ctx, mi, r.newInv, valuesfrom.Masker(r.render.masks)); err != nil {
+	if err := in.e.inventories().Store(ctx, mi, r.wrote.desired, valuesfrom.Masker(r.render.masks)); err != nil {
 		return err
 	}
 	return in.recordHooks(ctx, r, mi)

@@ -79,16 +79,15 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 // checkOwnership decides, before anything of r is written, whether r may write each
 // rendered object that r's inventory does not hold yet (see ownership.Check), asking
 // as r's identity; valid holds the objects whose dry-run passed, which the apply does
-// not dry-run again. The objects r adopts are recorded in r.adopted.
-func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) (valid map[string]bool, f *outcome.Failure) {
+// not dry-run again, and adopted the existing objects r takes over (spec.adopt).
+func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) (valid map[string]bool, adopted []string, f *outcome.Failure) {
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
+		return nil, nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
 	}
 	res, f := ownership.Check(ctx, m.Client(), ownership.Request{Instance: s.instanceLabel(r.mi), Objects: r.objects,
 		Held: r.oldInv, Created: s.createdNamespace, Adopt: r.mi.Spec.Adopt}, owners{s})
-	r.adopted = res.Adopted
-	return res.Valid, f
+	return res.Valid, res.Adopted, f
 }
 
 // owners answers ownership.Check from the revision.

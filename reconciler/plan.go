@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -71,17 +70,11 @@ type instanceRun struct {
 	settled   chan struct{} // closed once settle has decided (a sync's)
 	// renderOnce: a sync renders and settles each instance once (see RevisionState.renderHeld).
 	renderOnce sync.Once
-	newInv     apply.Inventory
 	prune      *prune.Set
 	pruneErr   error
 	failure    *outcome.Failure
-	// applied is what this sync's apply did: each object's change, the ids the API
-	// server accepted, its responses (for the health check), and whether a failed
-	// apply left nothing written.
-	applied apply.Report
-	// persisted is the inventory this sync recorded before writing (persistInventory).
-	persisted *cairnv1.Inventory
-	pruned    *ssa.ChangeSet
+	// wrote is what the apply phase returned (applyInstance).
+	wrote written
 	// release gives back the instance's apply slot (see RevisionState.apply); idempotent.
 	release func()
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
@@ -92,15 +85,11 @@ type instanceRun struct {
 	// secretNote reports a rotation of an instance the revision does not affect.
 	secrets    []*secretgen.Decl
 	secretNote string
-	// adopted are the existing objects no instance owned that r takes over (spec.adopt).
-	adopted []string
 	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
 	// (see adoptedInventory); the Secret is removed once r records an inline one.
 	leftInventory bool
 	// started is when the instance reconcile began (zero: it did not run).
 	started time.Time
-	// hooksRan counts the Helm hooks this sync ran, by event ("2 pre-install").
-	hooksRan []string
 	// hookRecord is the instance's hook record as this sync last read or wrote
 	// it (nil: not read yet), so that one sync reads it once.
 	hookRecord *hooks.Record

@@ -170,11 +170,12 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, r.failure.Reason, r.failure.Error()
 		return ip
 	}
-	if _, f := s.checkOwnership(ctx, r); f != nil {
+	_, adopted, f := s.checkOwnership(ctx, r)
+	if f != nil {
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()
 		return ip
 	}
-	ip.Adopt = r.adopted
+	ip.Adopt = adopted
 	ip.Action = outcome.PlanUpdate
 	if r.live == nil {
 		ip.Action = outcome.PlanCreate

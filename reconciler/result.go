@@ -16,16 +16,16 @@ import (
 
 // summary is the Ready message of a successful sync.
 func (r *instanceRun) summary() string {
-	applied, unchanged := countApplied(r.applied.Changes)
+	applied, unchanged := countApplied(r.wrote.report.Changes)
 	msg := fmt.Sprintf("%d objects applied (%d changed, %d unchanged)", len(r.objects), applied, unchanged)
-	if n := countDeleted(r.pruned); n > 0 {
+	if n := countDeleted(r.wrote.pruned); n > 0 {
 		msg += fmt.Sprintf(", %d pruned", n)
 	}
 	if gen := secretgen.Summary(r.secrets); gen != "" {
 		msg += "; " + gen
 	}
-	if len(r.hooksRan) > 0 {
-		msg += "; hooks run: " + strings.Join(r.hooksRan, ", ")
+	if len(r.wrote.hooksRan) > 0 {
+		msg += "; hooks run: " + strings.Join(r.wrote.hooksRan, ", ")
 	}
 	return msg + keptNote(r.prune)
 }
@@ -88,8 +88,8 @@ func (r *instanceRun) result() InstanceResult {
 		return r.remote.Result
 	}
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
-	res.Applied, res.Unchanged = countApplied(r.applied.Changes)
-	res.Created, res.Pruned = countAction(r.applied.Changes, ssa.CreatedAction), countAction(r.pruned, ssa.DeletedAction)
+	res.Applied, res.Unchanged = countApplied(r.wrote.report.Changes)
+	res.Created, res.Pruned = countAction(r.wrote.report.Changes, ssa.CreatedAction), countAction(r.wrote.pruned, ssa.DeletedAction)
 	if !r.started.IsZero() {
 		res.Duration = time.Since(r.started)
 	}

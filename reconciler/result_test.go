@@ -62,7 +62,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		name: "applied: changed and unchanged objects counted",
 		run: func(r *instanceRun) {
 			r.objects = objects(4)
-			r.applied.Changes = changeSet(ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction, ssa.UnchangedAction)
+			r.wrote.report.Changes = changeSet(ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction, ssa.UnchangedAction)
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
 		message: "4 objects applied (2 changed, 2 unchanged)",
@@ -71,7 +71,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		name: "the first success creates",
 		run: func(r *instanceRun) {
 			r.live.Status.History = r.live.Status.History[:1]
-			r.objects, r.applied.Changes = objects(1), changeSet(ssa.CreatedAction)
+			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.CreatedAction)
 		},
 		action: outcome.ActionCreated, reason: cairnv1.ReasonSucceeded,
 		message: "1 objects applied (1 changed, 0 unchanged)",
@@ -79,10 +79,10 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "pruned objects, generated Secrets, hooks and protected objects kept",
 		run: func(r *instanceRun) {
-			r.objects, r.applied.Changes = objects(2), changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
-			r.pruned = changeSet(ssa.DeletedAction, ssa.DeletedAction, ssa.SkippedAction)
+			r.objects, r.wrote.report.Changes = objects(2), changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
+			r.wrote.pruned = changeSet(ssa.DeletedAction, ssa.DeletedAction, ssa.SkippedAction)
 			r.secrets = generated
-			r.hooksRan = []string{"pre/migrate", "post/smoke"}
+			r.wrote.hooksRan = []string{"pre/migrate", "post/smoke"}
 			r.prune = &prune.Set{Kept: []string{"_team-a-data__Namespace"}}
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
@@ -92,7 +92,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "a CRD kept for its users: ContractWithdrawn",
 		run: func(r *instanceRun) {
-			r.objects, r.applied.Changes = objects(1), changeSet(ssa.UnchangedAction)
+			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.UnchangedAction)
 			r.withheld = inv("_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition")
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonContractWithdrawn,
@@ -101,7 +101,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "warnings end the Ready message",
 		run: func(r *instanceRun) {
-			r.objects, r.applied.Changes = objects(1), changeSet(ssa.ConfiguredAction)
+			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.ConfiguredAction)
 			r.warnings = []string{"first", "second"}
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
@@ -111,7 +111,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "a failure after part of the apply",
 		run: func(r *instanceRun) {
-			r.objects, r.applied.Changes = objects(3), changeSet(ssa.CreatedAction)
+			r.objects, r.wrote.report.Changes = objects(3), changeSet(ssa.CreatedAction)
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("conflict on Deployment/team-a/web"))
 			status.Failed(r.live, "new", r.failure, now)
 		},
@@ -122,7 +122,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "applied, not yet healthy",
 		run: func(r *instanceRun) {
-			r.objects, r.applied.Changes = objects(1), changeSet(ssa.ConfiguredAction)
+			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.ConfiguredAction)
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting for 1 of 1 object(s)")}
 			status.Failed(r.live, "new", r.failure, now)
 		},
