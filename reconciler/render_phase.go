@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -198,13 +199,38 @@ func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, sou
 	return out, nil
 }
 
-// placeInstance places and checks r's rendered objects and hooks (see prepare),
-// with the scopes of the kinds the revision's CRDs define, then publishes them.
+// placeInstance runs the placement phase of r's render (place) and keeps what it
+// returns.
 func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
 	defer s.recoverInto(ctx, r, "placement")
 	res := r.render.res
 	r.render.res = nil
-	defer func() { r.failure = valuesfrom.MaskFailure(r.failure, r.render.masks) }()
+	p, f := s.place(ctx, r, res, scopes)
+	r.rendered, r.objects, r.warnings, r.published = p.rendered, p.objects, p.warnings, p.published
+	if f != nil {
+		r.failure = valuesfrom.MaskFailure(f, r.render.masks)
+	}
+}
+
+// placedRender is what the placement phase gives of an instance's render.
+type placedRender struct {
+	// rendered is the render with its digest keyed (see keyedDigest); objects are
+	// its objects, placed: each with its scope, in a namespace the instance may
+	// write, labelled with its owner.
+	rendered *render.Result
+	objects  []*unstructured.Unstructured
+	warnings []string
+	// published is the signed artifact the render was published as (nil: not
+	// published).
+	published *cairnv1.PublishedArtifact
+}
+
+// place is the placement phase of r's render res: it places and checks res's
+// objects and hooks (see prepare), with the scopes of the kinds the revision's CRDs
+// define, checks its generated Secrets, claims its objects for r in the revision
+// (claimObjects), and publishes it. It returns the placed render, or why it may not
+// be applied; a render that failed to publish is returned placed, with the failure.
+func (s *syncRun) place(ctx context.Context, r *instanceRun, res *render.Result, scopes map[schema.GroupKind]bool) (placedRender, *outcome.Failure) {
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.
@@ -213,21 +239,18 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 		owner = mirrored // the CR as written, with its UID (see applyInstance)
 	}
 	if err := prepare(append(slices.Clone(res.Objects), hooks.Objects(res.Hooks)...), owner, s.kinds, pl, scopes); err != nil {
-		r.failure = outcome.Classify(cairnv1.ReasonApplyFailed, err)
-		return
+		return placedRender{}, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
 	if err := checkGeneratedSecrets(res.Objects, r.mi, pl); err != nil {
-		r.failure = outcome.Classify(cairnv1.ReasonSecretConflict, err)
-		return
+		return placedRender{}, outcome.Classify(cairnv1.ReasonSecretConflict, err)
 	}
 	if f := s.claimObjects(r, res.Objects); f != nil {
-		r.failure = f
-		return
+		return placedRender{}, f
 	}
-	r.rendered, r.objects, r.warnings = keyedDigest(res, s.digestKey), res.Objects, res.Warnings
-	if f := s.publish(ctx, r); f != nil {
-		r.failure = f
-	}
+	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings}
+	var f *outcome.Failure
+	p.published, f = s.publish(ctx, r, p.objects, p.rendered.Digest)
+	return p, f
 }
 
 // renderFailure types a render error: a registry that could not be reached, or a

@@ -10,11 +10,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/internal/testobj"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -160,6 +164,96 @@ func TestRenderPhase(t *testing.T) {
 			g.Expect(f.Kind).To(Equal(tc.kind))
 			g.Expect(f.Reason).To(Equal(tc.reason))
 			g.Expect(f.Err.Error()).To(ContainSubstring(tc.msg))
+		})
+	}
+}
+
+// TestPlacementPhase: the placement of one instance's render as a function of the
+// render, the Platform's tenants and the kinds the cluster serves: the objects it
+// returns placed and labelled, or the typed reason they may not be applied.
+func TestPlacementPhase(t *testing.T) {
+	configMap := func(ns, name string) *unstructured.Unstructured {
+		u := testobj.Object("v1", "ConfigMap", "", name)
+		u.SetNamespace(ns)
+		return u
+	}
+	for _, tc := range []struct {
+		name     string
+		instance string // namespace/name in limitsRepo
+		objects  []*unstructured.Unstructured
+		hooks    []*unstructured.Unstructured
+		secrets  []string // spec.secrets of the instance
+		claimed  bool     // another instance of the revision claimed the objects first
+		reason   string   // of the failure; "" for none
+		message  string
+	}{
+		{name: "a namespaced object without a namespace goes to the instance's", instance: "team-a/web",
+			objects: []*unstructured.Unstructured{configMap("", "settings")}},
+		{name: "a tenant's object in a namespace of the tenant's", instance: "team-a/web",
+			objects: []*unstructured.Unstructured{configMap("team-a", "settings")}},
+		{name: "a tenant's object in another namespace is denied", instance: "team-a/web",
+			objects: []*unstructured.Unstructured{configMap("ops", "settings")},
+			reason:  cairnv1.ReasonNamespaceDenied, message: `ConfigMap/ops/settings: namespace "ops" is not one of tenant team-a's namespaces`},
+		{name: "a cluster-scoped kind the tenant may not write is refused", instance: "team-a/web",
+			objects: []*unstructured.Unstructured{testobj.Object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "admin")},
+			reason:  cairnv1.ReasonObjectForbidden, message: "cluster-scoped kind ClusterRole.rbac.authorization.k8s.io is not in tenant team-a's clusterResources"},
+		{name: "a hook goes nowhere an object may not", instance: "team-a/web",
+			objects: []*unstructured.Unstructured{configMap("", "settings")}, hooks: []*unstructured.Unstructured{configMap("ops", "migrate")},
+			reason: cairnv1.ReasonNamespaceDenied, message: "ConfigMap/ops/migrate"},
+		{name: "nothing of cairn's API group", instance: "ops/tool",
+			objects: []*unstructured.Unstructured{testobj.Object("cairn.dev/v1alpha1", "ModuleInstance", "", "other")},
+			reason:  cairnv1.ReasonObjectForbidden, message: "objects of cairn's own API group"},
+		{name: "a generated Secret named as a rendered object", instance: "team-a/web", secrets: []string{"settings"},
+			objects: []*unstructured.Unstructured{testobj.Object("v1", "Secret", "", "settings")},
+			reason:  cairnv1.ReasonSecretConflict, message: "settings"},
+		{name: "an object another instance of the revision claimed first", instance: "ops/tool", claimed: true,
+			objects: []*unstructured.Unstructured{configMap("ops", "shared")},
+			reason:  cairnv1.ReasonOwnershipConflict, message: "ConfigMap/ops/shared is rendered by this instance and by ops/first in the same revision"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := renderFixture(t, &fakeRenderer{})
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+			mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
+			mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot)
+			mapper.Add(schema.GroupVersionKind{Group: "cairn.dev", Version: "v1alpha1", Kind: "ModuleInstance"}, meta.RESTScopeNamespace)
+			s.kinds = newMissMemo(mapper)
+			s.digestKey = []byte("key")
+			s.claims = map[string]*instanceRun{}
+			ns, name := splitKey(tc.instance)
+			r := &instanceRun{mi: s.set.Instance(ns, name)}
+			for _, sec := range tc.secrets {
+				r.mi.Spec.Secrets = append(r.mi.Spec.Secrets, cairnv1.GeneratedSecret{Name: sec})
+			}
+			if tc.claimed {
+				first := &instanceRun{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "first"}}}
+				g.Expect(s.claimObjects(first, tc.objects)).To(BeNil())
+			}
+			res := &render.Result{Objects: tc.objects, Digest: "sha256:render", Warnings: []string{"skew"}}
+			for _, h := range tc.hooks {
+				res.Hooks = append(res.Hooks, render.Hook{Object: h, Events: []string{"pre-install"}})
+			}
+
+			p, f := s.place(context.Background(), r, res, nil)
+
+			if tc.reason != "" {
+				g.Expect(f).NotTo(BeNil())
+				g.Expect(f.Kind).To(Equal(outcome.Stalled))
+				g.Expect(f.Reason).To(Equal(tc.reason))
+				g.Expect(f.Err.Error()).To(ContainSubstring(tc.message))
+				g.Expect(p.objects).To(BeEmpty(), "nothing placed to apply")
+				return
+			}
+			g.Expect(f).To(BeNil())
+			g.Expect(p.rendered.Digest).To(HavePrefix("hmac-sha256:"), "the digest is keyed")
+			g.Expect(p.warnings).To(Equal([]string{"skew"}))
+			g.Expect(p.published).To(BeNil(), "the Platform publishes nothing")
+			for _, u := range p.objects {
+				g.Expect(u.GetNamespace()).To(Equal(ns))
+				g.Expect(u.GetLabels()).To(HaveKeyWithValue(cairnv1.InstanceLabel, cairnv1.InstanceKey(ns, name)))
+			}
+			g.Expect(s.claims).To(HaveKeyWithValue(apply.ObjectID(p.objects[0]), r), "claimed for the instance")
 		})
 	}
 }
