@@ -57,7 +57,7 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	cm := &unstructured.Unstructured{}
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
-	r := &instanceRun{mi: mi, objects: []*unstructured.Unstructured{cm}}
+	r := &instanceRun{mi: mi, placedRender: placedRender{objects: []*unstructured.Unstructured{cm}}}
 
 	leftover, err := s.leftInventory(context.Background(), mi)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -41,8 +41,8 @@ func TestHookEventsOfARun(t *testing.T) {
 	g := NewWithT(t)
 	pre, post := (&instanceRun{}).hookEvents()
 	g.Expect([]string{pre, post}).To(Equal([]string{"", ""}))
-	r := &instanceRun{rendered: &render.Result{Digest: "hmac-sha256:1", Hooks: []render.Hook{
-		chartHook("v1", "Secret", "s", 0, render.HookPreInstall)}}}
+	r := &instanceRun{placedRender: placedRender{rendered: &render.Result{Digest: "hmac-sha256:1", Hooks: []render.Hook{
+		chartHook("v1", "Secret", "s", 0, render.HookPreInstall)}}}}
 	pre, post = r.hookEvents()
 	g.Expect([]string{pre, post}).To(Equal([]string{render.HookPreInstall, render.HookPostInstall}))
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/apply"
@@ -49,13 +47,12 @@ type instanceRun struct {
 	mirrorErr error
 
 	// render is what the render phase returned (renderOne); its render is taken by
-	// the placement (placeInstance), which keeps the placed one in rendered.
-	render   rendering
-	rendered *render.Result
-	objects  []*unstructured.Unstructured
-	// warnings are non-fatal findings of this sync (catalog skew under skewPolicy: Warn).
-	warnings []string
-	oldInv   apply.Inventory
+	// the placement (placeInstance), whose result is embedded: the placed objects,
+	// the render with its keyed digest, its warnings (to which the apply adds its
+	// own) and the artifact it was published as.
+	render rendering
+	placedRender
+	oldInv apply.Inventory
 	// remote is the outcome of an instance another replica reconciled, as its CR
 	// records it (a sharded sync's, see awaitAttempts).
 	remote *InstanceOutcome
@@ -79,8 +76,6 @@ type instanceRun struct {
 	release func()
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
-	// published is the signed artifact of this render.
-	published *cairnv1.PublishedArtifact
 	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
 	// secretNote reports a rotation of an instance the revision does not affect.
 	secrets    []*secretgen.Decl

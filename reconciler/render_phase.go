@@ -206,7 +206,7 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 	res := r.render.res
 	r.render.res = nil
 	p, f := s.place(ctx, r, res, scopes)
-	r.rendered, r.objects, r.warnings, r.published = p.rendered, p.objects, p.warnings, p.published
+	r.placedRender = p
 	if f != nil {
 		r.failure = valuesfrom.MaskFailure(f, r.render.masks)
 	}
@@ -216,7 +216,8 @@ func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[
 type placedRender struct {
 	// rendered is the render with its digest keyed (see keyedDigest); objects are
 	// its objects, placed: each with its scope, in a namespace the instance may
-	// write, labelled with its owner.
+	// write, labelled with its owner. warnings are the render's non-fatal findings
+	// (catalog skew under skewPolicy: Warn).
 	rendered *render.Result
 	objects  []*unstructured.Unstructured
 	warnings []string

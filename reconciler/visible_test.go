@@ -22,7 +22,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	g := NewWithT(t)
 	mi := &cairnv1.ModuleInstance{}
 	mi.Namespace, mi.Name = "team-a", "web"
-	r := &instanceRun{mi: mi, live: mi, affected: true, rendered: &render.Result{Warnings: []string{skewWarning}}}
+	r := &instanceRun{mi: mi, live: mi, affected: true, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
 	r.warnings = r.rendered.Warnings
 
 	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
