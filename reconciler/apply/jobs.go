@@ -13,7 +13,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 )
 
-// Per-kind rules for Jobs (DESIGN.md section 4, step 7): a Job is applied once and
+// Per-kind rules for Jobs (docs/sync.md, "The steps"): a Job is applied once and
 // not updated after it ran; a changed Job is recreated only when it is annotated
 // cairn.dev/force: "true"; a finished Job that its TTL (ttlSecondsAfterFinished)
 // removed is not created again. "Cairn applied this Job" is recorded by its inventory

@@ -9,7 +9,7 @@
 // internal/layers and imports only api/v1alpha1, render, reconciler/apply,
 // reconciler/outcome and libraries; see docs/architecture.md.
 //
-// Helm hooks (DESIGN.md section 7b): the hooks of a chart instance run as `helm
+// Helm hooks (docs/modules.md, "Helm hooks"): the hooks of a chart instance run as `helm
 // install` and `helm upgrade` run them. On the first sync of an instance pre-install
 // runs before its objects are applied and post-install once they are healthy; on a
 // later sync whose render changed, pre-upgrade and post-upgrade; when the instance
