@@ -166,7 +166,8 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err != nil {
 		return err
 	}
-	l := loop.New(loop.Options{Engine: e, Source: src, Interval: cf.interval, DriftInterval: cf.drift,
+	recent := &loop.Recent{Source: src} // the instance reconciles read the leader's revisions from it
+	l := loop.New(loop.Options{Engine: e, Source: recent, Interval: cf.interval, DriftInterval: cf.drift,
 		Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
 	if err := watchEdits(mgr, l.Kick, e.KeepInventoryOfDeleted, log); err != nil {
 		return err
@@ -180,7 +181,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 			// still queue for the render workers, whose memory is bounded apart.
 			cf.concurrent = 2 * reconciler.DefaultOptions().Concurrency
 		}
-		if err := startInstanceReconciles(ctx, mgr, cfg, e, repo, cf, log); err != nil {
+		if err := startInstanceReconciles(ctx, mgr, cfg, e, repo, recent, cf, log); err != nil {
 			return err
 		}
 	}

@@ -30,7 +30,7 @@ import (
 // leader's sync then runs only the revision step and waits for the CRs
 // (reconciler.Options.Sharded).
 func startInstanceReconciles(ctx context.Context, mgr manager.Manager, cfg *rest.Config, e *reconciler.Engine, repo *repoFlags,
-	cf *controllerFlags, log logr.Logger) error {
+	recent *loop.Recent, cf *controllerFlags, log logr.Logger) error {
 	if repo.isDir() {
 		return fmt.Errorf("--shards needs a Git repository (--repo URL): replicas read each instance's revision by its SHA")
 	}
@@ -59,7 +59,11 @@ func startInstanceReconciles(ctx context.Context, mgr manager.Manager, cfg *rest
 	if err := mgr.Add(set); err != nil {
 		return err
 	}
-	instances := &loop.Instances{Engine: e.ForInstances(), Source: loop.NewGitRepo(opts, ""), Reader: mgr.GetClient(),
+	// A revision this process's leader has just read is taken from memory; another
+	// (this replica does not lead, or the revision is older) is fetched into a clone
+	// of the replicas' own.
+	src := loop.ReadThrough{Recent: recent, Source: loop.NewGitRepo(opts, "")}
+	instances := &loop.Instances{Engine: e.ForInstances(), Source: src, Reader: mgr.GetClient(),
 		Shards: set, Log: log.WithName("instances")}
 	return ctrl.NewControllerManagedBy(mgr).Named("moduleinstances").
 		For(&cairnv1.ModuleInstance{}).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler"
@@ -120,4 +122,64 @@ func forkURL(repoURL, fullName string) string {
 	u.User = nil
 	u.Path = "/" + strings.Trim(fullName, "/") + ".git"
 	return u.String()
+}
+
+// Recent is a Source that keeps the last revisions it read, so that another reader
+// in the same process takes them from memory (see ReadThrough): the controller's
+// instance reconciles read the revision the leader's loop has just read instead of
+// fetching it again into their own cache clone (a Git repository's clone is not
+// shared between readers).
+type Recent struct {
+	Source
+	mu   sync.Mutex
+	revs []reconciler.Revision // the newest last
+}
+
+// recentKept is how many revisions Recent keeps: a replica keeps the states of
+// two (see keptStates).
+const recentKept = 2
+
+// Read reads through the Source and keeps what it read.
+func (r *Recent) Read(ctx context.Context, head, base string) (reconciler.Revision, error) {
+	rev, err := r.Source.Read(ctx, head, base)
+	if err == nil && rev.Tree != nil {
+		r.mu.Lock()
+		r.revs = slices.DeleteFunc(r.revs, func(k reconciler.Revision) bool { return k.SHA == rev.SHA }) // read again: kept once
+		r.revs = append(r.revs, rev)
+		if len(r.revs) > recentKept {
+			r.revs = r.revs[len(r.revs)-recentKept:]
+		}
+		r.mu.Unlock()
+	}
+	return rev, err
+}
+
+// lookup is the revision sha if read recently, read as from no base: the paths
+// changed since the reader's last sync say nothing to another reader.
+func (r *Recent) lookup(sha string) (reconciler.Revision, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.revs) - 1; i >= 0; i-- {
+		if rev := r.revs[i]; rev.SHA == sha {
+			rev.Changed, rev.Base, rev.Fetch, rev.Refreshed = nil, "", 0, nil
+			return rev, true
+		}
+	}
+	return reconciler.Revision{}, false
+}
+
+// ReadThrough reads a revision from Recent when it read it lately, else from Source.
+type ReadThrough struct {
+	Recent *Recent
+	Source
+}
+
+// Read reads head from memory when Recent has it and no base is asked for.
+func (t ReadThrough) Read(ctx context.Context, head, base string) (reconciler.Revision, error) {
+	if base == "" {
+		if rev, ok := t.Recent.lookup(head); ok {
+			return rev, nil
+		}
+	}
+	return t.Source.Read(ctx, head, base)
 }

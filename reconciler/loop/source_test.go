@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler"
 )
 
 // gitRepoDir makes a Git repository with one commit on main.
@@ -94,4 +95,53 @@ func TestForkURL(t *testing.T) {
 	for _, tt := range tests {
 		NewWithT(t).Expect(forkURL(tt.repo, tt.fork)).To(Equal(tt.want), tt.repo)
 	}
+}
+
+// treeSource reads every revision as one tree and counts its reads.
+type treeSource struct {
+	tree  *gitsource.Tree
+	reads int
+}
+
+func (s *treeSource) Head(context.Context) (string, error) { return "", nil }
+
+func (s *treeSource) Read(_ context.Context, head, base string) (reconciler.Revision, error) {
+	s.reads++
+	return reconciler.Revision{SHA: head, Base: base, Tree: s.tree, Changed: []string{"a.yaml"}, Refreshed: []string{"charts"}}, nil
+}
+
+// TestReadThroughTakesTheLeadersRecentRevisions: the instance reconciles of a
+// controller read a revision its leader's loop has just read from memory, as read
+// from no base (no diff, no refresh: those were the loop's), and fetch any other.
+func TestReadThroughTakesTheLeadersRecentRevisions(t *testing.T) {
+	g := NewWithT(t)
+	tree, err := gitsource.ReadDir(t.TempDir(), gitsource.Limits{})
+	g.Expect(err).NotTo(HaveOccurred())
+	leader, own := &treeSource{tree: tree}, &treeSource{tree: tree}
+	recent := &Recent{Source: leader}
+	replica := ReadThrough{Recent: recent, Source: own}
+	ctx := context.Background()
+
+	for _, sha := range []string{"one", "two", "three"} {
+		_, err := recent.Read(ctx, sha, "base")
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	rev, err := replica.Read(ctx, "three", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(own.reads).To(BeZero(), "read from memory")
+	g.Expect(rev.SHA).To(Equal("three"))
+	g.Expect(rev.Tree).To(BeIdenticalTo(tree))
+	g.Expect(rev.Changed).To(BeNil())
+	g.Expect(rev.Base).To(BeEmpty())
+	g.Expect(rev.Refreshed).To(BeNil())
+
+	_, err = replica.Read(ctx, "two", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(own.reads).To(BeZero())
+	_, err = replica.Read(ctx, "one", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(own.reads).To(Equal(1), "only the last two are kept")
+	_, err = replica.Read(ctx, "three", "two")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(own.reads).To(Equal(2), "a diff is its own to read")
 }
