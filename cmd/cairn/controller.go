@@ -195,12 +195,21 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := watchPlanRequests(mgr, fw, log.WithName("plan-requests")); err != nil {
 		return err
 	}
+	signalled := ctx // ended by SIGTERM or an interrupt (see main)
 	// A runnable needs the Lease by default: only the leader polls and syncs.
 	poll := func(ctx context.Context) error {
 		log.Info("leading: polling the repository", "interval", cf.interval.String())
 		return hooks.lead(ctx, l.Run)
 	}
-	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	err = mgr.Add(manager.RunnableFunc(func(runCtx context.Context) error {
+		// The leader's sync stops when the process is told to (SIGTERM), with the
+		// instance reconciles: the manager ends its leader-election runnables only
+		// after the others, and a sync still waiting for the instances' attempts
+		// would take their interrupted outcomes for the revision's and record it as
+		// synced rather than interrupted.
+		ctx, cancel := context.WithCancelCause(runCtx)
+		defer cancel(nil)
+		defer context.AfterFunc(signalled, func() { cancel(context.Cause(signalled)) })()
 		if cf.leaderElect {
 			return poll(ctx)
 		}
