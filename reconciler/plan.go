@@ -25,8 +25,9 @@ import (
 
 // instanceRun is the work on one instance in one sync.
 type instanceRun struct {
+	// The plan: set by plan and the revision step, before any reconcile.
 	mi   *cairnv1.ModuleInstance // the declaration from Git
-	live *cairnv1.ModuleInstance // the CR in the cluster, nil when new
+	live *cairnv1.ModuleInstance // the CR in the cluster, nil when new; the reconcile's CR once it starts
 	// was is the CR as the revision step found it, never replaced: the verdicts over
 	// the revision read it while instance reconciles replace live.
 	was          *cairnv1.ModuleInstance
@@ -40,56 +41,69 @@ type instanceRun struct {
 	refresh     string
 	affected    bool
 	why         string
+	// forced: every object is applied again, unchanged or not (a requested reconcile).
+	forced bool
+	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
+	// (see adoptedInventory); the Secret is removed once r records an inline one.
+	leftInventory bool
 	// mirrored is the CR as the revision step wrote the instance's input into it
 	// (see writeInputs); the instance reconcile works on it. mirrorErr says why it
 	// could not be written.
 	mirrored  *cairnv1.ModuleInstance
 	mirrorErr error
-
-	// render is what the render phase returned (renderOne); its render is taken by
-	// the placement (placeInstance), whose result is embedded: the placed objects,
-	// the render with its keyed digest, its warnings (to which the apply adds its
-	// own) and the artifact it was published as.
-	render rendering
-	placedRender
-	oldInv apply.Inventory
 	// remote is the outcome of an instance another replica reconciled, as its CR
 	// records it (a sharded sync's, see awaitAttempts).
 	remote *InstanceOutcome
-	// oldLoaded: oldInv was read once the render was done (settle).
-	oldLoaded bool
-	// fast: its apply waits for no other render of the revision (see barrier.go);
-	// contracts are then its own. placed is closed once its objects are placed or its
-	// render failed (a sync's; nil in a plan).
-	fast      bool
-	contracts *contracts.Set
-	placed    chan struct{}
-	settled   chan struct{} // closed once settle has decided (a sync's)
-	// renderOnce: a sync renders and settles each instance once (see RevisionState.renderHeld).
-	renderOnce sync.Once
-	prune      *prune.Set
-	pruneErr   error
-	failure    *outcome.Failure
-	// wrote is what the apply phase returned (applyInstance).
-	wrote written
-	// release gives back the instance's apply slot (see RevisionState.apply); idempotent.
-	release func()
-	// forced: every object is applied again, unchanged or not (a requested reconcile).
-	forced bool
+
+	// What the phases return, kept for the phases after them and for the verdicts
+	// over the revision. render is the render phase's (renderOne); the placement
+	// takes its render and returns the embedded placedRender (the placed objects,
+	// the render with its keyed digest, its warnings, to which the apply adds its
+	// own, and the artifact it was published as); instanceVerdicts are what the
+	// revision decides of the instance once rendered (settle, or the barrier over
+	// every render: see barrier.go); wrote is the apply phase's (applyInstance).
+	render rendering
+	placedRender
+	instanceVerdicts
+	wrote   written
+	failure *outcome.Failure
 	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
 	// secretNote reports a rotation of an instance the revision does not affect.
 	secrets    []*secretgen.Decl
 	secretNote string
-	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
-	// (see adoptedInventory); the Secret is removed once r records an inline one.
-	leftInventory bool
-	// started is when the instance reconcile began (zero: it did not run).
-	started time.Time
 	// hookRecord is the instance's hook record as this sync last read or wrote
 	// it (nil: not read yet), so that one sync reads it once.
 	hookRecord *hooks.Record
-	// withdrawn are the kinds r's render no longer provides while others use
-	// them; withheld are their CRDs, kept in r's inventory (ContractWithdrawn).
+
+	// How a sync's reconciles meet: renderOnce renders and settles each instance
+	// once (see RevisionState.renderHeld); placed is closed once its objects are
+	// placed or its render failed, settled once settle has decided (a sync's; nil in
+	// a plan); release gives back its apply slot (see RevisionState.apply;
+	// idempotent); started is when its reconcile began (zero: it did not run).
+	renderOnce sync.Once
+	placed     chan struct{}
+	settled    chan struct{}
+	release    func()
+	started    time.Time
+}
+
+// instanceVerdicts are what a revision decides of one instance over its render and
+// the others': the last inventory it is judged against, whether it applies alone,
+// its provider contracts, its prune verdict, and the kinds it withdraws.
+type instanceVerdicts struct {
+	// oldInv is the last inventory; oldLoaded: it was read once the render was done
+	// (settle).
+	oldInv    apply.Inventory
+	oldLoaded bool
+	// fast: its apply waits for no other render of the revision (see barrier.go);
+	// contracts are then its own.
+	fast      bool
+	contracts *contracts.Set
+	// prune is what it would delete, pruneErr why the guards refuse it.
+	prune    *prune.Set
+	pruneErr error
+	// withdrawn are the kinds its render no longer provides while others use them;
+	// withheld are their CRDs, kept in its inventory (ContractWithdrawn).
 	withdrawn []withdrawal
 	withheld  apply.Inventory
 }

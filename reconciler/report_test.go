@@ -33,8 +33,8 @@ func TestCountRefusals(t *testing.T) {
 	m, err := report.NewMetricsReporter(reg)
 	g.Expect(err).NotTo(HaveOccurred())
 	s := &syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceRun{
-		{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}, {},
-		{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}},
+		{instanceVerdicts: instanceVerdicts{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}}, {},
+		{instanceVerdicts: instanceVerdicts{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}}},
 		verdicts: verdicts{pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}}
 	s.countRefusals()
 	const want = `# HELP cairn_prune_refusals_total Prunes the guards refused, by limit (maxDeletions, halfOfInstances, maxPercent, emptyRender).
