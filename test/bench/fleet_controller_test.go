@@ -59,7 +59,8 @@ func (f *fleetRun) startController(extra ...string) *controllerRun {
 // as the Deployment runs it, with GOMEMLIMIT at the controller's own share of the
 // container's memory (manifests/controller, docs/controller.md#installing-the-controller):
 // the Go runtime then collects harder as the heap nears it, which lowers the peak RSS
-// measured.
+// measured, and the engine's default concurrency follows it as in the Deployment
+// (reconciler.DefaultOptions).
 func (f *fleetRun) startReplica(name string, env []string, cache string, extra ...string) *controllerRun {
 	f.t.Helper()
 	env = append([]string{"GOMEMLIMIT=" + controller.GoMemLimit()}, env...)
