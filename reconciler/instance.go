@@ -59,6 +59,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 		r.setFailure(s.explainIdentity(r, f))
 	}
 	s.record(ctx, r, before)
+	r.live.ManagedFields = nil // kept in the state, read by no one (see mirror)
 	// The API server's responses served the health check, which is done: a
 	// recheck reads the objects again in a new state. Kept, they were a third of a
 	// controller's heap at 1000 instances, as the state outlives the reconcile.

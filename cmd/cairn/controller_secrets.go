@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,12 +49,40 @@ func registryRefs(obj client.Object) []string {
 }
 
 // namespaceCache restricts the manager's cache of Secrets and ConfigMaps to cairn's
-// namespace: the controller's RBAC reads them there only.
+// namespace: the controller's RBAC reads them there only. The cache keeps no field
+// sets of managedFields (withoutFieldSets), and no managedFields at all for Secrets
+// and ConfigMaps, of which only the data and creation time are read (content,
+// changedSince).
 func namespaceCache(namespace string) cache.Options {
 	only := map[string]cache.Config{namespace: {}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Namespaces: only}, &corev1.ConfigMap{}: {Namespaces: only},
+	none := cache.TransformStripManagedFields()
+	return cache.Options{DefaultTransform: withoutFieldSets, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: only, Transform: none}, &corev1.ConfigMap{}: {Namespaces: only, Transform: none},
 	}}
+}
+
+// withoutFieldSets clears the field sets (FieldsV1) of a cached object's
+// managedFields and keeps the rest of each entry: the cache serves lastWriteIsCairns,
+// which reads only the manager, time and subresource of each, and the CRs an
+// instance reconcile starts from, whose status writes are merge patches of the
+// status subresource, where the API server keeps its own managedFields whatever the
+// request holds. The sets were most of each cached ModuleInstance (a field manager
+// for the spec, one for the status), copied again on every read (docs/benchmarks.md,
+// B8 at scale).
+func withoutFieldSets(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	fields := obj.GetManagedFields()
+	if len(fields) == 0 {
+		return in, nil
+	}
+	for i := range fields {
+		fields[i].FieldsV1 = nil
+	}
+	obj.SetManagedFields(fields) // an unstructured object returns a copy
+	return in, nil
 }
 
 // watchRegistrySecrets makes the leader render and verify again, without a commit,

@@ -6,7 +6,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -39,7 +41,8 @@ func TestControllerRefusesANonPositiveInterval(t *testing.T) {
 func TestOwnWritesDoNotKick(t *testing.T) {
 	at := func(sec int) *metav1.Time { tm := metav1.NewTime(time.Unix(int64(1_800_000_000+sec), 0)); return &tm }
 	entry := func(manager string, sec int, sub string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Time: at(sec), Subresource: sub}
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: at(sec), Subresource: sub,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -61,8 +64,39 @@ func TestOwnWritesDoNotKick(t *testing.T) {
 			g.Expect(notOwnWrite.Create(event.CreateEvent{Object: mi})).To(Equal(tc.kick))
 			g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: mi, ObjectNew: mi})).To(Equal(tc.kick))
 			g.Expect(notOwnWrite.Delete(event.DeleteEvent{Object: mi})).To(BeTrue(), "a deletion always kicks")
+			// The informer cache keeps no field sets: the same answer without them.
+			_, err := withoutFieldSets(mi)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(mi.ManagedFields).To(HaveLen(len(tc.fields)))
+			for _, f := range mi.ManagedFields {
+				g.Expect(f.FieldsV1).To(BeNil())
+				g.Expect(f.Manager).NotTo(BeEmpty())
+			}
+			g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: mi, ObjectNew: mi})).To(Equal(tc.kick))
 		})
 	}
+}
+
+// TestTheCacheKeepsNoFieldSets: the informer cache's transform clears the field sets
+// of typed and unstructured objects alike, and keeps who wrote when.
+func TestTheCacheKeepsNoFieldSets(t *testing.T) {
+	g := NewWithT(t)
+	now := metav1.Now()
+	fields := []metav1.ManagedFieldsEntry{{Manager: cairnv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &now,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:values":{}}}`)}}}
+	u := &unstructured.Unstructured{}
+	u.SetManagedFields(fields)
+	got, err := withoutFieldSets(u)
+	g.Expect(err).NotTo(HaveOccurred())
+	kept := got.(*unstructured.Unstructured).GetManagedFields()
+	g.Expect(kept).To(HaveLen(1))
+	g.Expect(kept[0].FieldsV1).To(BeNil())
+	g.Expect(kept[0].Manager).To(Equal(cairnv1.FieldManager))
+	g.Expect(kept[0].Time.Unix()).To(Equal(now.Unix()))
+	none := &corev1.Secret{}
+	g.Expect(withoutFieldSets(none)).To(Equal(none), "nothing to clear")
+	_, err = withoutFieldSets("not an object")
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 // TestControllerFlagDefaults: one shard unless told otherwise (none by default for a

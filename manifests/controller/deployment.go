@@ -107,7 +107,7 @@ func env() []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "POD_NAME", ValueFrom: field("metadata.name")},
 		{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
-		{Name: "GOMEMLIMIT", Value: fmt.Sprintf("%dMiB", ControllerMemory>>20)},
+		{Name: "GOMEMLIMIT", Value: GoMemLimit()},
 	}
 }
 

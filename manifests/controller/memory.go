@@ -26,6 +26,10 @@ const (
 	MinRenderMemory int64 = 64 << 20
 )
 
+// GoMemLimit is the GOMEMLIMIT the Deployment gives the controller process: its
+// own share, ControllerMemory (benchmarks run the controller with it too).
+func GoMemLimit() string { return fmt.Sprintf("%dMiB", ControllerMemory>>20) }
+
 // RenderWorkers is how many workers of budget fit beside the controller's share
 // in limit (0 when none does).
 func RenderWorkers(limit, budget int64) int {

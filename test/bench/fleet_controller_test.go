@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/manifests/controller"
 	"cairn.dev/cairn/reconciler"
 )
 
@@ -54,9 +55,15 @@ func (f *fleetRun) startController(extra ...string) *controllerRun {
 }
 
 // startReplica starts a `cairn controller` process named name, with env added and a
-// cache directory of its own: replicas beside each other must not share one.
+// cache directory of its own: replicas beside each other must not share one. It runs
+// as the Deployment runs it, with GOMEMLIMIT at the controller's own share of the
+// container's memory (manifests/controller, docs/controller.md#installing-the-controller):
+// the Go runtime then collects harder as the heap nears it, which lowers the peak RSS
+// measured, and the engine's default concurrency follows it as in the Deployment
+// (reconciler.DefaultOptions).
 func (f *fleetRun) startReplica(name string, env []string, cache string, extra ...string) *controllerRun {
 	f.t.Helper()
+	env = append([]string{"GOMEMLIMIT=" + controller.GoMemLimit()}, env...)
 	args := append([]string{"controller", "--repo", "file://" + f.repo, "--branch", "main",
 		"--interval", controllerPoll.String(), "--drift-interval", controllerDrift.String(), "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--kubeconfig", f.c.Kubeconfig, "--cache-dir", cache}, extra...)
@@ -70,28 +77,57 @@ func (f *fleetRun) startReplica(name string, env []string, cache string, extra .
 }
 
 // keepHeapProfile writes the controller's heap profile to $CAIRN_BENCH_PROFILE
-// (go tool pprof -sample_index=inuse_space reads what it holds).
-func (c *controllerRun) keepHeapProfile(name string) {
+// (go tool pprof -sample_index=inuse_space reads what it holds), and returns its live
+// heap: the bytes still allocated right after a collection it forces (0 without a
+// profile).
+func (c *controllerRun) keepHeapProfile(name string) int64 {
 	dir := os.Getenv("CAIRN_BENCH_PROFILE")
 	if c.pprof == "" || dir == "" {
-		return
+		return 0
 	}
-	resp, err := http.Get("http://" + c.pprof + "/debug/pprof/heap")
+	live, err := c.liveHeap()
 	if err != nil {
-		c.f.t.Logf("no heap profile: %v", err)
-		return
+		c.f.t.Logf("no live heap: %v", err)
 	}
-	defer resp.Body.Close()
+	b, err := c.getPprof("/debug/pprof/heap") // its in-use figures are of that collection
 	path := filepath.Join(dir, name)
-	b, err := io.ReadAll(resp.Body)
 	if err == nil {
 		err = os.WriteFile(path, b, 0o644)
 	}
 	if err != nil {
 		c.f.t.Logf("no heap profile: %v", err)
-		return
+		return live
 	}
-	c.f.t.Logf("heap profile of the controller: %s", path)
+	c.f.t.Logf("heap profile of the controller: %s (live heap %s)", path, byteSize(live))
+	return live
+}
+
+// liveHeap forces a collection in the controller and reads its HeapAlloc then (the
+// runtime.MemStats that the heap profile's text form ends with).
+func (c *controllerRun) liveHeap() (int64, error) {
+	b, err := c.getPprof("/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no HeapAlloc in the heap profile of %s", c.name)
+}
+
+// getPprof reads path from the controller's pprof server.
+func (c *controllerRun) getPprof(path string) ([]byte, error) {
+	resp, err := http.Get("http://" + c.pprof + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // process is a long-running child process of a benchmark, its output in a log
@@ -206,8 +242,8 @@ func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 	m, cs := f.coldControllers(30*time.Minute, func() []*controllerRun { return []*controllerRun{f.startController(extra...)} })
 	c := cs[0]
 	run := cliRun{measurement: m, rss: vmHWM(c.cmd.Process.Pid), cairnCPU: c.cpu()}
-	c.keepHeapProfile(fmt.Sprintf("B2-heap-M%d-controller%s.pprof", f.m, strings.Join(extra, "")))
-	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), run.server)
+	live := c.keepHeapProfile(fmt.Sprintf("B2-heap-M%d-controller%s.pprof", f.m, strings.Join(extra, "")))
+	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s (live heap %s), %s", f.m, extra, secs(run.wall), byteSize(run.rss), byteSize(live), run.server)
 	return run, c
 }
 

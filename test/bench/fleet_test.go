@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/manifests/controller"
 )
 
 // B2: M instances of Flux's benchmark app (a Deployment at 0 replicas, a
@@ -130,7 +131,7 @@ func TestB2Fleet(t *testing.T) {
 	tb.note("one instance changed = a commit changing that instance's image; the CLI reads the last synced SHA from the Platform CR and diffs: only that instance is affected (checked: every other instance keeps its lastAppliedRevision)")
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; cairn's own requests are counted by a RoundTripper in the in-process profile below")
 	tb.note("targets: %d instances Ready in under %s, peak RSS under %d MiB, one-instance change under %s", fleetTargetM, secs(fleetTarget), rssTarget>>20, secs(changeTarget))
-	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a watch of the ModuleInstances sees the last of the M become Ready at the first commit (a LIST every second, before 2026-12-03 07:00, was late by up to a second and loaded the API server); one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running)", controllerPoll, controllerDrift)
+	tb.note("controller rows: the same fleet on a fresh cluster of its own, one `cairn controller --interval %s --drift-interval %s` process (no leader election, metrics and probes off) started on the empty cluster; cold = from its start until a watch of the ModuleInstances sees the last of the M become Ready at the first commit (a LIST every second, before 2026-12-03 07:00, was late by up to a second and loaded the API server); one change = committed while the controller's log says a drift check of the whole fleet is in flight, from the commit until the changed instance is Ready at it (a GET every 50 ms), every other instance checked unchanged (the sync interrupts the drift check, which goes on afterwards); CPU and RSS are the process's so far (it keeps running); the process runs with GOMEMLIMIT=%s, as the Deployment sets it (manifests/controller), where the CLI runs without", controllerPoll, controllerDrift, controller.GoMemLimit())
 	tb.note("controller rows run the default, one shard: the leader runs the revision step and the instance reconciles run on the controller's queue, each from its CR (docs/architecture.md, steps 7, 8 and 12); controller --shards 0 rows: the leader reconciles every instance in its sync, as the CLI does")
 	tb.note("engine: %s", engineRevision(t))
 	if bin := os.Getenv("CAIRN_BENCH_CAIRN"); bin != "" {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/manifests/controller"
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/apply"
 )
@@ -71,7 +72,7 @@ func TestB8Scale(t *testing.T) {
 	tb.note("1 replica: one `cairn controller --shards 1` process (no leader election), the leader's revision step and the instance reconciles on its queue in one process; 3 replicas: three `cairn controller --shards 3 --leader-elect` processes (POD_NAME cairn-0…2, each with its own cache directory), one of them leading (Lease cairn-sync), each reconciling the instances of the shards it holds (Leases cairn-shard-<i>; docs/architecture.md, steps 7 and 8); all with `--interval %s --drift-interval 0 --log-format json`, the default lease timings (a replica takes no shard in its first 2 s period), metrics and probes off, the admin kubeconfig", controllerPoll)
 	tb.note("**the 2 cores of this machine are shared** by the control plane and every replica: three replicas cannot be three times faster than one; at best they overlap one replica's waits (API round trips, health waits) with another's work, and they pay three informer caches, three builds of the revision's state and their Leases. A speed-up from sharding needs a core (a node) per replica, which this benchmark does not have")
 	tb.note("empty → all Ready: from the start of the processes until a watch of the ModuleInstances sees the last of the M Ready at the first commit (as B2's controller rows); each instance synced exactly once over all replicas at that commit (asserted, from the replicas' JSON logs: one \"instance synced\" line per instance), all M Ready (asserted by a LIST)")
-	tb.note("peak RSS: VmHWM of each process at the end of the step; target at M = %d on one replica ≤ %d MiB", scaleRSSTargetM, scaleRSSTarget>>20)
+	tb.note("peak RSS: VmHWM of each process at the end of the step; target at M = %d on one replica ≤ %d MiB. Each process runs with GOMEMLIMIT=%s, as the Deployment sets it (the controller's own share of the container's memory, manifests/controller). Live heap (with $CAIRN_BENCH_PROFILE, which keeps each heap profile): HeapAlloc right after a collection forced at the end of the step", scaleRSSTargetM, scaleRSSTarget>>20, controller.GoMemLimit())
 	tb.note("requests: apiserver_request_total deltas over the step, so they include kube-controller-manager, kube-scheduler and kwok; per instance = divided by M; the ModuleInstance figure (requests on moduleinstances and moduleinstances/status) is cairn's alone")
 	tb.note("409: requests answered Conflict by the API server during the step, on moduleinstances/status (cairn's status writes, any verb), and in all, by verb and resource (a POST answered AlreadyExists is a 409 too; Leases of the control plane's and cairn's elections are among them)")
 	tb.note("revision states built: how often a replica built the state of the first commit for its instance reconciles (its log's \"built the state of a revision\" lines): each build reads every CR and plans every instance, so more than one per replica makes the cold sync grow faster than M")
@@ -119,6 +120,7 @@ type scaleRun struct {
 	cold        measurement
 	names       []string
 	rss         []int64 // peak, per replica
+	heap        []int64 // live heap at the end, per replica (0: no profile kept)
 	cpu         []time.Duration
 	synced      []int // instances synced at the first commit, per replica
 	states      []int // states of the first commit built, per replica
@@ -150,7 +152,7 @@ func coldScale(f *fleetRun, n int) scaleRun {
 		r.names = append(r.names, c.name)
 		r.rss = append(r.rss, vmHWM(c.cmd.Process.Pid))
 		r.cpu = append(r.cpu, c.cpu())
-		c.keepHeapProfile(fmt.Sprintf("B8-heap-M%d-%d-%s.pprof", f.m, n, c.name)) // with $CAIRN_BENCH_PROFILE
+		r.heap = append(r.heap, c.keepHeapProfile(fmt.Sprintf("B8-heap-M%d-%d-%s.pprof", f.m, n, c.name))) // with $CAIRN_BENCH_PROFILE
 	}
 	for _, c := range cs {
 		c.stop() // the logs are complete once the processes have exited
@@ -178,7 +180,7 @@ func coldScale(f *fleetRun, n int) scaleRun {
 	for what, size := range map[string]int64{"ModuleInstance": r.sizes.instance, "Platform": r.sizes.platform, "Secret": r.sizes.secret} {
 		f.g.Expect(size).To(BeNumerically("<", objectLimit), "the largest %s is under etcd's limit", what)
 	}
-	f.t.Logf("M=%d, %d replicas: %s, RSS %v, synced %v, states %v, %s", f.m, n, secs(r.cold.wall), r.rss, r.synced, r.states, r.cold.server)
+	f.t.Logf("M=%d, %d replicas: %s, RSS %v, live heap %v, synced %v, states %v, %s", f.m, n, secs(r.cold.wall), r.rss, r.heap, r.synced, r.states, r.cold.server)
 	return r
 }
 
@@ -285,7 +287,12 @@ func (r scaleRun) addRow(tb *table) {
 		}
 		return strings.Join(parts, ", ")
 	}
-	rss := perReplica(func(i int) string { return byteSize(r.rss[i]) })
+	rss := perReplica(func(i int) string {
+		if r.heap[i] > 0 {
+			return fmt.Sprintf("%s (live heap %s)", byteSize(r.rss[i]), byteSize(r.heap[i]))
+		}
+		return byteSize(r.rss[i])
+	})
 	if r.m == scaleRSSTargetM && r.replicas == 1 {
 		rss += fmt.Sprintf(" (target ≤ %d MiB: %s)", scaleRSSTarget>>20, verdict(r.peakRSS() <= scaleRSSTarget))
 	}
