@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/status"
 )
 
 // TestFailedInventoryIsTheLastOneWhenNothingStayedWritten: a failed apply that left
@@ -85,6 +88,55 @@ func TestEnsureNamespaceCreatesWithoutReading(t *testing.T) {
 			}
 			g.Expect(requests).To(Equal(tc.requests))
 			g.Expect(s.createdNamespace("team")).To(Equal(tc.created), "only a namespace this sync created spares its objects' ownership check")
+		})
+	}
+}
+
+// TestTheOutcomeIsRecordedOverAWriteSinceTheInventory: the status patch that records
+// an instance's outcome goes from the CR as the write of its pending inventory left
+// it, without a resourceVersion, so that the revision step writing the CR in between
+// (the next input) does not make it fail; from the CR as the reconcile found it, the
+// patch carried the resourceVersion of that first write and failed with a conflict.
+func TestTheOutcomeIsRecordedOverAWriteSinceTheInventory(t *testing.T) {
+	for _, base := range []string{"from the inventory's write", "from the CR as found"} {
+		t.Run(base, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(Scheme).WithStatusSubresource(&cairnv1.ModuleInstance{}).
+				WithObjects(&cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web"}}).Build()
+			mi := &cairnv1.ModuleInstance{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team", Name: "web"}, mi)).To(Succeed())
+			before := mi.DeepCopy()
+
+			// persistInventory: the pending inventory is written to the status.
+			mi.Status.Inventory = &cairnv1.Inventory{Count: 2}
+			g.Expect(patchStatus(ctx, c, mi, before.DeepCopy())).To(Succeed())
+			persisted := mi.Status.Inventory.DeepCopy()
+			// The revision step writes the next input meanwhile.
+			next := &cairnv1.ModuleInstance{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(mi), next)).To(Succeed())
+			next.Annotations = map[string]string{InputDigestAnnotation: "sha256:next"}
+			g.Expect(c.Update(ctx, next)).To(Succeed())
+
+			// record: the outcome.
+			status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, "2 objects applied", time.Now())
+			if base == "from the inventory's write" {
+				persistedBase(before, mi, persisted)
+			} else {
+				before.Status.Inventory = persisted
+			}
+			err := patchStatus(ctx, c, mi, before)
+
+			if base == "from the CR as found" {
+				g.Expect(apierrors.IsConflict(errors.Unwrap(err))).To(BeTrue(), "%v", err)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			got := &cairnv1.ModuleInstance{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(mi), got)).To(Succeed())
+			g.Expect(got.Status.LastAppliedRevision).To(Equal("abc"))
+			g.Expect(got.Status.Inventory.Count).To(BeEquivalentTo(2))
+			g.Expect(got.Annotations).To(HaveKeyWithValue(InputDigestAnnotation, "sha256:next"), "the other write stays")
 		})
 	}
 }
