@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -279,15 +278,6 @@ func (st *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
 // would return it without doing anything, so a retry needs a fresh state.
 func (st *RevisionState) Reconciled(key string) bool {
 	return st.outcome(key) != nil
-}
-
-// RenderCut reports whether the instance key's render in this state ended because
-// its context did (a shard lost while it rendered ahead, see RenderAhead): the state
-// keeps that render, once per instance, so a reconcile of key must build another
-// state rather than take the cut render for the instance's own failure.
-func (st *RevisionState) RenderCut(key string) bool {
-	r := st.s.byKey[key]
-	return r != nil && r.settled != nil && isClosed(r.settled) && r.failure != nil && errors.Is(r.failure, context.Canceled)
 }
 
 // ForInstances is an engine for a replica's instance reconciles beside e's revision

@@ -119,8 +119,7 @@ func (in *Instances) attemptedHere(key string) string {
 // state is the state of revision sha for reconciling mi: the newest one kept,
 // unless mi has been reconciled in it already (a retry or a recheck is then planned
 // afresh), it planned mi at another input than its CR holds now (a Registry's
-// refresh at the same revision, see RevisionState.HoldsInput), its render of mi was
-// cut short by a shard lost meanwhile (RevisionState.RenderCut), or it was built
+// refresh at the same revision, see RevisionState.HoldsInput), or it was built
 // before the revision step wrote mi's input and cannot take it (see
 // RevisionState.Take; built again, it holds it).
 func (in *Instances) state(ctx context.Context, sha string, mi *cairnv1.ModuleInstance) (*reconciler.RevisionState, error) {
@@ -128,7 +127,7 @@ func (in *Instances) state(ctx context.Context, sha string, mi *cairnv1.ModuleIn
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for i := len(in.states) - 1; i >= 0; i-- { // the newest first
-		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && !rs.st.RenderCut(key) && (rs.st.HoldsInput(mi) || rs.st.Take(mi)) {
+		if rs := in.states[i]; rs.sha == sha && !rs.st.Reconciled(key) && (rs.st.HoldsInput(mi) || rs.st.Take(mi)) {
 			return rs.st, nil
 		}
 	}

@@ -149,29 +149,6 @@ func TestARenderAheadRendersOnlyTheInstancesHeldHere(t *testing.T) {
 	out = st.ReconcileInstance(e.ctx, e.ns+"/b")
 	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
 	e.g.Expect(renders.names()).To(Equal([]string{"a", "b"}))
-
-	// A shard lost while its instance renders ahead: the cut render is not taken for
-	// the instance's own failure; its reconcile builds another state.
-	started := make(chan struct{})
-	cut, err := reconciler.New(cluster, cutRenderer{started: started}, opts).PrepareInstances(e.ctx, rev)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	lost, lose := context.WithCancel(e.ctx)
-	cut.RenderAhead(func(_, name string) (context.Context, bool) { return lost, name == "c" })
-	<-started
-	lose()
-	e.g.Eventually(func() bool { return cut.RenderCut(e.ns + "/c") }).Should(BeTrue())
-	e.g.Expect(cut.RenderCut(e.ns+"/a")).To(BeFalse(), "not rendered here")
-	e.g.Expect(st.RenderCut(e.ns+"/b")).To(BeFalse(), "rendered and reconciled")
-}
-
-// cutRenderer's renders last until their context ends, as a render worker's do when
-// its context is cancelled.
-type cutRenderer struct{ started chan struct{} }
-
-func (c cutRenderer) Render(ctx context.Context, _ render.Request) (*render.Result, error) {
-	close(c.started)
-	<-ctx.Done()
-	return nil, &render.Error{Reason: render.ReasonRenderTimeout, Err: context.Canceled}
 }
 
 // engines makes engines of their own on the test's cluster, as replicas' are.
