@@ -228,37 +228,6 @@ func (st *RevisionState) startRenders(ctx context.Context) {
 	})
 }
 
-// RenderAhead starts, in the background, the render of every affected instance of
-// the revision that contextOf gives a context for (a replica's: those of the shards
-// it holds, each under its shard's context), each tenant's in turn with the
-// others' as startRenders does, so that an instance's render is done or under way
-// when its reconcile comes and the renders run beside the applies of the instances
-// before it, as in the CLI's sync. An instance whose context has ended by its turn
-// is left to its own reconcile.
-func (st *RevisionState) RenderAhead(contextOf func(namespace, name string) (context.Context, bool)) {
-	if st.unusable != nil {
-		return
-	}
-	for tenant, runs := range st.s.affectedByTenant() {
-		st.inflight.Add(1)
-		go func() {
-			defer st.inflight.Done()
-			for _, r := range runs {
-				ctx, ok := contextOf(r.mi.Namespace, r.mi.Name)
-				if !ok || ctx.Err() != nil || isClosed(r.settled) {
-					continue
-				}
-				_ = st.renderSlots.Acquire(context.WithoutCancel(ctx), tenant)
-				st.inflight.Add(1)
-				go func() {
-					defer st.inflight.Done()
-					st.renderHeld(ctx, r, tenant)
-				}()
-			}
-		}()
-	}
-}
-
 // renderRun renders and settles r once, in a render slot of its tenant, and returns
 // once it has settled: an instance reconcile renders its own instance, whether or
 // not the others' renders were started.

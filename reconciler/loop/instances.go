@@ -97,18 +97,6 @@ func (in *Instances) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
-// renderContext is the context of an instance's render ahead of its reconcile (see
-// RevisionState.RenderAhead): its shard's while held here, so that a replica renders
-// only the instances it holds and stops a render whose shard it loses; without
-// shards, ctx's values without its end (ctx is one reconcile's).
-func (in *Instances) renderContext(ctx context.Context) func(namespace, name string) (context.Context, bool) {
-	if in.Shards == nil {
-		ctx = context.WithoutCancel(ctx)
-		return func(string, string) (context.Context, bool) { return ctx, true }
-	}
-	return in.Shards.Context
-}
-
 // attemptedHere is the input the last reconcile of key in this replica attempted.
 func (in *Instances) attemptedHere(key string) string {
 	in.mu.Lock()
@@ -142,7 +130,6 @@ func (in *Instances) state(ctx context.Context, sha string, mi *cairnv1.ModuleIn
 	}
 	in.Log.Info("built the state of a revision for the instance reconciles", "revision", sha, "for", key,
 		"took", time.Since(began).Round(time.Millisecond).String())
-	st.RenderAhead(in.renderContext(ctx))
 	in.states = append(in.states, &revisionState{sha: sha, st: st})
 	if len(in.states) > keptStates {
 		in.states = in.states[len(in.states)-keptStates:]

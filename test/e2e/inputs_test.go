@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,27 +69,15 @@ func TestTheRevisionStepWritesOnlyTheInputsThatChanged(t *testing.T) {
 		"an instance whose input did not change keeps the revision its input was written at")
 }
 
-// countingRenderer counts the renders it is asked for and keeps the names of the
-// instances they are of.
+// countingRenderer counts the renders it is asked for.
 type countingRenderer struct {
 	reconciler.Renderer
-	n        atomic.Int32
-	mu       sync.Mutex
-	rendered []string
+	n atomic.Int32
 }
 
 func (c *countingRenderer) Render(ctx context.Context, req render.Request) (*render.Result, error) {
 	c.n.Add(1)
-	c.mu.Lock()
-	c.rendered = append(c.rendered, req.Name)
-	c.mu.Unlock()
 	return c.Renderer.Render(ctx, req)
-}
-
-func (c *countingRenderer) names() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.rendered)
 }
 
 // TestTheRevisionStepRendersNothing: PrepareRevision writes the inputs of the

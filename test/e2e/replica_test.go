@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -107,48 +105,6 @@ func TestAStateBuiltBeforeTheInputsTakesTheCRsCreatedSince(t *testing.T) {
 	e.g.Expect(e.gone("apps/v1", "Deployment", e.ns, "a")).To(BeFalse())
 
 	e.g.Expect(early2.Take(e.instance(e.ns, "a"))).To(BeFalse(), "a CR with a status is planned from it, not taken")
-}
-
-// TestARenderAheadRendersOnlyTheInstancesHeldHere: a replica starts the renders of
-// the instances of the shards it holds as soon as it builds a revision's state, so
-// that each is rendered when its reconcile comes, which then renders nothing more;
-// an instance of a shard held elsewhere, or whose shard's context has ended, is not
-// rendered ahead.
-func TestARenderAheadRendersOnlyTheInstancesHeldHere(t *testing.T) {
-	e := newEnv(t)
-	cluster, err := reconciler.NewCluster(e.cluster.RESTConfig)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	renders := &countingRenderer{Renderer: render.NewRenderer()}
-	opts := reconciler.DefaultOptions()
-	opts.RenderCacheDir = filepath.Join(t.TempDir(), "modules")
-	repo := newGitRepo(t, appRepo("", inst{name: "a", ns: e.ns}, inst{name: "b", ns: e.ns}, inst{name: "c", ns: e.ns}))
-	rev, err := e.revision(repo)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	_, err = engines(e)().PrepareRevision(e.ctx, rev)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	st, err := reconciler.New(cluster, renders, opts).PrepareInstances(e.ctx, rev)
-	e.g.Expect(err).NotTo(HaveOccurred())
-
-	ended, cancel := context.WithCancel(e.ctx)
-	cancel()
-	st.RenderAhead(func(_, name string) (context.Context, bool) {
-		switch name {
-		case "a":
-			return e.ctx, true
-		case "c":
-			return ended, true // its shard lost before its turn
-		}
-		return ended, false // held by another replica
-	})
-	e.g.Eventually(renders.names).Should(Equal([]string{"a"}))
-	e.g.Consistently(renders.names, 500*time.Millisecond).Should(Equal([]string{"a"}), "b and c are not rendered ahead")
-
-	out := st.ReconcileInstance(e.ctx, e.ns+"/a")
-	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
-	e.g.Expect(renders.names()).To(Equal([]string{"a"}), "its reconcile took the render made ahead")
-	out = st.ReconcileInstance(e.ctx, e.ns+"/b")
-	e.g.Expect(out.Result.Ready).To(BeTrue(), "%+v", out)
-	e.g.Expect(renders.names()).To(Equal([]string{"a", "b"}))
 }
 
 // engines makes engines of their own on the test's cluster, as replicas' are.
