@@ -238,7 +238,8 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) (w written,
 	if f := s.awaitInstance(ctx, m.Client(), r, w.report.Live); f != nil {
 		return w, f
 	}
-	return w, s.runHooks(ctx, m.Client(), r, post, &w.hooksRan) // post-install/upgrade: once healthy
+	f = s.runHooks(ctx, m.Client(), r, post, &w.hooksRan) // post-install/upgrade: once healthy
+	return w, f                                           // after the call: w holds the hooks it ran
 }
 
 // awaitInstance waits for the changed objects to be healthy, when the instance

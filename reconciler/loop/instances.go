@@ -23,8 +23,9 @@ import (
 type Instances struct {
 	// Engine builds the revisions' states; its options say how instances are applied.
 	Engine *reconciler.Engine
-	// Source reads a revision by its SHA (its own cache clone: the leader's loop
-	// fetches into another).
+	// Source reads a revision by its SHA: the controller's reads from memory one the
+	// leader's loop of this process has just read (ReadThrough), else from a cache
+	// clone of the reconciles' own (the leader's loop fetches into another).
 	Source Source
 	// Reader reads the CRs (the manager's cache).
 	Reader client.Reader
