@@ -275,8 +275,11 @@ func TestCheckHealth(t *testing.T) {
 	}
 }
 
-// TestCheckHealthKeepsTheClockOfARecheck: a recheck that hands over again keeps the
-// transition time of the wait it continues, so the timeout counts from the apply.
+// TestCheckHealthKeepsTheClockOfARecheck: a recheck that hands over again counts its
+// deadline from the transition time of the wait it continues. (Mark then sets the
+// Healthy condition with a new message, which gives it a new transition time, so the
+// next recheck counts from there: a known fault, kept from the code before CheckHealth,
+// to be fixed with a test that follows several rechecks.)
 func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
 	g := NewWithT(t)
 	since := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
