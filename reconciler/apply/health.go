@@ -196,8 +196,6 @@ type HealthVerdict struct {
 	// Waiting (the condition while the wait ran) when the wait ended with a verdict;
 	// both nil when the check could not start.
 	Waiting, Healthy *metav1.Condition
-	// Checked is how many objects were checked.
-	Checked int
 	// Failure is the instance's failure: nil when every object checked is Current;
 	// Progressing when the wait was handed over; otherwise why the check failed.
 	Failure *outcome.Failure
@@ -224,7 +222,7 @@ func CheckHealth(ctx context.Context, c client.Client, h HealthCheck) HealthVerd
 		}
 		objects = append(append([]*unstructured.Unstructured{}, objects...), rest...)
 	}
-	v := HealthVerdict{Checked: len(objects)}
+	var v HealthVerdict
 	started := time.Now()
 	if len(h.Applied) == 0 && h.Prior.Reason == cairnv1.ReasonProgressing {
 		started = h.Prior.LastTransitionTime.Time // a recheck: the clock runs from the apply
