@@ -192,6 +192,11 @@ type HealthVerdict struct {
 	// Renew: the wait is a new one, so the Healthy condition is set afresh (a new
 	// transition time, from which a recheck counts the timeout).
 	Renew bool
+	// Since is when the wait's clock started: this check's start when Renew, else
+	// the transition time of the wait a recheck continues. Mark keeps it as the
+	// transition time of a Progressing condition, whatever its message says, so
+	// that every recheck counts spec.timeout from the same apply.
+	Since time.Time
 	// Healthy is the instance's Healthy condition after the check, set after
 	// Waiting (the condition while the wait ran) when the wait ended with a verdict;
 	// both nil when the check could not start.
@@ -229,6 +234,7 @@ func CheckHealth(ctx context.Context, c client.Client, h HealthCheck) HealthVerd
 	} else {
 		v.Renew = true
 	}
+	v.Since = started
 	v.Waiting = &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonProgressing,
 		Message: fmt.Sprintf("waiting for %d object(s) to be Current", len(NotCurrent(objects)))}
 	deadline := started.Add(h.Timeout)
@@ -275,6 +281,19 @@ func (v HealthVerdict) Mark(obj conditions.Setter) {
 			conditions.Set(obj, c.DeepCopy())
 		}
 	}
+	// conditions.Set gives a condition whose message changed a new transition time;
+	// a Progressing one keeps the clock of its wait (a recheck's deadline is counted
+	// from it, and the message names the objects still pending, which change).
+	if v.Since.IsZero() {
+		return
+	}
+	all := obj.GetConditions()
+	for i := range all {
+		if c := &all[i]; c.Type == cairnv1.HealthyCondition && c.Status == metav1.ConditionUnknown && c.Reason == cairnv1.ReasonProgressing {
+			c.LastTransitionTime = metav1.NewTime(v.Since.UTC().Truncate(time.Second))
+		}
+	}
+	obj.SetConditions(all)
 }
 
 // healthyCondition is the Healthy condition after a wait: True when every object

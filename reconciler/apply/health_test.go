@@ -275,23 +275,46 @@ func TestCheckHealth(t *testing.T) {
 	}
 }
 
-// TestCheckHealthKeepsTheClockOfARecheck: a recheck that hands over again counts its
-// deadline from the transition time of the wait it continues. (Mark then sets the
-// Healthy condition with a new message, which gives it a new transition time, so the
-// next recheck counts from there: a known fault, kept from the code before CheckHealth,
-// to be fixed with a test that follows several rechecks.)
+// TestCheckHealthKeepsTheClockOfARecheck: a wait handed over, then rechecked by
+// later syncs that apply nothing, counts spec.timeout from the apply that started it,
+// however often the recheck's message changes (conditions.Set alone would give each
+// new message a new transition time, and an instance rechecked more often than its
+// timeout would never time out); once that deadline has passed, the recheck fails.
 func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
 	g := NewWithT(t)
-	since := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	mi := &cairnv1.ModuleInstance{}
-	conditions.Set(mi, &metav1.Condition{Type: cairnv1.HealthyCondition, Status: metav1.ConditionUnknown, Reason: cairnv1.ReasonProgressing,
-		Message: "waiting for 1 object(s) to be Current", LastTransitionTime: since})
 	var gets atomic.Int32
-	v := CheckHealth(context.Background(), countingClient(&gets, deployment("progressing")), HealthCheck{
-		Prior: conditions.Get(mi, cairnv1.HealthyCondition), Rendered: []*unstructured.Unstructured{deployment("stale")},
+	c := countingClient(&gets, deployment("progressing"))
+	// The apply starts the wait, which is handed over.
+	first := CheckHealth(context.Background(), c, HealthCheck{Applied: []*unstructured.Unstructured{deployment("stale")},
+		Rendered: []*unstructured.Unstructured{deployment("stale")}, Timeout: time.Hour, HandOver: 150 * time.Millisecond})
+	g.Expect(first.Renew).To(BeTrue())
+	g.Expect(first.Failure.Kind).To(Equal(outcome.Progressing))
+	first.Mark(mi)
+	since := conditions.Get(mi, cairnv1.HealthyCondition).LastTransitionTime
+	deadline := since.Add(time.Hour).UTC().Format(time.RFC3339)
+	// Rechecks, each with a message of its own (what the Deployment reports changes).
+	for i, state := range []string{"stale", "progressing", "stale"} {
+		time.Sleep(time.Second) // a new second: a new transition time would show
+		g.Expect(c.Update(context.Background(), deployment(state))).To(Succeed())
+		v := CheckHealth(context.Background(), c, HealthCheck{
+			Prior: conditions.Get(mi, cairnv1.HealthyCondition), Rendered: []*unstructured.Unstructured{deployment("stale")},
+			Timeout: time.Hour, HandOver: 150 * time.Millisecond})
+		g.Expect(v.Renew).To(BeFalse(), "recheck %d", i)
+		g.Expect(v.Failure.Kind).To(Equal(outcome.Progressing), "recheck %d", i)
+		g.Expect(v.Failure.Err.Error()).To(ContainSubstring("rechecked until "+deadline), "recheck %d", i)
+		v.Mark(mi)
+		got := conditions.Get(mi, cairnv1.HealthyCondition)
+		g.Expect(got.Reason).To(Equal(cairnv1.ReasonProgressing))
+		g.Expect(got.LastTransitionTime.Time).To(BeTemporally("==", since.Time), "recheck %d moved the clock", i)
+	}
+	// The same wait, an hour on: its deadline has passed, and the recheck fails.
+	expired := conditions.Get(mi, cairnv1.HealthyCondition)
+	expired.LastTransitionTime = metav1.NewTime(since.Add(-time.Hour))
+	v := CheckHealth(context.Background(), c, HealthCheck{Prior: expired, Rendered: []*unstructured.Unstructured{deployment("stale")},
 		Timeout: time.Hour, HandOver: 150 * time.Millisecond})
-	g.Expect(v.Failure.Kind).To(Equal(outcome.Progressing))
-	g.Expect(v.Failure.Err.Error()).To(ContainSubstring("rechecked until " + since.Add(time.Hour).UTC().Format(time.RFC3339)))
-	v.Mark(mi)
-	g.Expect(conditions.Get(mi, cairnv1.HealthyCondition).Reason).To(Equal(cairnv1.ReasonProgressing))
+	g.Expect(v.Failure).NotTo(BeNil())
+	g.Expect(v.Failure.Reason).To(Equal(cairnv1.ReasonHealthCheckFailed))
+	g.Expect(v.Failure.Err.Error()).To(ContainSubstring("health check timed out after 1h0m0s"))
+	g.Expect(v.Healthy.Status).To(Equal(metav1.ConditionFalse))
 }
