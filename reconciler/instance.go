@@ -182,7 +182,7 @@ func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) (w written, f *outcome.Failure) {
 	defer func() {
 		if v := recover(); v != nil {
-			f = s.recovered(ctx, r, PhaseApply, v)
+			f = s.recovered(ctx, r.key(), PhaseApply, v)
 		}
 	}()
 	testHook(PhaseApply, r.key())

@@ -58,18 +58,18 @@ func panicSummary(v any) string {
 
 // recovered is r's failure for the panic v recovered while it was in phase; the
 // stack is logged, never put in the failure.
-func (in *revisionInput) recovered(ctx context.Context, r *instanceRun, phase string, v any) *outcome.Failure {
+func (in *revisionInput) recovered(ctx context.Context, key, phase string, v any) *outcome.Failure {
 	msg := panicSummary(v)
 	in.e.logger(ctx).Error(fmt.Errorf("panic: %s", msg), "recovered a panic: the instance fails with InternalError",
-		"instance", r.key(), "revision", in.rev.SHA, "phase", phase, "stack", string(debug.Stack()))
+		"instance", key, "revision", in.rev.SHA, "phase", phase, "stack", string(debug.Stack()))
 	return outcome.NewStalled(cairnv1.ReasonInternalError, fmt.Errorf(
-		"internal error during the %s of %s: %s (a bug in cairn; the stack is in cairn's log)", phase, r.key(), msg))
+		"internal error during the %s of %s: %s (a bug in cairn; the stack is in cairn's log)", phase, key, msg))
 }
 
 // recoverInto, deferred, turns a panic of r's phase into r's failure.
 func (in *revisionInput) recoverInto(ctx context.Context, r *instanceRun, phase string) {
 	if v := recover(); v != nil {
-		r.failure = in.recovered(ctx, r, phase, v)
+		r.failure = in.recovered(ctx, r.key(), phase, v)
 	}
 }
 

@@ -152,9 +152,15 @@ type rendering struct {
 // digest source, if it has one): it verifies the OCI artifacts mi uses, builds its
 // render request, reads the values it takes from the cluster (spec.valuesFrom) and
 // renders it, through the render cache, in a render worker. It returns the render,
-// not placed yet, or why it failed, typed and with the Secrets' strings masked.
+// not placed yet, or why it failed, typed and with the Secrets' strings masked. A
+// panic is its failure (InternalError), with what the phase had verified before it.
 func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, source string) (out rendering, f *outcome.Failure) {
 	key := keyOf(mi).String()
+	defer func() {
+		if v := recover(); v != nil {
+			out.res, f = nil, s.recovered(ctx, key, PhaseRender, v)
+		}
+	}()
 	out.artifacts, out.chart, f = verifyArtifacts(ctx, s.supplyChain(ctx), s.platform, mi)
 	if f != nil {
 		return out, f

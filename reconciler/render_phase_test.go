@@ -67,15 +67,21 @@ func TestARenderThatWaitedForBusyWorkersIsRetried(t *testing.T) {
 	g.Expect(renderFailure("team-a/big", limit).Kind).To(Equal(outcome.Stalled))
 }
 
-// fakeRenderer answers every render with res or err and keeps the requests.
+// fakeRenderer answers every render with res or err (or panics, with panics) and
+// keeps the requests.
 type fakeRenderer struct {
-	res  *render.Result
-	err  error
-	reqs []render.Request
+	res    *render.Result
+	err    error
+	panics bool
+	reqs   []render.Request
 }
 
 func (f *fakeRenderer) Render(_ context.Context, req render.Request) (*render.Result, error) {
 	f.reqs = append(f.reqs, req)
+	if f.panics {
+		var objects []*unstructured.Unstructured
+		_ = objects[len(f.reqs)] // a bug in the renderer
+	}
 	return f.res, f.err
 }
 
@@ -117,6 +123,7 @@ func TestRenderPhase(t *testing.T) {
 		name   string
 		res    *render.Result
 		err    error
+		panics bool
 		kind   outcome.Kind // of the failure; "" for none
 		reason string
 		msg    string
@@ -131,10 +138,13 @@ func TestRenderPhase(t *testing.T) {
 		{name: "a render that waited for busy workers is retried",
 			err:  &render.Error{Reason: render.ReasonRenderTimeout, Err: fmt.Errorf("waiting for a render worker: %w", render.ErrWorkersBusy)},
 			kind: outcome.Transient, reason: render.ReasonRenderTimeout},
+		{name: "a panic is the instance's failure, not the process's", panics: true,
+			kind: outcome.Stalled, reason: cairnv1.ReasonInternalError,
+			msg: "internal error during the render of team-a/web: runtime error: index out of range [1] with length 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			fake := &fakeRenderer{res: tc.res, err: tc.err}
+			fake := &fakeRenderer{res: tc.res, err: tc.err, panics: tc.panics}
 			s := renderFixture(t, fake)
 			mi := s.set.Instance("team-a", "web")
 
