@@ -361,8 +361,8 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	ctx, cancel := apply.Finishing(ctx) // an interrupted sync still records what it did
 	defer cancel()
 	mi := r.live
-	if r.wrote.persisted != nil {
-		persistedBase(before, mi, r.wrote.persisted)
+	if r.wrote.persisted != nil { // the patch goes from the inventory recorded already
+		before.Status.Inventory = r.wrote.persisted
 	}
 	switch {
 	case r.failure != nil && r.wrote.report.Applied != nil:
@@ -384,17 +384,6 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	s.step(r.key(), "%s %s", r.key(), r.outcome())
 	s.logOutcome(ctx, r)
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
-}
-
-// persistedBase makes before, the CR as r's reconcile found it, the base of the
-// status patch that records r's outcome once persistInventory has written to the
-// CR, now mi: the patch goes from the inventory recorded already and from the
-// metadata that write answered with. A resourceVersion in the patch would make it
-// fail on any write to the CR since (the revision step writing the next input), and
-// retrying it would not help; managedFields are not a status write's to send.
-func persistedBase(before, mi *cairnv1.ModuleInstance, persisted *cairnv1.Inventory) {
-	before.Status.Inventory = persisted
-	before.ResourceVersion, before.ManagedFields = mi.ResourceVersion, mi.ManagedFields
 }
 
 // attempt is what r's reconcile did, as its status records it (status.Record).

@@ -110,13 +110,30 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-// patchStatus writes obj's status with a merge patch computed against before.
+// patchStatus writes obj's status with a merge patch computed against before, of
+// the status alone: the status subresource ignores the rest, but a resourceVersion
+// in the patch (before and obj read at two versions) would make it fail on any
+// write to the object since, the revision step's next input among them, and
+// retrying would not help. Writes of the status are cairn's alone, so no lock is
+// lost by leaving it out. obj is updated with the response.
 func patchStatus(ctx context.Context, c client.Client, obj, before client.Object) error {
-	patch := client.MergeFrom(before)
-	if data, err := patch.Data(obj); err == nil && string(data) == "{}" {
+	data, err := client.MergeFrom(before).Data(obj)
+	if err != nil {
+		return fmt.Errorf("failed to compute the status patch of %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("failed to compute the status patch of %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	st, ok := fields["status"]
+	if !ok {
 		return nil // nothing changed: a drift check that found nothing writes nothing
 	}
-	if err := c.Status().Patch(ctx, obj, patch); err != nil {
+	patch, err := json.Marshal(map[string]json.RawMessage{"status": st})
+	if err != nil {
+		return err
+	}
+	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("failed to patch status of %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
