@@ -65,7 +65,8 @@
 // do not thrash. Giving up ends the shard's context first, then clears the Lease's
 // holder so another replica takes it at once; Run does the same for all its shards
 // when it ends, after deleting its membership Lease. A replica takes no shard in its
-// first period (replicas started together see each other first), none while its own
+// first period (replicas started together see each other first; with one shard,
+// which has no spread to even, it does), none while its own
 // membership is stale, and none, nor gives any up, while a live replica divides into
 // another number of shards (a rollout changing --shards), since the two would hash one
 // instance into different shards.

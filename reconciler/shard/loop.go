@@ -34,7 +34,9 @@ type loopState struct {
 // period is one turn of Run's loop: renew, look, then acquire or release. Until a
 // period has read the Leases once, it only announces this replica and looks: replicas
 // started together see each other before any takes shards, rather than the first
-// taking all and giving most back.
+// taking all and giving most back. With one shard there is no spread to even (the
+// first to write its Lease holds it, the others wait), so it is taken at the first
+// look, without waiting a RetryPeriod to start (the controller's default).
 func (s *Set) period(ctx context.Context) {
 	if s.hooks.period != nil {
 		s.hooks.period()
@@ -52,7 +54,7 @@ func (s *Set) period(ctx context.Context) {
 		v := s.see(leases)
 		s.checkHeld(v, &ch)
 		s.forgetDead(ctx, v)
-		if s.loop.looked {
+		if s.loop.looked || s.opts.Shards == 1 {
 			s.balance(ctx, v, &ch)
 		}
 		s.loop.looked = true

@@ -31,6 +31,34 @@ func TestOneReplicaTakesAllShards(t *testing.T) {
 	gr.g.Consistently(a.set.Held, testLease+testRetry, 20*time.Millisecond).Should(Equal([]int{0, 1, 2, 3}))
 }
 
+// TestTheOnlyShardIsTakenAtTheFirstLook: a replica takes its shards in its second
+// period (replicas started together first see each other), but the one shard of
+// the controller's default at its first look: there is no spread to even out, and a
+// controller's first sync would otherwise wait a RetryPeriod for it.
+func TestTheOnlyShardIsTakenAtTheFirstLook(t *testing.T) {
+	for _, tc := range []struct{ shards, period int32 }{{shards: 1, period: 1}, {shards: 2, period: 2}} {
+		t.Run(strconv.Itoa(int(tc.shards)), func(t *testing.T) {
+			gr := newGroup(t)
+			var periods, tookIn atomic.Int32
+			a := gr.start("a", int(tc.shards), func(s *Set) {
+				s.hooks.period = func() { periods.Add(1) }
+				told := s.opts.OnChange
+				s.opts.OnChange = func(acquired, lost []int) {
+					tookIn.CompareAndSwap(0, periods.Load())
+					told(acquired, lost)
+				}
+			})
+			gr.g.Eventually(func() int { return len(a.set.Held()) }, 3*time.Second, 10*time.Millisecond).Should(BeEquivalentTo(tc.shards))
+			gr.g.Expect(tookIn.Load()).To(Equal(tc.period))
+		})
+	}
+	// Two replicas started together with one shard: one holds it, the other waits.
+	gr := newGroup(t)
+	a, b := gr.start("a", 1), gr.start("b", 1)
+	gr.g.Eventually(func() []int { return sortedDesc(gr.spread(a, b)) }, 3*time.Second, 10*time.Millisecond).Should(Equal([]int{1, 0}))
+	gr.g.Consistently(func() []int { return sortedDesc(gr.spread(a, b)) }, testLease+testRetry, 20*time.Millisecond).Should(Equal([]int{1, 0}))
+}
+
 func TestReplicasConvergeToAnEvenSpread(t *testing.T) {
 	for _, tc := range []struct {
 		shards int
