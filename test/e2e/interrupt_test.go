@@ -35,7 +35,14 @@ func TestSIGTERMMidSyncIsInterrupted(t *testing.T) {
 	e.g.Expect(out).To(ContainSubstring("sync of revision " + st.sha + " interrupted\n"))
 	e.g.Expect(out).To(MatchRegexp(e.ns + `/stuck\s+Failed\s+the sync of ` + e.ns + `/stuck was interrupted \(terminated signal received\)`))
 	e.g.Expect(strings.Count(out, `msg="instance failed"`)).To(Equal(1), "reported once")
-	e.g.Expect(out).NotTo(ContainSubstring("context canceled"), "no cascade of cancelled calls")
+	// No cascade of cancelled calls in cairn's messages. client-go logs a read cut
+	// by the cancelled context on its own ("Unexpected error when reading response
+	// body"), when the signal lands while a health poll's answer is on the wire.
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "Unexpected error when reading response body") {
+			e.g.Expect(line).NotTo(ContainSubstring("context canceled"), "no cascade of cancelled calls")
+		}
+	}
 	e.g.Expect(out).NotTo(ContainSubstring("failed to patch status"))
 
 	mi := e.instance(e.ns, "stuck")
