@@ -129,13 +129,13 @@ func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.Modu
 }
 
 // writeInputs is the revision step's write: the input of every instance the
-// revision affects goes into its CR, at most Options.Concurrency at once, before
+// revision affects goes into its CR, at most Options.ApplyConcurrency at once, before
 // anything renders; an instance the revision does not affect is not written to (a
 // commit that changes no instance's input writes no ModuleInstance). Until its
 // reconcile starts, an instance's plan, render and prune verdicts still see the CR as
 // it was (r.live); the reconcile works on the CR as written (takeMirrored).
 func (s *syncRun) writeInputs(ctx context.Context) {
-	sem := make(chan struct{}, max(s.e.opts.Concurrency, 1))
+	sem := make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1))
 	var wg sync.WaitGroup
 	for _, r := range s.runs {
 		if !r.affected {

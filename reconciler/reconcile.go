@@ -33,7 +33,7 @@ type RevisionState struct {
 	// unusable is the result of a revision whose declarations could not be used at
 	// all: nothing is reconciled, Finish returns it.
 	unusable *SyncResult
-	slots    chan struct{} // apply slots: at most Options.Concurrency instances apply at once
+	slots    chan struct{} // apply slots: at most Options.ApplyConcurrency instances apply at once
 	start    sync.Once     // starts the renders of the revision (see startRenders)
 	// renderSlots are the render slots, shared fairly between tenants; inflight
 	// counts the renders under way and the goroutines that start them.
@@ -104,7 +104,7 @@ func newRevisionState(s *syncRun) *RevisionState {
 			r.placed, r.settled = make(chan struct{}), make(chan struct{})
 		}
 	}
-	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.Concurrency, 1)),
+	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1)),
 		renderSlots: fairslots.New(max(s.e.opts.Concurrency, 1)),
 		outcomes:    map[string]*InstanceOutcome{}, done: map[string]chan struct{}{}}
 }
@@ -446,7 +446,7 @@ func firstFailure(have, next *outcome.Failure) *outcome.Failure {
 
 // ReconcileAll reconciles every instance of the revision in-process, each once the
 // outcomes of its dependencies are in (its dependsOn, and the providers its render
-// requires), at most Options.Concurrency applying at once. An interrupted run
+// requires), at most Options.ApplyConcurrency applying at once. An interrupted run
 // records the instances in flight and starts no other.
 func (st *RevisionState) ReconcileAll(ctx context.Context) {
 	if st.unusable != nil {

@@ -380,7 +380,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := newRevisionState(&syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Concurrency: 1}}, now: now}})
+			st := newRevisionState(&syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Concurrency: 1, ApplyConcurrency: 1}}, now: now}})
 			out := st.keep(tc.run)
 			g.Expect(out.Result.Action).To(Equal(tc.action))
 			g.Expect(out.Result.Retry).To(Equal(tc.retry))

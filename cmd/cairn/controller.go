@@ -174,12 +174,12 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	if cf.shards > 0 {
 		if cf.concurrent <= 0 {
-			// Twice the engine's apply and render slots: a reconcile waiting for its
+			// Twice the engine's apply slots: a reconcile waiting for its
 			// objects' health gives its apply slot back but keeps its worker, so as many
 			// workers as slots left the slots idle (at 1000 instances the workers, not
 			// the slots or the API server, bounded the first half of a cold fleet). Renders
 			// still queue for the render workers, whose memory is bounded apart.
-			cf.concurrent = 2 * reconciler.DefaultOptions().Concurrency
+			cf.concurrent = 2 * reconciler.DefaultOptions().ApplyConcurrency
 		}
 		if err := startInstanceReconciles(ctx, mgr, cfg, e, repo, recent, cf, log); err != nil {
 			return err

@@ -151,7 +151,7 @@ func TestRetryAfterAFailedHealthCheckChecksAgain(t *testing.T) {
 // whose objects never become Current wait side by side, not one after the other.
 func TestAHealthWaitHoldsNoApplySlot(t *testing.T) {
 	e := newEnv(t)
-	e.withOptions(func(o *reconciler.Options) { o.Concurrency = 1 })
+	e.withOptions(func(o *reconciler.Options) { o.ApplyConcurrency = 1 })
 	files := appRepo("")
 	files["modules/claim/claim.cue"] = claimModule
 	files["instances/one.yaml"] = claimInstanceYAML("one", e.ns, "20s", "")
