@@ -247,7 +247,7 @@ func (f *fleetRun) coldController(extra ...string) (cliRun, *controllerRun) {
 	if live > 0 {
 		heap = ", live heap " + byteSize(live)
 	}
-	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s%s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), heap, run.server)
+	f.t.Logf("M=%d cold through the controller %v: %s, RSS %s%s, CPU %s, %s", f.m, extra, secs(run.wall), byteSize(run.rss), heap, cpuSummary(run), run.server)
 	return run, c
 }
 

@@ -335,7 +335,7 @@ func tail(s string, lines int) string {
 // is Ready at the first commit with its Deployment.
 func (f *fleetRun) coldSync() cliRun {
 	run := f.syncCLI()
-	f.t.Logf("M=%d cold: %s, RSS %s, %s", f.m, secs(run.wall), byteSize(run.rss), run.server)
+	f.t.Logf("M=%d cold: %s, RSS %s, CPU %s, %s", f.m, secs(run.wall), byteSize(run.rss), cpuSummary(run), run.server)
 	mis := f.instances()
 	f.g.Expect(mis).To(HaveLen(f.m))
 	for _, mi := range mis {
