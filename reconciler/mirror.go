@@ -114,8 +114,9 @@ func copyMap(m map[string]string) map[string]string {
 // the status alone: the status subresource ignores the rest, but a resourceVersion
 // in the patch (before and obj read at two versions) would make it fail on any
 // write to the object since, the revision step's next input among them, and
-// retrying would not help. Writes of the status are cairn's alone, so no lock is
-// lost by leaving it out. obj is updated with the response.
+// retrying would not help. No lock is lost by leaving it out: the patch carried a
+// resourceVersion only when before and obj had been read at two versions, never
+// as a guard that writers of the status relied on. obj is updated with the response.
 func patchStatus(ctx context.Context, c client.Client, obj, before client.Object) error {
 	data, err := client.MergeFrom(before).Data(obj)
 	if err != nil {

@@ -56,8 +56,8 @@ func panicSummary(v any) string {
 	return fmt.Sprintf("a panic with a value of type %T", v)
 }
 
-// recovered is r's failure for the panic v recovered while it was in phase; the
-// stack is logged, never put in the failure.
+// recovered is the failure of the instance key for the panic v recovered while it
+// was in phase; the stack is logged, never put in the failure.
 func (in *revisionInput) recovered(ctx context.Context, key, phase string, v any) *outcome.Failure {
 	msg := panicSummary(v)
 	in.e.logger(ctx).Error(fmt.Errorf("panic: %s", msg), "recovered a panic: the instance fails with InternalError",

@@ -277,9 +277,10 @@ func TestCheckHealth(t *testing.T) {
 
 // TestCheckHealthKeepsTheClockOfARecheck: a wait handed over, then rechecked by
 // later syncs that apply nothing, counts spec.timeout from the apply that started it,
-// however often the recheck's message changes (conditions.Set alone would give each
-// new message a new transition time, and an instance rechecked more often than its
-// timeout would never time out); once that deadline has passed, the recheck fails.
+// whatever the recheck's messages say (conditions.Set gives a condition whose message
+// changes a new transition time, and each recheck sets the Waiting message and then
+// the verdict's, naming what the objects report: an instance rechecked more often
+// than its timeout never timed out); once that deadline has passed, the recheck fails.
 func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
 	g := NewWithT(t)
 	mi := &cairnv1.ModuleInstance{}
@@ -294,9 +295,12 @@ func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
 	since := conditions.Get(mi, cairnv1.HealthyCondition).LastTransitionTime
 	deadline := since.Add(time.Hour).UTC().Format(time.RFC3339)
 	// Rechecks, each with a message of its own (what the Deployment reports changes).
-	for i, state := range []string{"stale", "progressing", "stale"} {
+	messages := map[string]bool{}
+	for i, updated := range []int64{0, 1, 0} {
 		time.Sleep(time.Second) // a new second: a new transition time would show
-		g.Expect(c.Update(context.Background(), deployment(state))).To(Succeed())
+		rolling := deployment("progressing")
+		g.Expect(unstructured.SetNestedField(rolling.Object, updated, "status", "updatedReplicas")).To(Succeed())
+		g.Expect(c.Status().Update(context.Background(), rolling)).To(Succeed())
 		v := CheckHealth(context.Background(), c, HealthCheck{
 			Prior: conditions.Get(mi, cairnv1.HealthyCondition), Rendered: []*unstructured.Unstructured{deployment("stale")},
 			Timeout: time.Hour, HandOver: 150 * time.Millisecond})
@@ -307,7 +311,9 @@ func TestCheckHealthKeepsTheClockOfARecheck(t *testing.T) {
 		got := conditions.Get(mi, cairnv1.HealthyCondition)
 		g.Expect(got.Reason).To(Equal(cairnv1.ReasonProgressing))
 		g.Expect(got.LastTransitionTime.Time).To(BeTemporally("==", since.Time), "recheck %d moved the clock", i)
+		messages[got.Message] = true
 	}
+	g.Expect(messages).To(HaveLen(2), "the rechecks' messages follow the Deployment's status")
 	// The same wait, an hour on: its deadline has passed, and the recheck fails.
 	expired := conditions.Get(mi, cairnv1.HealthyCondition)
 	expired.LastTransitionTime = metav1.NewTime(since.Add(-time.Hour))

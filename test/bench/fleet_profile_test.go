@@ -85,7 +85,7 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 	p.opts.Progress = p.progress
 	suffix := ""
 	if concurrency > 0 {
-		p.opts.Concurrency = concurrency
+		p.opts.Concurrency, p.opts.ApplyConcurrency = concurrency, concurrency
 		suffix = fmt.Sprintf("-concurrency%d", concurrency)
 	}
 	r := render.NewRenderer()
@@ -183,7 +183,8 @@ func (p *fleetProfile) table(cold, change profiled) *table {
 	for _, d := range cold.cpu {
 		busy += d
 	}
-	tb.add("engine concurrency (reconciler.DefaultOptions, as the CLI's)", p.opts.Concurrency)
+	tb.add("engine concurrency (reconciler.DefaultOptions, as the CLI's): renders / applies at once",
+		fmt.Sprintf("%d / %d", p.opts.Concurrency, p.opts.ApplyConcurrency))
 	tb.add("cold: wall time to all Ready", secs(cold.wall))
 	tb.add("cold: time split (from the engine's progress lines)", cold.phases)
 	tb.add("cold: CPU time", fmt.Sprintf("cairn engine %.1f s; %s; total %.1f s of %.1f s available on 2 cores (%.0f%% busy)",
