@@ -119,7 +119,8 @@ func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
 }
 
 // renderInstance runs the render phase of r (renderOne) and keeps its result for
-// the placement.
+// the placement. renderOne recovers its own panics; the recover here covers the
+// test hook and the progress line before it.
 func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
