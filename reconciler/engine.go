@@ -156,6 +156,11 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 
 // outsideReporter is where a sharded sync reports the outcomes it reads from the
 // CRs (see outside).
+// WatchHealth makes this engine's health waits read workloads from watches that run
+// until ctx ends (see Cluster.WatchHealth). The controller and `cairn sync` call it;
+// plans wait for nothing.
+func (e *Engine) WatchHealth(ctx context.Context) error { return e.cluster.WatchHealth(ctx) }
+
 func (e *Engine) outsideReporter() report.Reporter {
 	if e.outside == nil {
 		return report.Nop{}

@@ -23,6 +23,7 @@ func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *i
 		Prior:   conditions.Get(r.live, cairnv1.HealthyCondition),
 		Applied: applied, Rendered: r.objects,
 		Timeout: in.timeout(r.mi), HandOver: in.e.opts.HealthWait,
+		Watch: in.e.cluster.health,
 	})
 	v.Mark(r.live)
 	if v.Interrupted {

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 )
 
 // Scheme holds the Kubernetes built-in types and cairn's.
@@ -40,6 +42,9 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	managers map[string]*ssa.ResourceManager
+
+	// health serves the health waits from watches (see WatchHealth); nil: by GETs.
+	health *apply.HealthWatch
 }
 
 // NewCluster connects to the API server of config. Discovery is lazy: a kind is looked
@@ -70,6 +75,19 @@ func newClient(config *rest.Config, httpClient *http.Client, mapper meta.RESTMap
 		return nil, fmt.Errorf("failed to create client: %w", err)
 	}
 	return c, nil
+}
+
+// WatchHealth makes the health waits of syncs from now on read workloads from
+// watches that run until ctx ends (see apply.HealthWatch), where cairn may list them;
+// without it every wait reads its objects by GET as the instance's identity. Call it
+// once, before the first sync.
+func (c *Cluster) WatchHealth(ctx context.Context) error {
+	w, err := apply.NewHealthWatch(ctx, c.config, c.mapper)
+	if err != nil {
+		return fmt.Errorf("failed to create the health watch: %w", err)
+	}
+	c.health = w
+	return nil
 }
 
 // Client is cairn's own client.

@@ -162,6 +162,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	defer closeFn()
+	if err := e.WatchHealth(ctx); err != nil {
+		return err
+	}
 	src, err := repo.loopSource()
 	if err != nil {
 		return err

@@ -72,6 +72,9 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			if err := e.WatchHealth(ctx); err != nil {
+				return err
+			}
 			src, err := repo.loopSource()
 			if err != nil {
 				return err

@@ -179,7 +179,8 @@ func TestPodHardening(t *testing.T) {
 }
 
 // TestRBACIsLeastPrivilege: Secrets and ConfigMaps only in cairn's namespace (a Role),
-// no wildcard, no group impersonation, no cluster-admin unless opted in.
+// no wildcard, no group impersonation, workloads only watched, no cluster-admin unless
+// opted in.
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	g := NewWithT(t)
 	objs, err := Objects(testOptions())
@@ -191,6 +192,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		g.Expect(r.Resources).NotTo(ContainElements("secrets", "configmaps", "groups", "users"))
 		if slices.Contains(r.Verbs, "impersonate") {
 			g.Expect(r.Resources).To(Equal([]string{"serviceaccounts"}))
+		}
+		if slices.Contains(r.APIGroups, "apps") {
+			g.Expect(r.Verbs).To(ConsistOf("list", "watch"), "workloads are watched for their health, never read one by one or written as cairn")
 		}
 	}
 	role := find[*rbacv1.Role](objs, Name)

@@ -17,7 +17,9 @@ var (
 
 // clusterRules are what cairn does as itself across the cluster: its own CRs and their
 // status, Events on them, the namespaces instances live in (created when missing,
-// never deleted), and impersonating the ServiceAccounts instances apply as. Impersonating
+// never deleted), impersonating the ServiceAccounts instances apply as, and watching
+// the workloads it labels for their health (apply.HealthWatch: their status, instead
+// of a GET per object per poll; without the rule the waits poll as before). Impersonating
 // a ServiceAccount needs no group impersonation: the API server gives it its groups.
 func clusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
@@ -27,6 +29,7 @@ func clusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: eventWrite},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: namespaceUse},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"list", "watch"}},
 	}
 }
 

@@ -178,7 +178,7 @@ func TestWaitHealthyForADeploymentOnARealNode(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(NotCurrent(rep.Live)).To(HaveLen(1), "not Current as applied")
 
-	g.Expect(WaitHealthy(ctx, c, rep.Live, 90*time.Second)).To(Succeed())
+	g.Expect(WaitHealthy(ctx, c, nil, rep.Live, 90*time.Second)).To(Succeed())
 
 	live, err := GetLive(ctx, c, deploy)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -108,7 +108,7 @@ func applyFirstStage(ctx context.Context, c client.Client, first, later []*unstr
 		return err
 	}
 	var err error
-	if err = WaitHealthy(ctx, c, rep.Live, timeout); err != nil {
+	if err = WaitHealthy(ctx, c, nil, rep.Live, timeout); err != nil {
 		err = outcome.NewTransient(cairnv1.ReasonApplyFailed, fmt.Errorf("definitions not established: %w", err))
 	} else if prior != nil {
 		err = dryRunAfterDefinitions(ctx, c, first, later, prior)

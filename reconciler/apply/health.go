@@ -29,28 +29,44 @@ const (
 
 // WaitHealthy waits until every object is Current (kstatus). The objects are the API
 // server's responses to the apply, so kinds that are Current as soon as they exist
-// (ServiceAccounts, ConfigMaps, Services...) cost no request at all; the others are
-// read with one GET each per poll until they are Current, Failed, or wait has passed
-// (then the error is a *NotCurrentError).
-func WaitHealthy(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, wait time.Duration) error {
+// (ServiceAccounts, ConfigMaps, Services...) cost no request at all. The others are
+// taken from w where it serves their kind, each time an event of theirs wakes the
+// wait, and otherwise read with one GET each per poll, until they are Current, Failed,
+// or wait has passed (then the error is a *NotCurrentError). The polls start at
+// HealthFirstInterval and back off; when w serves every object waited for, a poll
+// only reads by GET what its watch has not yet seen at the applied generation, every
+// HealthMaxInterval.
+func WaitHealthy(ctx context.Context, c client.Client, w *HealthWatch, objects []*unstructured.Unstructured, wait time.Duration) error {
 	pending := NotCurrent(objects)
 	if len(pending) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 	defer cancel()
+	watch := w.waiter(ctx, pending)
+	defer watch.done(pending)
 	interval := HealthFirstInterval
 	for {
 		if failed := failedObjects(pending); len(failed) > 0 {
 			return outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, fmt.Errorf("health check failed: %s", strings.Join(failed, "; ")))
 		}
+		polls := watch.polls(pending)
+		delay := interval
+		if !polls {
+			delay = HealthMaxInterval
+		}
+		polled := false
 		select {
 		case <-ctx.Done():
 			return &NotCurrentError{After: wait, Pending: pending}
-		case <-time.After(interval):
+		case <-watch.woken:
+		case <-time.After(delay):
+			polled = true
 		}
-		interval = min(interval*2, HealthMaxInterval)
-		live, err := getAll(ctx, c, pending)
+		if polled {
+			interval = min(interval*2, HealthMaxInterval)
+		}
+		live, err := readForHealth(ctx, c, watch, pending, polled)
 		if err != nil {
 			if ctx.Err() != nil {
 				return &NotCurrentError{After: wait, Pending: pending}
@@ -62,6 +78,38 @@ func WaitHealthy(ctx context.Context, c client.Client, objects []*unstructured.U
 			return nil
 		}
 	}
+}
+
+// readForHealth reads the current state of objects: the watch's copy where it has the
+// applied object; when polled, a GET of each of the others (objects the watch does not
+// serve or has not seen at their applied generation); when woken by an event, the
+// others stay as they were.
+func readForHealth(ctx context.Context, c client.Client, watch *healthWaiter, objects []*unstructured.Unstructured, polled bool) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, len(objects))
+	var get []*unstructured.Unstructured
+	var at []int
+	for i, u := range objects {
+		if cached := watch.cached(u); cached != nil {
+			out[i] = cached
+			continue
+		}
+		if !polled {
+			out[i] = u // woken by another object's event: read at the next poll
+			continue
+		}
+		get, at = append(get, u), append(at, i)
+	}
+	if len(get) == 0 {
+		return out, nil
+	}
+	live, err := getAll(ctx, c, get)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = live[j]
+	}
+	return out, nil
 }
 
 // NotCurrentError is what WaitHealthy returns when objects were still not Current
@@ -185,6 +233,8 @@ type HealthCheck struct {
 	// the wait; HandOver is the most one sync waits of it (0: all of it), after
 	// which the instance is handed over as Progressing and a later sync checks again.
 	Timeout, HandOver time.Duration
+	// Watch serves the wait where it can (nil: every object is read by GET).
+	Watch *HealthWatch
 }
 
 // HealthVerdict is what the health phase decides.
@@ -245,7 +295,7 @@ func CheckHealth(ctx context.Context, c client.Client, h HealthCheck) HealthVerd
 	if h.OnWait != nil {
 		h.OnWait()
 	}
-	err := WaitHealthy(ctx, c, objects, wait)
+	err := WaitHealthy(ctx, c, h.Watch, objects, wait)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		v.Interrupted = true
 		return v

@@ -148,7 +148,7 @@ func TestWaitHealthy(t *testing.T) {
 			}
 			c := countingClient(&gets, objects...)
 
-			err := WaitHealthy(context.Background(), c, []*unstructured.Unstructured{tc.applied}, tc.wait)
+			err := WaitHealthy(context.Background(), c, nil, []*unstructured.Unstructured{tc.applied}, tc.wait)
 
 			tc.check(g, err)
 			g.Expect(gets.Load() > 0).To(Equal(tc.wantGets))

@@ -91,6 +91,7 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 	r := render.NewRenderer()
 	t.Cleanup(func() { _ = r.Close() })
 	p.engine = reconciler.New(cl, r, p.opts)
+	p.g.Expect(p.engine.WatchHealth(ctx)).To(Succeed()) // as the controller and `cairn sync`
 	dir := t.TempDir()
 	if benchMode() {
 		dir = "results"
