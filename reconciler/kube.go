@@ -82,7 +82,7 @@ func newClient(config *rest.Config, httpClient *http.Client, mapper meta.RESTMap
 // without it every wait reads its objects by GET as the instance's identity. Call it
 // once, before the first sync.
 func (c *Cluster) WatchHealth(ctx context.Context) error {
-	w, err := apply.NewHealthWatch(ctx, c.config, c.mapper)
+	w, err := apply.NewHealthWatch(ctx, c.config)
 	if err != nil {
 		return fmt.Errorf("failed to create the health watch: %w", err)
 	}

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"cairn.dev/cairn/test/harness"
@@ -52,17 +54,9 @@ func watchCluster(t *testing.T, config *rest.Config) (client.Client, *atomic.Int
 	if config == nil {
 		config = hc.RESTConfig
 	}
-	httpClient, err := rest.HTTPClientFor(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(config, httpClient)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := NewHealthWatch(ctx, config, mapper)
+	w, err := NewHealthWatch(ctx, config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +92,10 @@ func TestAHealthWatchServesAWorkloadsWaitWithoutAGet(t *testing.T) {
 	obj, ok, err := k.informer.GetStore().GetByKey(ns + "/web")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ok).To(BeTrue())
-	kept := obj.(*unstructured.Unstructured)
-	g.Expect(kept.GetGeneration()).To(BeEquivalentTo(2))
-	_, hasTemplate, _ := unstructured.NestedFieldNoCopy(kept.Object, "spec", "template")
-	g.Expect(hasTemplate).To(BeFalse(), "the pod template (and its inline values) is not kept")
+	kept := obj.(*appsv1.Deployment)
+	g.Expect(kept.Generation).To(BeEquivalentTo(2))
+	g.Expect(kept.Spec.Template).To(BeZero(), "the pod template (and its inline values) is not kept")
+	g.Expect(kept.ManagedFields).To(BeEmpty())
 
 	other := webDeployment(ns, "other", "example.com/web:1") // not cairn's
 	rep, err = Objects(ctx, manager(c), []*unstructured.Unstructured{other}, Inventory{}, digestKey, time.Minute, nil)
@@ -141,15 +135,13 @@ func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 	applied := deployment("stale")
 	applied.SetUID("uid-applied")
 	applied.SetGeneration(2)
-	copyOf := func(uid string, generation int64) *unstructured.Unstructured {
-		u := deployment("current")
-		u.SetUID(types.UID(uid))
-		u.SetGeneration(generation)
-		return u
+	copyOf := func(uid string, generation int64) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: types.UID(uid), Generation: generation},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: generation}}
 	}
 	for _, tc := range []struct {
 		name  string
-		store *unstructured.Unstructured
+		store *appsv1.Deployment
 		taken bool
 	}{
 		{name: "the applied generation", store: copyOf("uid-applied", 2), taken: true},
@@ -160,7 +152,8 @@ func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			k := &watchedKind{informer: cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})}
+			k := &watchedKind{gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"),
+				informer: cache.NewSharedIndexInformer(&cache.ListWatch{}, &appsv1.Deployment{}, 0, cache.Indexers{})}
 			if tc.store != nil {
 				g.Expect(k.informer.GetStore().Add(tc.store)).To(Succeed())
 			}
@@ -170,26 +163,45 @@ func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 				g.Expect(got).To(BeNil())
 				return
 			}
-			g.Expect(got).To(Equal(tc.store))
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(got.GroupVersionKind()).To(Equal(applied.GroupVersionKind()))
+			g.Expect(got.GetUID()).To(Equal(tc.store.UID))
+			g.Expect(got.GetGeneration()).To(Equal(tc.store.Generation))
+			observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+			g.Expect(observed).To(Equal(tc.store.Generation), "kstatus reads the status as the watch has it")
 		})
 	}
 }
 
-// TestHealthView keeps what kstatus reads and drops the pod templates.
+// TestHealthView keeps what kstatus reads of a workload and drops the pod templates,
+// managedFields, labels and annotations.
 func TestHealthView(t *testing.T) {
 	g := NewWithT(t)
-	u := webDeployment("ns", "web", "example.com/web:1")
-	u.SetUID("uid-1")
-	u.SetGeneration(3)
-	u.SetLabels(map[string]string{"a": "b"})
-	u.Object["status"] = map[string]any{"observedGeneration": int64(3), "replicas": int64(1)}
-	view, err := healthView(u)
+	replicas := int32(2)
+	template := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1",
+		Env: []corev1.EnvVar{{Name: "TOKEN", Value: "inline-value"}}}}}}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1", Generation: 3,
+			Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "cairn"}}},
+		Spec:   appsv1.DeploymentSpec{Replicas: &replicas, Template: template},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2},
+	}
+	view, err := healthView(d)
 	g.Expect(err).NotTo(HaveOccurred())
-	v := view.(*unstructured.Unstructured)
-	g.Expect(v.GetUID()).To(BeEquivalentTo("uid-1"))
-	g.Expect(v.GetGeneration()).To(BeEquivalentTo(3))
-	g.Expect(v.GetLabels()).To(BeEmpty())
-	g.Expect(v.Object["spec"]).To(Equal(map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}))
-	g.Expect(v.Object["status"]).To(Equal(u.Object["status"]))
-	g.Expect(v.GroupVersionKind()).To(Equal(u.GroupVersionKind()))
+	v := view.(*appsv1.Deployment)
+	g.Expect(v.UID).To(BeEquivalentTo("uid-1"))
+	g.Expect(v.Generation).To(BeEquivalentTo(3))
+	g.Expect(v.Labels).To(BeEmpty())
+	g.Expect(v.Annotations).To(BeEmpty())
+	g.Expect(v.ManagedFields).To(BeEmpty())
+	g.Expect(v.Spec.Template).To(BeZero())
+	g.Expect(*v.Spec.Replicas).To(BeEquivalentTo(2))
+	g.Expect(v.Status).To(Equal(appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2}))
+
+	s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Template: template,
+		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}}}
+	_, _ = healthView(s)
+	g.Expect(s.Spec.Template).To(BeZero())
+	g.Expect(s.Spec.VolumeClaimTemplates).To(BeEmpty())
 }
