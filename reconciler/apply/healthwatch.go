@@ -25,19 +25,25 @@ import (
 // typed informer in protobuf, whose decoding costs a fraction of JSON's into maps.
 var watchedKinds = map[schema.GroupKind]kindWatch{
 	{Group: "apps", Kind: "Deployment"}: {gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer { return f.Apps().V1().Deployments().Informer() },
+		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Apps().V1().Deployments().Informer()
+		},
 		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
 			_, err := cs.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, o)
 			return err
 		}},
 	{Group: "apps", Kind: "StatefulSet"}: {gvk: appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer { return f.Apps().V1().StatefulSets().Informer() },
+		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Apps().V1().StatefulSets().Informer()
+		},
 		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
 			_, err := cs.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, o)
 			return err
 		}},
 	{Group: "apps", Kind: "DaemonSet"}: {gvk: appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer { return f.Apps().V1().DaemonSets().Informer() },
+		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Apps().V1().DaemonSets().Informer()
+		},
 		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
 			_, err := cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
 			return err
