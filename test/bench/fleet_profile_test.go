@@ -91,7 +91,12 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 	r := render.NewRenderer()
 	t.Cleanup(func() { _ = r.Close() })
 	p.engine = reconciler.New(cl, r, p.opts)
-	p.g.Expect(p.engine.WatchHealth(ctx)).To(Succeed()) // as the controller and `cairn sync`
+	// The health watch, as the controller and `cairn sync` open it, ends before the
+	// cluster stops (cleanups run last first): an API server stopping with a watch open
+	// waits for it.
+	watchCtx, endWatch := context.WithCancel(ctx)
+	t.Cleanup(endWatch)
+	p.g.Expect(p.engine.WatchHealth(watchCtx)).To(Succeed())
 	dir := t.TempDir()
 	if benchMode() {
 		dir = "results"

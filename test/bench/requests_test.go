@@ -70,6 +70,8 @@ func TestB7Requests(t *testing.T) {
 	g.Expect(existing).NotTo(ContainSubstring("left inventory"), "one LIST per sync tells which inventory Secrets exist")
 	change, _ := splitTrace(steps[2].trace)
 	g.Expect(change.byResource).NotTo(HaveKey("GET namespaces"), "the namespace of an instance whose CR exists is not read")
+	g.Expect(change.byResource).NotTo(HaveKey("GET deployments"), "the health watch tells when the Deployment is Current")
+	g.Expect(change.total()).To(BeNumerically("<=", 3), "one change: %s", change.resources())
 	noop, _ := splitTrace(steps[3].trace)
 	g.Expect(writeRequests(noop)).To(BeZero(), "a no-op commit must write nothing of any instance; it sent: %s", noop.resources())
 
