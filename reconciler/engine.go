@@ -154,13 +154,14 @@ func New(cluster *Cluster, renderer Renderer, opts Options) *Engine {
 	return &Engine{cluster: cluster, renderer: renderer, cache: rendercache.New(cacheDir), verifier: &sign.Verifier{}, opts: opts, outside: outside}
 }
 
-// outsideReporter is where a sharded sync reports the outcomes it reads from the
-// CRs (see outside).
 // WatchHealth makes this engine's health waits read workloads from watches that run
-// until ctx ends (see Cluster.WatchHealth). The controller and `cairn sync` call it;
-// plans wait for nothing.
+// until ctx ends (see Cluster.WatchHealth). The controller and a polling `cairn sync`
+// call it; `cairn sync --once` does not (its one wait would pay for a LIST of every
+// workload cairn labels), and plans wait for nothing.
 func (e *Engine) WatchHealth(ctx context.Context) error { return e.cluster.WatchHealth(ctx) }
 
+// outsideReporter is where a sharded sync reports the outcomes it reads from the
+// CRs (see outside).
 func (e *Engine) outsideReporter() report.Reporter {
 	if e.outside == nil {
 		return report.Nop{}

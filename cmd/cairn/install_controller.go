@@ -49,6 +49,8 @@ func (f *controllerInstallFlags) register(cmd *cobra.Command) {
 		"file holding the webhook secret (stored in the Secret "+controller.WebhookSecret+"); the controller then serves webhooks")
 	fl.BoolVar(&f.opts.AllowApplyAsController, "allow-apply-as-controller", false,
 		"bind cairn's ServiceAccount to cluster-admin, so that instances naming no ServiceAccount (and no Platform defaultServiceAccount) apply as cairn itself")
+	fl.BoolVar(&f.opts.NoWorkloadWatch, "no-workload-watch", false,
+		"do not let cairn list and watch Deployments, StatefulSets and DaemonSets cluster-wide: health waits then poll each object as the instance's ServiceAccount")
 	cmd.Flags().AddFlagSet(fl)
 	f.flags = fl
 }

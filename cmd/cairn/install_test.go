@@ -28,7 +28,8 @@ func deploymentArgs(g *WithT, out string) (image string, args []string) {
 
 // TestInstallControllerDryRun: --dry-run -o yaml prints the CRDs, the namespace and the
 // controller, the image by digest (from bin/image.ref by default) and the source flags
-// in the Deployment's args, and never a credential.
+// in the Deployment's args, never a credential, and the ClusterRole's watch of
+// workloads unless --no-workload-watch.
 func TestInstallControllerDryRun(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
@@ -53,6 +54,13 @@ func TestInstallControllerDryRun(t *testing.T) {
 	g.Expect(image).To(Equal(digestRef))
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--repo https://git.example.com/platform.git --branch prod --path . --interval 30s"))
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--git-username cairn --git-password-file /etc/cairn/git/password"))
+	g.Expect(r.stdout).To(ContainSubstring("- deployments\n  - statefulsets\n  - daemonsets\n  verbs:\n  - list\n  - watch"))
+
+	r = execCairn(t, "install", "--controller", "--repo", "https://git.example.com/platform.git", "--no-workload-watch",
+		"--dry-run", "-o", "yaml")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).To(ContainSubstring("kind: ClusterRole\n"))
+	g.Expect(r.stdout).NotTo(ContainSubstring("- deployments"), "--no-workload-watch leaves the workloads out of the ClusterRole")
 }
 
 // TestInstallControllerRefusals: a tag, no image, a directory for --repo, controller

@@ -72,8 +72,10 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			if err := e.WatchHealth(ctx); err != nil {
-				return err
+			if !once { // one sync's waits are cheaper by GET than a LIST of every workload
+				if err := e.WatchHealth(ctx); err != nil {
+					return err
+				}
 			}
 			src, err := repo.loopSource()
 			if err != nil {

@@ -178,6 +178,17 @@ func TestPodHardening(t *testing.T) {
 	g.Expect(c.Resources.Limits).NotTo(BeEmpty())
 }
 
+// workloadRules are the rules of cr on the apps group.
+func workloadRules(cr *rbacv1.ClusterRole) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range cr.Rules {
+		if slices.Contains(r.APIGroups, "apps") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // TestRBACIsLeastPrivilege: Secrets and ConfigMaps only in cairn's namespace (a Role),
 // no wildcard, no group impersonation, workloads only watched, no cluster-admin unless
 // opted in.
@@ -193,10 +204,15 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		if slices.Contains(r.Verbs, "impersonate") {
 			g.Expect(r.Resources).To(Equal([]string{"serviceaccounts"}))
 		}
-		if slices.Contains(r.APIGroups, "apps") {
-			g.Expect(r.Verbs).To(ConsistOf("list", "watch"), "workloads are watched for their health, never read one by one or written as cairn")
-		}
 	}
+	g.Expect(workloadRules(cr)).To(ConsistOf(rbacv1.PolicyRule{APIGroups: []string{"apps"},
+		Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"list", "watch"}}),
+		"workloads are watched for their health, never read one by one or written as cairn")
+	o := testOptions()
+	o.NoWorkloadWatch = true
+	unwatched, err := Objects(o)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(workloadRules(find[*rbacv1.ClusterRole](unwatched, Name))).To(BeEmpty(), "--no-workload-watch")
 	role := find[*rbacv1.Role](objs, Name)
 	g.Expect(role.Namespace).To(Equal(DefaultNamespace))
 	g.Expect(find[*rbacv1.ClusterRoleBinding](objs, ApplyAsControllerBinding)).To(BeNil())

@@ -56,7 +56,7 @@ func Namespace(ns string) *corev1.Namespace {
 func Removable(o Options) []client.Object {
 	objs := []client.Object{
 		serviceAccount(o.Namespace),
-		clusterRole(), clusterRoleBinding(o.Namespace, Name, Name), role(o.Namespace), roleBinding(o.Namespace),
+		clusterRole(!o.NoWorkloadWatch), clusterRoleBinding(o.Namespace, Name, Name), role(o.Namespace), roleBinding(o.Namespace),
 	}
 	if o.AllowApplyAsController {
 		objs = append(objs, clusterRoleBinding(o.Namespace, ApplyAsControllerBinding, "cluster-admin"))

@@ -48,6 +48,10 @@ type Options struct {
 	// instances naming no ServiceAccount (under a Platform without
 	// defaultServiceAccount) apply as cairn itself. Off by default.
 	AllowApplyAsController bool
+	// NoWorkloadWatch leaves list and watch of Deployments, StatefulSets and DaemonSets
+	// out of the ClusterRole: the health waits then poll each object as the instance's
+	// ServiceAccount (docs/controller.md, Permissions).
+	NoWorkloadWatch bool
 }
 
 // Credentials are the contents of the controller's credential files. Each one given

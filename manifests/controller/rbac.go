@@ -17,20 +17,25 @@ var (
 
 // clusterRules are what cairn does as itself across the cluster: its own CRs and their
 // status, Events on them, the namespaces instances live in (created when missing,
-// never deleted), impersonating the ServiceAccounts instances apply as, and watching
-// the workloads it labels for their health (apply.HealthWatch: their status, instead
-// of a GET per object per poll; without the rule the waits poll as before). Impersonating
-// a ServiceAccount needs no group impersonation: the API server gives it its groups.
-func clusterRules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
+// never deleted), impersonating the ServiceAccounts instances apply as, and, unless
+// workloadWatch is false (Options.NoWorkloadWatch), listing and watching workloads for
+// their health (apply.HealthWatch: the status of those it labels, instead of a GET per
+// object per poll; without the rule the waits poll as before). Impersonating a
+// ServiceAccount needs no group impersonation: the API server gives it its groups.
+func clusterRules(workloadWatch bool) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances", "platforms", "registries"}, Verbs: readWrite},
 		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances/status", "platforms/status", "registries/status"},
 			Verbs: statusWrite},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: eventWrite},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: namespaceUse},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"list", "watch"}},
 	}
+	if workloadWatch {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"},
+			Verbs: []string{"list", "watch"}})
+	}
+	return rules
 }
 
 // namespaceRules are what cairn does in its own namespace only: the sync Lease and,
@@ -46,9 +51,9 @@ func namespaceRules() []rbacv1.PolicyRule {
 	}
 }
 
-func clusterRole() *rbacv1.ClusterRole {
+func clusterRole(workloadWatch bool) *rbacv1.ClusterRole {
 	return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-		ObjectMeta: meta("", Name), Rules: clusterRules()}
+		ObjectMeta: meta("", Name), Rules: clusterRules(workloadWatch)}
 }
 
 func role(ns string) *rbacv1.Role {

@@ -45,6 +45,13 @@ func WaitHealthy(ctx context.Context, c client.Client, w *HealthWatch, objects [
 	defer cancel()
 	watch := w.waiter(ctx, pending)
 	defer watch.done(pending)
+	// What the watch has seen since the apply answered, before the first wait: an
+	// object's last event may have come before the wait registered for it.
+	if first, err := readForHealth(ctx, c, watch, pending, false); err == nil {
+		if pending = NotCurrent(first); len(pending) == 0 {
+			return nil
+		}
+	}
 	interval := HealthFirstInterval
 	for {
 		if failed := failedObjects(pending); len(failed) > 0 {

@@ -5,12 +5,13 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,37 +26,25 @@ import (
 // typed informer in protobuf, whose decoding costs a fraction of JSON's into maps.
 var watchedKinds = map[schema.GroupKind]kindWatch{
 	{Group: "apps", Kind: "Deployment"}: {gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		resource: "deployments", informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Apps().V1().Deployments().Informer()
-		},
-		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
-			_, err := cs.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, o)
-			return err
 		}},
 	{Group: "apps", Kind: "StatefulSet"}: {gvk: appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		resource: "statefulsets", informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Apps().V1().StatefulSets().Informer()
-		},
-		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
-			_, err := cs.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, o)
-			return err
 		}},
 	{Group: "apps", Kind: "DaemonSet"}: {gvk: appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
-		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		resource: "daemonsets", informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Apps().V1().DaemonSets().Informer()
-		},
-		probe: func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
-			_, err := cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
-			return err
 		}},
 }
 
-// kindWatch is how one of watchedKinds is watched: its version, its informer of a
-// factory, and a LIST that shows whether cairn may list it.
+// kindWatch is how one of watchedKinds is watched: its version, its resource and its
+// informer of a factory.
 type kindWatch struct {
 	gvk      schema.GroupVersionKind
+	resource string
 	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
-	probe    func(context.Context, kubernetes.Interface, metav1.ListOptions) error
 }
 
 // HealthWatch serves the health waits of workloads from one watch per kind, opened on
@@ -67,7 +56,8 @@ type kindWatch struct {
 //
 // A wait takes an object's copy from the watch only when it is the applied object (the
 // same UID as the apply's answer, which the instance's own identity got) at its applied
-// generation or later, so the watch never shows an instance anything of another's; an
+// generation and resourceVersion or later, so the watch never shows an instance anything
+// of another's, nor a status older than its apply's; an
 // object the watch cannot serve (another kind, a kind cairn may not list, a copy not yet
 // seen) is read by a GET as before. A nil *HealthWatch serves nothing.
 type HealthWatch struct {
@@ -135,20 +125,25 @@ func (w *HealthWatch) kind(ctx context.Context, gk schema.GroupKind) *watchedKin
 	return k
 }
 
-// start opens the watch of gk after one LIST of a single object has shown that cairn
-// may list the kind; a denial or a kind the cluster does not serve leaves it unwatched
-// for good, any other error until the next wait asks again.
+// start opens the watch of gk once the API server has said that cairn may list and
+// watch the kind cluster-wide (a SelfSubjectAccessReview of each verb, which any
+// identity may ask): a denial leaves the kind unwatched for the process's life, an
+// error until the next wait asks again.
 func (w *HealthWatch) start(ctx context.Context, gk schema.GroupKind, kw kindWatch, k *watchedKind) {
 	defer close(k.ready)
-	probe := metav1.ListOptions{Limit: 1}
-	selectCairns(&probe)
-	if err := kw.probe(ctx, w.client, probe); err != nil {
-		if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
+	for _, verb := range []string{"list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gk.Group, Resource: kw.resource}}}
+		got, err := w.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
 			w.mu.Lock()
 			delete(w.kinds, gk) // try again on a later wait
 			w.mu.Unlock()
+			return
 		}
-		return
+		if !got.Status.Allowed {
+			return
+		}
 	}
 	w.mu.Lock() // the factory's informers are made and started one at a time
 	defer w.mu.Unlock()
@@ -256,8 +251,9 @@ func (h *healthWaiter) polls(objects []*unstructured.Unstructured) bool {
 	return false
 }
 
-// cached returns the watch's copy of u, as kstatus reads it, when it is u at its
-// generation or later (nil: the watch does not serve u, or has not seen that yet).
+// cached returns the watch's copy of u, as kstatus reads it, when it is u (its UID) at
+// its generation and resourceVersion or later (nil: the watch does not serve u, or has
+// not seen that yet).
 func (h *healthWaiter) cached(u *unstructured.Unstructured) *unstructured.Unstructured {
 	k := h.watched[ObjectID(u)]
 	if k == nil {
@@ -269,6 +265,11 @@ func (h *healthWaiter) cached(u *unstructured.Unstructured) *unstructured.Unstru
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok || m.GetUID() != u.GetUID() || m.GetGeneration() < u.GetGeneration() {
+		return nil
+	}
+	// A status moves without a new generation (a replica lost), so a copy older than u
+	// (a watch that fell behind) never stands for it.
+	if newer, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), u.GetResourceVersion()); err != nil || newer < 0 {
 		return nil
 	}
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

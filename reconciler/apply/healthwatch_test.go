@@ -96,6 +96,9 @@ func TestAHealthWatchServesAWorkloadsWaitWithoutAGet(t *testing.T) {
 	g.Expect(kept.Generation).To(BeEquivalentTo(2))
 	g.Expect(kept.Spec.Template).To(BeZero(), "the pod template (and its inline values) is not kept")
 	g.Expect(kept.ManagedFields).To(BeEmpty())
+	k.mu.Lock()
+	g.Expect(k.waiters).To(BeEmpty(), "each wait unregisters")
+	k.mu.Unlock()
 
 	other := webDeployment(ns, "other", "example.com/web:1") // not cairn's
 	rep, err = Objects(ctx, manager(c), []*unstructured.Unstructured{other}, Inventory{}, digestKey, time.Minute, nil)
@@ -106,8 +109,8 @@ func TestAHealthWatchServesAWorkloadsWaitWithoutAGet(t *testing.T) {
 	g.Expect(ok).To(BeFalse(), "the watch holds only the objects cairn labels")
 }
 
-// TestAHealthWatchCairnMayNotListPolls: where cairn may not list workloads (its
-// identity here has no rights at all), the watch serves nothing and for good; the
+// TestAHealthWatchCairnMayNotListPolls: where cairn may not list and watch workloads
+// (its identity here has no rights at all), the watch serves nothing and for good; the
 // wait reads by GET and ends as before.
 func TestAHealthWatchCairnMayNotListPolls(t *testing.T) {
 	g := NewWithT(t)
@@ -130,24 +133,29 @@ func TestAHealthWatchCairnMayNotListPolls(t *testing.T) {
 
 // TestAWaitTakesOnlyTheAppliedObjectFromTheWatch: the watch's copy stands for the
 // applied object only with its UID (the instance's own apply answered it) at its
-// generation or later; anything else is read by GET.
+// generation and resourceVersion or later (a status moves without a generation);
+// anything else is read by GET.
 func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 	applied := deployment("stale")
 	applied.SetUID("uid-applied")
 	applied.SetGeneration(2)
-	copyOf := func(uid string, generation int64) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: types.UID(uid), Generation: generation},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: generation}}
+	applied.SetResourceVersion("100")
+	copyOf := func(uid string, generation int64, rv string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: types.UID(uid),
+			Generation: generation, ResourceVersion: rv}, Status: appsv1.DeploymentStatus{ObservedGeneration: generation}}
 	}
 	for _, tc := range []struct {
 		name  string
 		store *appsv1.Deployment
 		taken bool
 	}{
-		{name: "the applied generation", store: copyOf("uid-applied", 2), taken: true},
-		{name: "a later generation", store: copyOf("uid-applied", 3), taken: true},
-		{name: "an older generation", store: copyOf("uid-applied", 1)},
-		{name: "another object of the same name", store: copyOf("uid-other", 2)},
+		{name: "the applied object", store: copyOf("uid-applied", 2, "100"), taken: true},
+		{name: "its status written since", store: copyOf("uid-applied", 2, "105"), taken: true},
+		{name: "a later generation", store: copyOf("uid-applied", 3, "110"), taken: true},
+		{name: "an older generation", store: copyOf("uid-applied", 1, "90")},
+		{name: "an older status of the applied generation", store: copyOf("uid-applied", 2, "99")},
+		{name: "no resourceVersion", store: copyOf("uid-applied", 2, "")},
+		{name: "another object of the same name", store: copyOf("uid-other", 2, "120")},
 		{name: "not seen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,4 +212,7 @@ func TestHealthView(t *testing.T) {
 	_, _ = healthView(s)
 	g.Expect(s.Spec.Template).To(BeZero())
 	g.Expect(s.Spec.VolumeClaimTemplates).To(BeEmpty())
+	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: template}}
+	_, _ = healthView(ds)
+	g.Expect(ds.Spec.Template).To(BeZero())
 }

@@ -91,7 +91,7 @@ func newFleetProfile(t *testing.T, m, concurrency int) *fleetProfile {
 	r := render.NewRenderer()
 	t.Cleanup(func() { _ = r.Close() })
 	p.engine = reconciler.New(cl, r, p.opts)
-	// The health watch, as the controller and `cairn sync` open it, ends before the
+	// The health watch, as the controller and a polling `cairn sync` open it, ends before the
 	// cluster stops (cleanups run last first): an API server stopping with a watch open
 	// waits for it.
 	watchCtx, endWatch := context.WithCancel(ctx)
