@@ -34,8 +34,8 @@ const (
 // wait, and otherwise read with one GET each per poll, until they are Current, Failed,
 // or wait has passed (then the error is a *NotCurrentError). The polls start at
 // HealthFirstInterval and back off; when w serves every object waited for, a poll
-// only reads by GET what its watch has not yet seen at the applied generation, every
-// HealthMaxInterval.
+// only reads by GET what its watch has not yet seen at the applied resourceVersion,
+// every HealthMaxInterval.
 func WaitHealthy(ctx context.Context, c client.Client, w *HealthWatch, objects []*unstructured.Unstructured, wait time.Duration) error {
 	pending := NotCurrent(objects)
 	if len(pending) == 0 {
@@ -89,7 +89,7 @@ func WaitHealthy(ctx context.Context, c client.Client, w *HealthWatch, objects [
 
 // readForHealth reads the current state of objects: the watch's copy where it has the
 // applied object; when polled, a GET of each of the others (objects the watch does not
-// serve or has not seen at their applied generation); when woken by an event, the
+// serve or has not seen at their applied resourceVersion); when woken by an event, the
 // others stay as they were.
 func readForHealth(ctx context.Context, c client.Client, watch *healthWaiter, objects []*unstructured.Unstructured, polled bool) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, len(objects))

@@ -55,11 +55,11 @@ type kindWatch struct {
 // without its pod template, and the status: what kstatus reads.
 //
 // A wait takes an object's copy from the watch only when it is the applied object (the
-// same UID as the apply's answer, which the instance's own identity got) at its applied
-// generation and resourceVersion or later, so the watch never shows an instance anything
-// of another's, nor a status older than its apply's; an
-// object the watch cannot serve (another kind, a kind cairn may not list, a copy not yet
-// seen) is read by a GET as before. A nil *HealthWatch serves nothing.
+// same UID as the apply's answer, which the instance's own identity got) at the apply's
+// resourceVersion or later, so the watch never shows an instance anything of
+// another's, nor a status older than its apply's; an object the watch cannot serve
+// (another kind, a kind cairn may not list and watch, a copy not yet seen) is read by
+// a GET as before. A nil *HealthWatch serves nothing.
 type HealthWatch struct {
 	ctx     context.Context
 	client  kubernetes.Interface
@@ -181,6 +181,12 @@ func healthView(obj any) (any, error) {
 	return obj, nil
 }
 
+// storeKey is u's key in a watch's store and among its waiters, as the informer's
+// own key function gives it (namespace/name).
+func storeKey(u *unstructured.Unstructured) string {
+	return cache.NewObjectName(u.GetNamespace(), u.GetName()).String()
+}
+
 // wake wakes the waits of obj.
 func (k *watchedKind) wake(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -214,7 +220,7 @@ func (w *HealthWatch) waiter(ctx context.Context, objects []*unstructured.Unstru
 			continue
 		}
 		h.watched[ObjectID(u)] = k
-		key := cache.NewObjectName(u.GetNamespace(), u.GetName()).String()
+		key := storeKey(u)
 		k.mu.Lock()
 		if k.waiters[key] == nil {
 			k.waiters[key] = map[chan struct{}]bool{}
@@ -231,7 +237,7 @@ func (h *healthWaiter) done(objects []*unstructured.Unstructured) {
 		if k == nil {
 			continue
 		}
-		key := cache.NewObjectName(u.GetNamespace(), u.GetName()).String()
+		key := storeKey(u)
 		k.mu.Lock()
 		delete(k.waiters[key], h.woken)
 		if len(k.waiters[key]) == 0 {
@@ -252,23 +258,24 @@ func (h *healthWaiter) polls(objects []*unstructured.Unstructured) bool {
 }
 
 // cached returns the watch's copy of u, as kstatus reads it, when it is u (its UID) at
-// its generation and resourceVersion or later (nil: the watch does not serve u, or has
-// not seen that yet).
+// its resourceVersion or later (nil: the watch does not serve u, or has not seen that
+// yet).
 func (h *healthWaiter) cached(u *unstructured.Unstructured) *unstructured.Unstructured {
 	k := h.watched[ObjectID(u)]
 	if k == nil {
 		return nil
 	}
-	obj, ok, err := k.informer.GetStore().GetByKey(cache.NewObjectName(u.GetNamespace(), u.GetName()).String())
+	obj, ok, err := k.informer.GetStore().GetByKey(storeKey(u))
 	if err != nil || !ok {
 		return nil
 	}
+	// The resourceVersion, not the generation, tells a copy older than u (a watch that
+	// fell behind): a status moves without a new generation (a replica lost), and a
+	// copy at u's resourceVersion or later has u's generation or a later one.
 	m, ok := obj.(metav1.Object)
-	if !ok || m.GetUID() != u.GetUID() || m.GetGeneration() < u.GetGeneration() {
+	if !ok || m.GetUID() != u.GetUID() {
 		return nil
 	}
-	// A status moves without a new generation (a replica lost), so a copy older than u
-	// (a watch that fell behind) never stands for it.
 	if newer, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), u.GetResourceVersion()); err != nil || newer < 0 {
 		return nil
 	}
