@@ -133,8 +133,8 @@ func TestAHealthWatchCairnMayNotListPolls(t *testing.T) {
 
 // TestAWaitTakesOnlyTheAppliedObjectFromTheWatch: the watch's copy stands for the
 // applied object only with its UID (the instance's own apply answered it) at its
-// generation and resourceVersion or later (a status moves without a generation);
-// anything else is read by GET.
+// resourceVersion or later (a status moves without a generation, and a later
+// resourceVersion is never an older generation); anything else is read by GET.
 func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 	applied := deployment("stale")
 	applied.SetUID("uid-applied")
@@ -179,6 +179,49 @@ func TestAWaitTakesOnlyTheAppliedObjectFromTheWatch(t *testing.T) {
 			g.Expect(observed).To(Equal(tc.store.Generation), "kstatus reads the status as the watch has it")
 		})
 	}
+}
+
+// servedWatch is a health watch whose Deployment watch holds objects, as its
+// informer would after their events, without running.
+func servedWatch(objects ...*appsv1.Deployment) (*HealthWatch, error) {
+	k := &watchedKind{gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"), ready: make(chan struct{}),
+		waiters:  map[string]map[chan struct{}]bool{},
+		informer: cache.NewSharedIndexInformer(&cache.ListWatch{}, &appsv1.Deployment{}, 0, cache.Indexers{})}
+	close(k.ready)
+	for _, d := range objects {
+		if err := k.informer.GetStore().Add(d); err != nil {
+			return nil, err
+		}
+	}
+	return &HealthWatch{kinds: map[schema.GroupKind]*watchedKind{deploymentKind: k}}, nil
+}
+
+// TestAWaitReadsWhatTheWatchSawBeforeItRegistered: the Deployment became Current
+// after its apply answered but before the wait registered with the watch, so no event
+// of it is to come; the wait reads the watch's copy at once, sends no GET, and does not
+// sleep until its first poll (HealthMaxInterval, longer than this wait).
+func TestAWaitReadsWhatTheWatchSawBeforeItRegistered(t *testing.T) {
+	g := NewWithT(t)
+	applied := deployment("stale")
+	applied.SetUID("uid-applied")
+	applied.SetResourceVersion("100")
+	two := int32(2)
+	rolledOut := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: "uid-applied", Generation: 1, ResourceVersion: "104"},
+		Spec:       appsv1.DeploymentSpec{Replicas: &two},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}},
+	}
+	w, err := servedWatch(rolledOut)
+	g.Expect(err).NotTo(HaveOccurred())
+	var gets atomic.Int32
+	c := countingClient(&gets)
+
+	start := time.Now()
+	g.Expect(WaitHealthy(context.Background(), c, w, []*unstructured.Unstructured{applied}, HealthMaxInterval/2)).To(Succeed())
+	g.Expect(time.Since(start)).To(BeNumerically("<", HealthFirstInterval))
+	g.Expect(gets.Load()).To(BeZero())
+	g.Expect(w.kinds[deploymentKind].waiters).To(BeEmpty(), "the wait unregistered")
 }
 
 // TestHealthView keeps what kstatus reads of a workload and drops the pod templates,
