@@ -64,6 +64,7 @@ func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
 	// recheck reads the objects again in a new state. Kept, they were a third of a
 	// controller's heap at 1000 instances, as the state outlives the reconcile.
 	r.wrote.report.Live = nil
+	r.releaseRender()
 }
 
 // written is what the apply phase of an instance did (applyInstance), as the

@@ -71,6 +71,9 @@ type instanceRun struct {
 	// secretNote reports a rotation of an instance the revision does not affect.
 	secrets    []*secretgen.Decl
 	secretNote string
+	// final is its result once its reconcile is done and its render released
+	// (releaseRender); nil before.
+	final *InstanceResult
 	// hookRecord is the instance's hook record as this sync last read or wrote
 	// it (nil: not read yet), so that one sync reads it once.
 	hookRecord *hooks.Record

@@ -19,7 +19,7 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 	desired := apply.Inventory{}
 	for _, r := range s.runs {
 		if r.rendered != nil {
-			desired = desired.Union(r.desiredInventory(s.digestKey))
+			desired = desired.Union(r.shapeInventory()) // by id: what the others' prunes leave out
 		}
 	}
 	var sets []*prune.Set

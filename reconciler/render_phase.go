@@ -85,7 +85,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 		case r.render.res != nil && s.mayPlaceCRDs(r):
 			maps.Copy(scopes, crds.Scopes(r.render.res.Objects))
 		case r.rendered != nil: // placed: its CRDs passed the placement
-			maps.Copy(scopes, crds.Scopes(r.objects))
+			maps.Copy(scopes, crds.Scopes(r.shape))
 		}
 	}
 	sem := make(chan struct{}, s.e.opts.Concurrency)
@@ -228,6 +228,10 @@ type placedRender struct {
 	rendered *render.Result
 	objects  []*unstructured.Unstructured
 	warnings []string
+	// shape is what the verdicts over the revision read of objects (see
+	// shapeOf): it stays once the instance's reconcile is done and objects
+	// are released (see instanceRun.releaseRender).
+	shape []*unstructured.Unstructured
 	// published is the signed artifact the render was published as (nil: not
 	// published).
 	published *cairnv1.PublishedArtifact
@@ -255,7 +259,7 @@ func (s *syncRun) place(ctx context.Context, r *instanceRun, res *render.Result,
 	if f := s.claimObjects(r, res.Objects); f != nil {
 		return placedRender{}, f
 	}
-	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings}
+	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings, shape: shapeOf(res.Objects)}
 	var f *outcome.Failure
 	p.published, f = s.publish(ctx, r, p.objects, p.rendered.Digest)
 	return p, f

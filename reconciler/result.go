@@ -87,6 +87,9 @@ func (r *instanceRun) result() InstanceResult {
 	if r.remote != nil {
 		return r.remote.Result
 	}
+	if r.final != nil {
+		return *r.final
+	}
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
 	res.Applied, res.Unchanged = countApplied(r.wrote.report.Changes)
 	res.Created, res.Pruned = countAction(r.wrote.report.Changes, ssa.CreatedAction), countAction(r.wrote.pruned, ssa.DeletedAction)

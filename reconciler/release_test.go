@@ -1,0 +1,107 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/internal/crds"
+	"cairn.dev/cairn/reconciler/apply"
+	"cairn.dev/cairn/reconciler/contracts"
+	"cairn.dev/cairn/reconciler/status"
+	"cairn.dev/cairn/render"
+)
+
+func releaseFixture() []*unstructured.Unstructured {
+	obj := func(o map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: o} }
+	return []*unstructured.Unstructured{
+		obj(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": "widgets.example.com", "labels": map[string]any{"a": "b"}},
+			"spec": map[string]any{"group": "example.com", "scope": "Namespaced",
+				"names":    map[string]any{"kind": "Widget", "plural": "widgets"},
+				"versions": []any{map[string]any{"name": "v1", "schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object"}}}}}}),
+		obj(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "team-a", "annotations": map[string]any{"x": "y"}},
+			"spec":     map[string]any{"replicas": int64(2)}}),
+		obj(map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata": map[string]any{"name": "creds", "namespace": "team-a"}, "data": map[string]any{"password": "c2VjcmV0"}}),
+		obj(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": "reader"}, "rules": []any{}}),
+		obj(map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w", "namespace": "team-a"}, "spec": map[string]any{"size": "L"}}),
+	}
+}
+
+// The verdicts over a revision (moves, contracts, scopes, the prune caps) read an
+// instance's shape once its render is released: they must decide as on the render.
+func TestShapeOfKeepsWhatTheVerdictsRead(t *testing.T) {
+	g := NewWithT(t)
+	objects := releaseFixture()
+	shape := shapeOf(objects)
+
+	g.Expect(idsOf(shape)).To(Equal(idsOf(objects)))
+	g.Expect(crds.Scopes(shape)).To(Equal(crds.Scopes(objects)))
+	g.Expect(crds.Scopes(shape)).To(HaveLen(1))
+	for i, u := range shape {
+		g.Expect(u.GroupVersionKind()).To(Equal(objects[i].GroupVersionKind()))
+		g.Expect(u.GetAnnotations()).To(BeNil())
+		g.Expect(u.GetLabels()).To(BeNil())
+	}
+	onRender := contracts.Infer(map[string][]*unstructured.Unstructured{"team-a/crd": objects[:1], "team-a/web": objects[1:]}, nil)
+	onShape := contracts.Infer(map[string][]*unstructured.Unstructured{"team-a/crd": shape[:1], "team-a/web": shape[1:]}, nil)
+	g.Expect(onShape.Edges()).To(Equal(onRender.Edges()))
+	g.Expect(onShape.Edges()).NotTo(BeEmpty(), "the Widget requires the CRD's instance")
+
+	// Nothing of the objects' content stays: no spec, no data, no CRD schema.
+	g.Expect(shape[1].Object).NotTo(HaveKey("spec"))
+	g.Expect(shape[2].Object).NotTo(HaveKey("data"))
+	g.Expect(shape[0].Object["spec"]).To(Equal(map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"kind": "Widget"}}))
+	g.Expect(objects[1].Object).To(HaveKey("spec"), "the render itself is left as it was")
+}
+
+// Once its reconcile is done, an instance keeps its result and the ids of what it
+// owns, and drops its render's objects.
+func TestReleaseRenderKeepsTheResult(t *testing.T) {
+	g := NewWithT(t)
+	objects := releaseFixture()
+	mi := &cairnv1.ModuleInstance{}
+	mi.Namespace, mi.Name = "team-a", "web"
+	live := mi.DeepCopy()
+	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok", time.Now())
+	res := &render.Result{Objects: objects, Digest: "hmac-sha256:abc", ModuleDigest: "sha256:def"}
+	r := &instanceRun{mi: mi, live: live, affected: true,
+		placedRender: placedRender{rendered: res, objects: objects, shape: shapeOf(objects), warnings: []string{"skew"}}}
+	r.wrote.report.Changes = ssa.NewChangeSet()
+	for i, u := range objects {
+		action := ssa.UnchangedAction
+		if i < 2 {
+			action = ssa.CreatedAction
+		}
+		r.wrote.report.Changes.Add(ssa.ChangeSetEntry{Subject: apply.Describe(u), Action: action})
+	}
+	key := []byte("k")
+	r.wrote.desired = r.desiredInventory(key)
+	desired := r.wrote.desired
+	before := r.result()
+
+	r.releaseRender()
+
+	g.Expect(r.objects).To(BeNil())
+	g.Expect(r.rendered.Objects).To(BeNil())
+	g.Expect(r.rendered.Digest).To(Equal("hmac-sha256:abc"))
+	g.Expect(r.rendered.ModuleDigest).To(Equal("sha256:def"))
+	g.Expect(r.wrote.desired).To(BeNil())
+	after := r.result()
+	after.Duration = before.Duration
+	g.Expect(after).To(Equal(before))
+	g.Expect(after.Message).To(HavePrefix("5 objects applied (2 changed, 3 unchanged)"))
+	g.Expect(r.shapeInventory()).To(HaveLen(len(desired)))
+	for id := range desired {
+		g.Expect(r.shapeInventory()).To(HaveKey(id))
+	}
+	g.Expect(outcomeOf(r).Result.Message).To(Equal(before.Message), "the outcome its dependents read")
+}
