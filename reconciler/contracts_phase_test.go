@@ -51,7 +51,7 @@ func contractsFixture(runs ...contractRun) *syncRun {
 		}
 		r := &instanceRun{mi: mi, affected: !c.unchanged}
 		if c.objects != nil {
-			r.rendered, r.objects = &render.Result{}, c.objects
+			r.rendered, r.objects, r.shape = &render.Result{}, c.objects, shapeOf(c.objects)
 		}
 		if !c.noCR {
 			r.live = mi.DeepCopy()

@@ -56,7 +56,7 @@ func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][
 			s.live[key] = r.live
 		}
 		if objs, ok := renders[key]; ok {
-			r.affected, r.rendered, r.objects = true, &render.Result{}, objs
+			r.affected, r.rendered, r.objects, r.shape = true, &render.Result{}, objs, shapeOf(objs)
 		}
 		s.runs = append(s.runs, r)
 		s.byKey[key] = r
