@@ -27,7 +27,7 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 	for _, r := range s.runs {
 		switch {
 		case r.rendered != nil && !s.conflicted[r.key()]:
-			objects[r.key()] = r.shape
+			objects[r.key()] = r.shape.kindObjects()
 		case r.was != nil:
 			recorded[r.key()] = r
 		}
@@ -172,9 +172,7 @@ func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.Failur
 // usesKinds tells whether r, which stays in Git, uses one of kinds of provider.
 func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool) bool {
 	if r.rendered != nil {
-		return slices.ContainsFunc(r.shape, func(u *unstructured.Unstructured) bool {
-			return kinds[u.GroupVersionKind().GroupKind()]
-		})
+		return r.shape.uses(kinds)
 	}
 	return r.live != nil && contracts.RequiresKinds(r.live, provider, kinds)
 }

@@ -28,7 +28,7 @@ func (s *syncRun) claimShared() {
 		if r.rendered == nil || r.failure != nil {
 			continue
 		}
-		ids := idsOf(r.shape)
+		ids := r.shape.ids()
 		for id := range secretgen.Inventory(r.mi) {
 			ids[id] = true
 		}
@@ -120,7 +120,7 @@ func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) 
 		o.awaitPlaced(ctx) // its render says, once placed
 	}
 	if o := s.byKey[key]; o != nil && o.rendered != nil {
-		holds := idsOf(o.shape)[id]
+		holds := o.shape.holds(id)
 		return !holds, nil
 	}
 	live := s.live[key]

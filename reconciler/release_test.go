@@ -7,6 +7,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/internal/crds"
@@ -43,24 +44,37 @@ func TestShapeOfKeepsWhatTheVerdictsRead(t *testing.T) {
 	objects := releaseFixture()
 	shape := shapeOf(objects)
 
-	g.Expect(idsOf(shape)).To(Equal(idsOf(objects)))
-	g.Expect(crds.Scopes(shape)).To(Equal(crds.Scopes(objects)))
-	g.Expect(crds.Scopes(shape)).To(HaveLen(1))
-	for i, u := range shape {
-		g.Expect(u.GroupVersionKind()).To(Equal(objects[i].GroupVersionKind()))
-		g.Expect(u.GetAnnotations()).To(BeNil())
-		g.Expect(u.GetLabels()).To(BeNil())
+	g.Expect(shape.ids()).To(Equal(idsOf(objects)))
+	for _, u := range objects {
+		g.Expect(shape.holds(apply.ObjectID(u))).To(BeTrue())
 	}
+	g.Expect(shape.holds("_x_v1_Secret")).To(BeFalse())
+	g.Expect(shape.scopes()).To(Equal(crds.Scopes(objects)))
+	g.Expect(shape.scopes()).To(HaveLen(1))
+	g.Expect(shape.uses(map[schema.GroupKind]bool{{Group: "example.com", Kind: "Widget"}: true})).To(BeTrue())
+	g.Expect(shape.uses(map[schema.GroupKind]bool{{Group: "example.com", Kind: "Gadget"}: true})).To(BeFalse())
+	g.Expect(shape.kinds).To(HaveLen(len(objects)), "one of each kind")
+
+	crdShape, webShape := shapeOf(objects[:1]), shapeOf(objects[1:])
 	onRender := contracts.Infer(map[string][]*unstructured.Unstructured{"team-a/crd": objects[:1], "team-a/web": objects[1:]}, nil)
-	onShape := contracts.Infer(map[string][]*unstructured.Unstructured{"team-a/crd": shape[:1], "team-a/web": shape[1:]}, nil)
+	onShape := contracts.Infer(map[string][]*unstructured.Unstructured{"team-a/crd": crdShape.kindObjects(), "team-a/web": webShape.kindObjects()}, nil)
 	g.Expect(onShape.Edges()).To(Equal(onRender.Edges()))
 	g.Expect(onShape.Edges()).NotTo(BeEmpty(), "the Widget requires the CRD's instance")
+	g.Expect(onShape.ProvidedNames("team-a/crd")).To(Equal(onRender.ProvidedNames("team-a/crd")))
 
-	// Nothing of the objects' content stays: no spec, no data, no CRD schema.
-	g.Expect(shape[1].Object).NotTo(HaveKey("spec"))
-	g.Expect(shape[2].Object).NotTo(HaveKey("data"))
-	g.Expect(shape[0].Object["spec"]).To(Equal(map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"kind": "Widget"}}))
-	g.Expect(objects[1].Object).To(HaveKey("spec"), "the render itself is left as it was")
+	// Nothing of the objects' content stays: of the CRD, only what defines its kind.
+	g.Expect(shape.crds).To(HaveLen(1))
+	g.Expect(shape.crds[0].Object["spec"]).To(Equal(map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"kind": "Widget"}}))
+	g.Expect(shape.crds[0].GetLabels()).To(BeNil())
+	g.Expect(objects[0].Object["spec"]).To(HaveKey("versions"), "the render itself is left as it was")
+
+	// No render: nothing held, nothing used.
+	var none *renderShape
+	g.Expect(none.ids()).To(BeEmpty())
+	g.Expect(none.holds(apply.ObjectID(objects[1]))).To(BeFalse())
+	g.Expect(none.uses(map[schema.GroupKind]bool{{Group: "example.com", Kind: "Widget"}: true})).To(BeFalse())
+	g.Expect(none.scopes()).To(BeEmpty())
+	g.Expect(none.kindObjects()).To(BeEmpty())
 }
 
 // Once its reconcile is done, an instance keeps its result and the ids of what it

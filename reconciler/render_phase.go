@@ -85,7 +85,7 @@ func (s *syncRun) placeAll(ctx context.Context) {
 		case r.render.res != nil && s.mayPlaceCRDs(r):
 			maps.Copy(scopes, crds.Scopes(r.render.res.Objects))
 		case r.rendered != nil: // placed: its CRDs passed the placement
-			maps.Copy(scopes, crds.Scopes(r.shape))
+			maps.Copy(scopes, r.shape.scopes())
 		}
 	}
 	sem := make(chan struct{}, s.e.opts.Concurrency)
@@ -231,7 +231,7 @@ type placedRender struct {
 	// shape is what the verdicts over the revision read of objects (see
 	// shapeOf): it stays once the instance's reconcile is done and objects
 	// are released (see instanceRun.releaseRender).
-	shape []*unstructured.Unstructured
+	shape *renderShape
 	// published is the signed artifact the render was published as (nil: not
 	// published).
 	published *cairnv1.PublishedArtifact
