@@ -17,14 +17,21 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// maxEntries bounds the renders kept in memory.
-const maxEntries = 256
+// memEntries bounds the renders kept in memory: fewer with a directory, from which
+// a render is read back at the cost of a decode, not of a render. Every render kept
+// stays in the heap of a process at rest; a drift check, which reads every
+// instance's render in turn, reads a fleet larger than either bound from disk anyway.
+const (
+	memEntries        = 256
+	memEntriesWithDir = 64
+)
 
 // Cache remembers renders by everything that determines them: the instance's
 // identity, the module's digest, the values, the Platform inputs and cairn's version.
 // It lives in memory and, when a directory is given, on disk across restarts.
 type Cache struct {
 	dir   string
+	max   int // renders kept in memory
 	mu    sync.Mutex
 	mem   map[string]*render.Result
 	order []string
@@ -32,7 +39,11 @@ type Cache struct {
 
 // New returns a cache in memory and, when dir is not "", on disk in dir.
 func New(dir string) *Cache {
-	return &Cache{dir: dir, mem: map[string]*render.Result{}}
+	c := &Cache{dir: dir, max: memEntries, mem: map[string]*render.Result{}}
+	if dir != "" {
+		c.max = memEntriesWithDir
+	}
+	return c
 }
 
 // Key digests the whole render request, with cairn's version (a new cairn never
@@ -87,7 +98,7 @@ func (c *Cache) remember(key string, res *render.Result) {
 		c.order = append(c.order, key)
 	}
 	c.mem[key] = res
-	for len(c.order) > maxEntries {
+	for len(c.order) > c.max {
 		delete(c.mem, c.order[0])
 		c.order = c.order[1:]
 	}

@@ -2,6 +2,7 @@ package rendercache
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"reflect"
@@ -49,6 +50,35 @@ func TestRenderCacheSurvivesRestartAndHandsOutCopies(t *testing.T) {
 	g.Expect(again.Digest).To(Equal("sha256:d"))
 	g.Expect(again.Objects[0].GetKind()).To(Equal("ConfigMap"))
 	g.Expect(New("").Get("abcd")).To(BeNil())
+}
+
+// With a directory, the memory keeps the last memEntriesWithDir renders and the
+// others are read back from disk; without one, it keeps memEntries.
+func TestRenderCacheMemoryBound(t *testing.T) {
+	g := NewWithT(t)
+	put := func(c *Cache, n int) {
+		for i := range n {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("v1")
+			u.SetKind("ConfigMap")
+			u.SetName(fmt.Sprintf("cm-%d", i))
+			c.Put(fmt.Sprintf("k%04d", i), &render.Result{Objects: []*unstructured.Unstructured{u}, Digest: "sha256:d"})
+		}
+	}
+	withDir := New(t.TempDir())
+	put(withDir, memEntries)
+	g.Expect(withDir.mem).To(HaveLen(memEntriesWithDir))
+	g.Expect(withDir.mem).To(HaveKey(fmt.Sprintf("k%04d", memEntries-1)))
+	first := withDir.Get("k0000")
+	g.Expect(first).NotTo(BeNil(), "read back from disk")
+	g.Expect(first.Objects[0].GetName()).To(Equal("cm-0"))
+	g.Expect(withDir.mem).To(HaveLen(memEntriesWithDir))
+
+	memOnly := New("")
+	put(memOnly, memEntries+1)
+	g.Expect(memOnly.mem).To(HaveLen(memEntries))
+	g.Expect(memOnly.Get("k0000")).To(BeNil(), "the oldest is gone with no directory")
+	g.Expect(memOnly.Get("k0001")).NotTo(BeNil())
 }
 
 func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
