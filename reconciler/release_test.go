@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestShapeOfKeepsWhatTheVerdictsRead(t *testing.T) {
 	for _, u := range objects {
 		g.Expect(shape.holds(apply.ObjectID(u))).To(BeTrue())
 	}
-	g.Expect(shape.holds("_x_v1_Secret")).To(BeFalse())
+	g.Expect(shape.holds("team-a_creds__Secret")).To(BeTrue())
+	g.Expect(shape.holds("team-a_other__Secret")).To(BeFalse(), "a Secret it does not render")
 	g.Expect(shape.scopes()).To(Equal(crds.Scopes(objects)))
 	g.Expect(shape.scopes()).To(HaveLen(1))
 	g.Expect(shape.uses(map[schema.GroupKind]bool{{Group: "example.com", Kind: "Widget"}: true})).To(BeTrue())
@@ -118,4 +120,31 @@ func TestReleaseRenderKeepsTheResult(t *testing.T) {
 		g.Expect(r.shapeInventory()).To(HaveKey(id))
 	}
 	g.Expect(outcomeOf(r).Result.Message).To(Equal(before.Message), "the outcome its dependents read")
+}
+
+// An instance that applied alone (fast) releases its render while the others still
+// decide over it: whether it gives up an object another instance takes (a move) and
+// what the removed instances' prunes leave out are read from its shape.
+func TestAReleasedInstanceStillAnswersTheVerdicts(t *testing.T) {
+	g := NewWithT(t)
+	objects := releaseFixture()
+	mi := &cairnv1.ModuleInstance{}
+	mi.Namespace, mi.Name = "team-a", "web"
+	placed := make(chan struct{})
+	close(placed)
+	o := &instanceRun{mi: mi, live: mi.DeepCopy(), affected: true, placed: placed,
+		placedRender: placedRender{rendered: &render.Result{Objects: objects}, objects: objects, shape: shapeOf(objects)}}
+	s := &syncRun{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
+	deployment, gone := apply.ObjectID(objects[1]), "team-a_old_apps_Deployment"
+	before := o.desiredInventory([]byte("k"))
+
+	o.releaseRender()
+
+	for id, want := range map[string]bool{deployment: false, gone: true} {
+		releases, err := s.releases(context.Background(), "team-a.web", id)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(releases).To(Equal(want), id)
+	}
+	g.Expect(o.shapeInventory().Minus(before)).To(BeEmpty())
+	g.Expect(before.Minus(o.shapeInventory())).To(BeEmpty())
 }

@@ -17,33 +17,32 @@ import (
 	"cairn.dev/cairn/render"
 )
 
-// memEntries bounds the renders kept in memory: fewer with a directory, from which
-// a render is read back at the cost of a decode, not of a render. Every render kept
-// stays in the heap of a process at rest; a drift check, which reads every
-// instance's render in turn, reads a fleet larger than either bound from disk anyway.
+// memEntries bounds the renders kept in memory only (without a directory, or holding
+// a Secret, which never lands on disk); memEntriesOnDisk bounds those a directory
+// keeps too, from which a render is read back at the cost of a decode, not of a
+// render. Every render kept stays in the heap of a process at rest, and a drift check,
+// which reads every instance's render in turn, reads a fleet larger than the bound
+// from disk anyway.
 const (
-	memEntries        = 256
-	memEntriesWithDir = 64
+	memEntries       = 256
+	memEntriesOnDisk = 64
 )
 
 // Cache remembers renders by everything that determines them: the instance's
 // identity, the module's digest, the values, the Platform inputs and cairn's version.
 // It lives in memory and, when a directory is given, on disk across restarts.
 type Cache struct {
-	dir   string
-	max   int // renders kept in memory
-	mu    sync.Mutex
-	mem   map[string]*render.Result
-	order []string
+	dir string
+	mu  sync.Mutex
+	mem map[string]*render.Result
+	// onDisk and memOnly are the keys in mem, oldest first: those the directory
+	// keeps too, and the others.
+	onDisk, memOnly []string
 }
 
 // New returns a cache in memory and, when dir is not "", on disk in dir.
 func New(dir string) *Cache {
-	c := &Cache{dir: dir, max: memEntries, mem: map[string]*render.Result{}}
-	if dir != "" {
-		c.max = memEntriesWithDir
-	}
-	return c
+	return &Cache{dir: dir, mem: map[string]*render.Result{}}
 }
 
 // Key digests the whole render request, with cairn's version (a new cairn never
@@ -79,7 +78,7 @@ func (c *Cache) Get(key string) *render.Result {
 		if res = c.load(key); res == nil {
 			return nil
 		}
-		c.remember(key, res)
+		c.remember(key, res, true)
 	}
 	return copyResult(res)
 }
@@ -87,21 +86,33 @@ func (c *Cache) Get(key string) *render.Result {
 // Put keeps a copy of res under key.
 func (c *Cache) Put(key string, res *render.Result) {
 	res = copyResult(res)
-	c.remember(key, res)
+	c.remember(key, res, c.storable(res))
 	c.store(key, res)
 }
 
-func (c *Cache) remember(key string, res *render.Result) {
+// remember keeps res in memory under key; onDisk: the directory keeps it too.
+func (c *Cache) remember(key string, res *render.Result, onDisk bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.mem[key]; !ok {
-		c.order = append(c.order, key)
-	}
+	_, had := c.mem[key]
 	c.mem[key] = res
-	for len(c.order) > c.max {
-		delete(c.mem, c.order[0])
-		c.order = c.order[1:]
+	if had {
+		return
 	}
+	order, bound := &c.memOnly, memEntries
+	if onDisk {
+		order, bound = &c.onDisk, memEntriesOnDisk
+	}
+	*order = append(*order, key)
+	for len(*order) > bound {
+		delete(c.mem, (*order)[0])
+		*order = (*order)[1:]
+	}
+}
+
+// storable tells whether the directory keeps res (see store).
+func (c *Cache) storable(res *render.Result) bool {
+	return c.dir != "" && !holdsSecret(res.Objects) && !holdsSecret(hooks.Objects(res.Hooks))
 }
 
 func (c *Cache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json.gz") }
@@ -129,7 +140,7 @@ func (c *Cache) load(key string) *render.Result {
 // store writes the render atomically; a failure only costs a future render. A render
 // that holds a Secret stays in memory only: its data never lands on disk in the clear.
 func (c *Cache) store(key string, res *render.Result) {
-	if c.dir == "" || holdsSecret(res.Objects) || holdsSecret(hooks.Objects(res.Hooks)) {
+	if !c.storable(res) {
 		return
 	}
 	var buf bytes.Buffer

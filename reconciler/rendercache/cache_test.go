@@ -52,33 +52,46 @@ func TestRenderCacheSurvivesRestartAndHandsOutCopies(t *testing.T) {
 	g.Expect(New("").Get("abcd")).To(BeNil())
 }
 
-// With a directory, the memory keeps the last memEntriesWithDir renders and the
-// others are read back from disk; without one, it keeps memEntries.
+// The memory keeps the last memEntriesOnDisk renders that the directory keeps too
+// (the others are read back from disk), and the last memEntries of those it keeps
+// alone: without a directory, or holding a Secret, which never lands on disk.
 func TestRenderCacheMemoryBound(t *testing.T) {
 	g := NewWithT(t)
-	put := func(c *Cache, n int) {
+	put := func(c *Cache, prefix, kind string, n int) {
 		for i := range n {
 			u := &unstructured.Unstructured{}
 			u.SetAPIVersion("v1")
-			u.SetKind("ConfigMap")
-			u.SetName(fmt.Sprintf("cm-%d", i))
-			c.Put(fmt.Sprintf("k%04d", i), &render.Result{Objects: []*unstructured.Unstructured{u}, Digest: "sha256:d"})
+			u.SetKind(kind)
+			u.SetName(fmt.Sprintf("%s-%d", prefix, i))
+			c.Put(fmt.Sprintf("%s%04d", prefix, i), &render.Result{Objects: []*unstructured.Unstructured{u}, Digest: "sha256:d"})
 		}
 	}
 	withDir := New(t.TempDir())
-	put(withDir, memEntries)
-	g.Expect(withDir.mem).To(HaveLen(memEntriesWithDir))
-	g.Expect(withDir.mem).To(HaveKey(fmt.Sprintf("k%04d", memEntries-1)))
-	first := withDir.Get("k0000")
+	put(withDir, "cm", "ConfigMap", memEntries)
+	g.Expect(withDir.mem).To(HaveLen(memEntriesOnDisk))
+	g.Expect(withDir.mem).To(HaveKey(fmt.Sprintf("cm%04d", memEntries-1)))
+	g.Expect(withDir.mem).NotTo(HaveKey("cm0000"))
+	first := withDir.Get("cm0000")
 	g.Expect(first).NotTo(BeNil(), "read back from disk")
 	g.Expect(first.Objects[0].GetName()).To(Equal("cm-0"))
-	g.Expect(withDir.mem).To(HaveLen(memEntriesWithDir))
+	g.Expect(withDir.mem).To(HaveLen(memEntriesOnDisk))
+
+	// Renders that hold a Secret stay in memory only, up to memEntries, beside the
+	// others: a fleet of more than memEntriesOnDisk of them is not rendered again.
+	put(withDir, "s", "Secret", memEntries)
+	g.Expect(withDir.mem).To(HaveLen(memEntriesOnDisk + memEntries))
+	for i := range memEntries {
+		g.Expect(withDir.Get(fmt.Sprintf("s%04d", i))).NotTo(BeNil())
+	}
+	put(withDir, "t", "Secret", 1)
+	g.Expect(withDir.Get("s0000")).To(BeNil(), "the oldest in memory only is gone: it was never on disk")
+	g.Expect(withDir.mem).To(HaveKey("cm0000"), "those on disk are bounded apart: none was pushed out")
 
 	memOnly := New("")
-	put(memOnly, memEntries+1)
+	put(memOnly, "cm", "ConfigMap", memEntries+1)
 	g.Expect(memOnly.mem).To(HaveLen(memEntries))
-	g.Expect(memOnly.Get("k0000")).To(BeNil(), "the oldest is gone with no directory")
-	g.Expect(memOnly.Get("k0001")).NotTo(BeNil())
+	g.Expect(memOnly.Get("cm0000")).To(BeNil(), "the oldest is gone with no directory")
+	g.Expect(memOnly.Get("cm0001")).NotTo(BeNil())
 }
 
 func TestRenderCacheKeepsSecretsOffDisk(t *testing.T) {
