@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -135,6 +136,17 @@ func checkFuzzedTree(t *testing.T, tree *Tree, limits Limits) {
 	}
 	for _, p := range files {
 		assertSafePath(t, p)
+		if err := tree.Oversized(p); err != nil {
+			// Listed, its content not read (a file over the cap, or a link): it
+			// fails only what reads it.
+			if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsafePath) {
+				t.Fatalf("file %q: %v", p, err)
+			}
+			if _, ok := tree.Bytes(p); ok && errors.Is(err, ErrTooLarge) {
+				t.Fatalf("file %q over the cap, yet its content is held", p)
+			}
+			continue
+		}
 		if b, ok := tree.Bytes(p); !ok || int64(len(b)) > limits.MaxFileBytes {
 			t.Fatalf("file %q missing or over the cap", p)
 		}
