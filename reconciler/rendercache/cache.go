@@ -86,8 +86,11 @@ func (c *Cache) Get(key string) *render.Result {
 // Put keeps a copy of res under key.
 func (c *Cache) Put(key string, res *render.Result) {
 	res = copyResult(res)
-	c.remember(key, res, c.storable(res))
-	c.store(key, res)
+	onDisk := c.storable(res)
+	c.remember(key, res, onDisk)
+	if onDisk {
+		c.store(key, res)
+	}
 }
 
 // remember keeps res in memory under key; onDisk: the directory keeps it too.
@@ -137,12 +140,10 @@ func (c *Cache) load(key string) *render.Result {
 	return &res
 }
 
-// store writes the render atomically; a failure only costs a future render. A render
-// that holds a Secret stays in memory only: its data never lands on disk in the clear.
+// store writes the render, storable (a render that holds a Secret stays in memory
+// only: its data never lands on disk in the clear), atomically; a failure only
+// costs a future render.
 func (c *Cache) store(key string, res *render.Result) {
-	if !c.storable(res) {
-		return
-	}
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the cache is written on the sync path
 	if json.NewEncoder(zw).Encode(res) != nil || zw.Close() != nil {
