@@ -93,12 +93,12 @@ func (s *syncRun) chartCapabilities(ctx context.Context, key string) (*render.Ca
 // against other capabilities than the cluster's now (a newly served API, an upgrade),
 // so that it renders again. It needs the capabilities discovered (discoverForCharts,
 // capabilities), and is false when they could not be.
-func (v *clusterView) capabilitiesChanged(r *instanceRun) bool {
+func (v *clusterView) capabilitiesChanged(p *instancePlan) bool {
 	c := v.caps
-	if !usesCapabilities(r.mi) || r.live == nil || c == nil || c.err != nil {
+	if !usesCapabilities(p.mi) || p.was == nil || c == nil || c.err != nil {
 		return false
 	}
-	return r.live.Status.CapabilitiesDigest != c.digestFor(r.mi)
+	return p.was.Status.CapabilitiesDigest != c.digestFor(p.mi)
 }
 
 // discoverForCharts discovers the cluster's capabilities when the revision declares a

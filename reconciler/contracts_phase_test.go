@@ -49,7 +49,7 @@ func contractsFixture(runs ...contractRun) *syncRun {
 		for _, d := range c.dependsOn {
 			mi.Spec.DependsOn = append(mi.Spec.DependsOn, cairnv1.InstanceReference{Name: d})
 		}
-		r := &instanceRun{mi: mi, affected: !c.unchanged}
+		r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: !c.unchanged}}
 		if c.objects != nil {
 			r.rendered, r.objects, r.shape = &render.Result{}, c.objects, shapeOf(c.objects)
 		}

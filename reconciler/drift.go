@@ -102,11 +102,11 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
-	r := &instanceRun{mi: mi, live: live, why: "drift check"}
+	r := &instanceRun{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}, live: live}
 	if usesCapabilities(mi) {
 		s.capabilities(ctx)
 	}
-	if s.capabilitiesChanged(r) {
+	if s.capabilitiesChanged(&r.instancePlan) {
 		rep.Resync = true
 		return rep
 	}

@@ -123,7 +123,7 @@ func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.Modu
 		return nil, err
 	}
 	mi := r.mi.DeepCopy()
-	if err := mirror(ctx, s.e.cluster.client, mi, s.instanceAnnotations(r)); err != nil {
+	if err := mirror(ctx, s.e.cluster.client, mi, s.instanceAnnotations(&r.instancePlan)); err != nil {
 		return nil, err
 	}
 	return mi, nil

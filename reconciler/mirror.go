@@ -37,7 +37,7 @@ const (
 )
 
 // instanceAnnotations are the annotations cairn sets on the CR of r's instance.
-func (in *revisionInput) instanceAnnotations(r *instanceRun) map[string]string {
+func (in *revisionInput) instanceAnnotations(r *instancePlan) map[string]string {
 	origin := in.set.Origins[declarations.Key(cairnv1.ModuleInstanceKind, r.mi.Namespace, r.mi.Name)]
 	ann := map[string]string{specDigestAnnotation: r.specDigest, sourceAnnotation: origin.File,
 		inputDigestAnnotation: r.inputDigest, inputRevisionAnnotation: in.rev.SHA}

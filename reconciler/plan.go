@@ -23,13 +23,18 @@ import (
 	"cairn.dev/cairn/render/declarations"
 )
 
-// instanceRun is the work on one instance in one sync.
-type instanceRun struct {
-	// The plan: set by plan and the revision step, before any reconcile.
-	mi   *cairnv1.ModuleInstance // the declaration from Git
-	live *cairnv1.ModuleInstance // the CR in the cluster, nil when new; the reconcile's CR once it starts
-	// was is the CR as the revision step found it, never replaced: the verdicts over
-	// the revision read it while instance reconciles replace live.
+// instancePlan is what the plan decides of one instance at a revision: its
+// declaration, the CR as the revision step found it, the digests of its input and
+// whether the revision affects it, and why. plan sets it (planInstance, then
+// markDependents) before any reconcile starts, and nothing writes it after but a
+// replica's holdInput, which plans again, under the cluster view's lock and before
+// the instance's reconcile starts, an instance whose CR no reconcile has attempted.
+// The phases read it; they never write it.
+type instancePlan struct {
+	mi *cairnv1.ModuleInstance // the declaration from Git
+	// was is the CR as the revision step found it (nil: none), never replaced: the
+	// plan and the verdicts over the revision read it while instance reconciles
+	// work on the CR as written (instanceRun.live).
 	was          *cairnv1.ModuleInstance
 	specDigest   string
 	sourceDigest string   // local modules: digest of the module directory
@@ -43,9 +48,22 @@ type instanceRun struct {
 	why         string
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
-	// leftInventory: r has no CR and its last inventory was found in cairn's namespace
-	// (see adoptedInventory); the Secret is removed once r records an inline one.
+	// leftInventory: the instance has no CR and its last inventory was found in
+	// cairn's namespace (see adoptedInventory); the Secret is removed once it
+	// records an inline one.
 	leftInventory bool
+}
+
+func (p *instancePlan) key() string { return p.mi.Namespace + "/" + p.mi.Name }
+
+// instanceRun is the work on one instance in one sync.
+type instanceRun struct {
+	// The plan: set by plan, before any reconcile.
+	instancePlan
+	// live is the CR in the cluster: the one the revision step found (was) until
+	// the instance's reconcile starts, then the CR as written, which the reconcile
+	// replaces as it writes.
+	live *cairnv1.ModuleInstance
 	// mirrored is the CR as the revision step wrote the instance's input into it
 	// (see writeInputs); the instance reconcile works on it. mirrorErr says why it
 	// could not be written.
@@ -111,8 +129,6 @@ type instanceVerdicts struct {
 	withheld  apply.Inventory
 }
 
-func (r *instanceRun) key() string { return r.mi.Namespace + "/" + r.mi.Name }
-
 // plan decides which instances this revision affects and which left Git. An
 // instance is affected when it is new, failed and due for a retry (see retryDue: at
 // a new revision, or once status.nextRetryAt has passed), its declaration or the
@@ -136,52 +152,59 @@ func (s *syncRun) plan() {
 }
 
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
-	r := &instanceRun{mi: mi, live: s.live[mi.Namespace+"/"+mi.Name]}
-	r.was = r.live
-	r.specDigest = s.specDigest(mi)
-	r.sourceDigest, r.sourceDirs = s.repositorySource(mi)
-	if r.live != nil {
-		r.refresh = r.live.Annotations[refreshAnnotation]
-	}
-	r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
-	r.affected, r.why = s.isAffected(r)
-	return r
+	p := s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])
+	return &instanceRun{instancePlan: p, live: p.was}
 }
 
-func (s *syncRun) isAffected(r *instanceRun) (bool, string) {
-	refreshed := s.refreshed(r.mi)
+// planInstance is the plan of mi, whose CR is was (nil: none): its digests and
+// whether the revision affects it.
+func (s *syncRun) planInstance(mi, was *cairnv1.ModuleInstance) instancePlan {
+	p := instancePlan{mi: mi, was: was, specDigest: s.specDigest(mi)}
+	p.sourceDigest, p.sourceDirs = s.repositorySource(mi)
+	if was != nil {
+		p.refresh = was.Annotations[refreshAnnotation]
+	}
+	p.inputDigest = inputDigest(p.specDigest, p.sourceDigest, p.refresh)
+	p.affected, p.why = s.isAffected(&p)
+	return p
+}
+
+// isAffected decides whether the revision affects p, and why; a requested
+// reconcile sets p.forced, a Registry's new refresh p.refresh and p.inputDigest.
+func (s *syncRun) isAffected(p *instancePlan) (bool, string) {
+	refreshed := s.refreshed(p.mi)
 	switch {
-	case r.mi.Spec.Suspend:
+	case p.mi.Spec.Suspend:
 		return false, "suspended"
-	case status.SuspendAnnotated(r.live):
+	case status.SuspendAnnotated(p.was):
 		return false, "suspended in the cluster (cairn suspend)"
-	case r.live == nil:
+	case p.was == nil:
 		return true, "new instance"
-	case status.IsSuspended(r.live):
+	case status.IsSuspended(p.was):
 		return true, "resumed"
-	case reconcileRequested(r.live):
-		r.forced = true
+	case reconcileRequested(p.was):
+		p.forced = true
 		return true, "reconcile requested (cairn reconcile): every object applied again"
 	case refreshed != "":
 		// A new refresh is a new input, written on the CR, so that the reconcile of
 		// any replica is woken and renders and verifies it again.
-		r.refresh = refreshed + "@" + s.now.UTC().Format(time.RFC3339Nano)
-		r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
-		return true, refreshedWhy(r.refresh)
-	case !status.IsReady(r.live):
-		if due, why := retryDue(r.live, s.rev.SHA, s.now); due {
+		p.refresh = refreshed + "@" + s.now.UTC().Format(time.RFC3339Nano)
+		p.inputDigest = inputDigest(p.specDigest, p.sourceDigest, p.refresh)
+		return true, refreshedWhy(p.refresh)
+	case !status.IsReady(p.was):
+		if due, why := retryDue(p.was, s.rev.SHA, s.now); due {
 			return true, why
 		}
 	}
 	switch {
-	case r.live.Status.LastAttemptedInput != r.inputDigest:
-		return true, inputChange(r)
-	case r.live.Generation != r.live.Status.ObservedGeneration:
+	case p.was.Status.LastAttemptedInput != p.inputDigest:
+		return true, inputChange(p)
+	case p.was.Generation != p.was.Status.ObservedGeneration:
 		return true, "spec changed since the last sync (an interrupted sync or an edit in the cluster)"
-	case status.IsReady(r.live) && s.capabilitiesChanged(r):
+	case status.IsReady(p.was) && s.capabilitiesChanged(p):
 		return true, "the cluster's capabilities changed (its Kubernetes version or the API versions it serves): the chart renders again"
-	case !status.IsReady(r.live):
-		_, why := retryDue(r.live, s.rev.SHA, s.now)
+	case !status.IsReady(p.was):
+		_, why := retryDue(p.was, s.rev.SHA, s.now)
 		return false, why
 	}
 	return false, "unchanged"
@@ -230,18 +253,18 @@ func (s *syncRun) unrefreshed() []string {
 }
 
 // inputChange says what changed in r's input since its last attempt.
-func inputChange(r *instanceRun) string {
-	switch k := moduleKindOf(r.mi); {
-	case r.live.Status.LastAttemptedInput == "":
+func inputChange(p *instancePlan) string {
+	switch k := moduleKindOf(p.mi); {
+	case p.was.Status.LastAttemptedInput == "":
 		return "input digest not recorded yet (the first sync by this version of cairn): rendered again"
-	case r.live.Annotations[specDigestAnnotation] != r.specDigest:
+	case p.was.Annotations[specDigestAnnotation] != p.specDigest:
 		return "declaration changed"
-	case r.sourceDigest != r.live.Status.SourceDigest && k != nil && k.sourceChange() != "":
+	case p.sourceDigest != p.was.Status.SourceDigest && k != nil && k.sourceChange() != "":
 		return k.sourceChange()
-	case r.refresh != "": // the declaration and module as attempted: the Registry's refresh is what is new
-		return refreshedWhy(r.refresh)
+	case p.refresh != "": // the declaration and module as attempted: the Registry's refresh is what is new
+		return refreshedWhy(p.refresh)
 	}
-	return "input written at " + gitsource.ShortSHA(r.live.Annotations[inputRevisionAnnotation]) + " not synced yet"
+	return "input written at " + gitsource.ShortSHA(p.was.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
 
 func (s *syncRun) markDependents(r *instanceRun) {

@@ -255,15 +255,13 @@ func TestIsAffected(t *testing.T) {
 					tc.live(s, live)
 				}
 			}
-			r := &instanceRun{mi: s.set.Instance("team-a", tc.instance), live: live}
-			r.specDigest = s.specDigest(r.mi)
-			r.sourceDigest, _ = s.repositorySource(r.mi)
+			r := s.planInstance(s.set.Instance("team-a", tc.instance), live)
+			refresh := ""
 			if live != nil {
-				r.refresh = live.Annotations[refreshAnnotation]
+				refresh = live.Annotations[refreshAnnotation]
 			}
-			r.inputDigest = inputDigest(r.specDigest, r.sourceDigest, r.refresh)
-			before := r.inputDigest
-			affected, why := s.isAffected(r)
+			before := inputDigest(r.specDigest, r.sourceDigest, refresh)
+			affected, why := r.affected, r.why
 			g.Expect(affected).To(Equal(tc.affected))
 			g.Expect(why).To(HavePrefix(tc.why))
 			g.Expect(r.forced).To(Equal(tc.forced))
@@ -348,7 +346,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
 		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
-		r := &instanceRun{mi: mi, live: live, affected: true}
+		r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live}
 		edit(r)
 		return r
 	}

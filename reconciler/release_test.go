@@ -89,7 +89,7 @@ func TestReleaseRenderKeepsTheResult(t *testing.T) {
 	live := mi.DeepCopy()
 	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok", time.Now())
 	res := &render.Result{Objects: objects, Digest: "hmac-sha256:abc", ModuleDigest: "sha256:def"}
-	r := &instanceRun{mi: mi, live: live, affected: true,
+	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live,
 		placedRender: placedRender{rendered: res, objects: objects, shape: shapeOf(objects), warnings: []string{"skew"}}}
 	r.wrote.report.Changes = ssa.NewChangeSet()
 	for i, u := range objects {
@@ -132,7 +132,7 @@ func TestAReleasedInstanceStillAnswersTheVerdicts(t *testing.T) {
 	mi.Namespace, mi.Name = "team-a", "web"
 	placed := make(chan struct{})
 	close(placed)
-	o := &instanceRun{mi: mi, live: mi.DeepCopy(), affected: true, placed: placed,
+	o := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: mi.DeepCopy(), placed: placed,
 		placedRender: placedRender{rendered: &render.Result{Objects: objects}, objects: objects, shape: shapeOf(objects)}}
 	s := &syncRun{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
 	deployment, gone := apply.ObjectID(objects[1]), "team-a_old_apps_Deployment"

@@ -34,7 +34,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			continue
 		}
 		if due, why := retryDue(live, s.rev.SHA, s.now); !status.IsReady(live) && !due {
-			s.results = append(s.results, (&instanceRun{live: live, why: why}).deferredResult(res))
+			s.results = append(s.results, (&instanceRun{instancePlan: instancePlan{was: live, why: why}, live: live}).deferredResult(res))
 			continue
 		}
 		began := time.Now()

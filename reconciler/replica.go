@@ -100,9 +100,11 @@ func (s *syncRun) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
 		return true // held already (another reconcile of it took it first)
 	}
 	r.mirrored = cr
-	if r.live != nil && neverAttempted(cr) { // found when the state was built (Take's has none)
-		r.live, r.was = nil, nil
-		r.affected, r.why = s.isAffected(r)
+	if r.was != nil && neverAttempted(cr) { // found when the state was built (Take's has none)
+		p := r.instancePlan // its digests stay: cr holds them
+		p.was = nil
+		p.affected, p.why = s.isAffected(&p)
+		r.instancePlan, r.live = p, nil
 	}
 	return true
 }

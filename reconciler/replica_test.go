@@ -69,7 +69,7 @@ func TestDue(t *testing.T) {
 // does not hide it. Without the written CR, the CR's own generation must have been
 // attempted.
 func TestAttemptedIn(t *testing.T) {
-	d := &instanceRun{inputDigest: "sha256:in"}
+	d := &instanceRun{instancePlan: instancePlan{inputDigest: "sha256:in"}}
 	cr := func(generation, observed int64, input string) *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team", Generation: generation}}
 		mi.Status.ObservedGeneration, mi.Status.LastAttemptedInput = observed, input
@@ -111,9 +111,9 @@ func TestHoldsInput(t *testing.T) {
 			Annotations: map[string]string{inputDigestAnnotation: digest}}}
 	}
 	st := &RevisionState{replica: true, s: &syncRun{byKey: map[string]*instanceRun{
-		"team/unchanged": {inputDigest: "sha256:before"},
-		"team/held":      {inputDigest: "sha256:new", affected: true, mirrored: cr("held", "sha256:new")},
-		"team/waiting":   {inputDigest: "sha256:new", affected: true},
+		"team/unchanged": {instancePlan: instancePlan{inputDigest: "sha256:before"}},
+		"team/held":      {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}, mirrored: cr("held", "sha256:new")},
+		"team/waiting":   {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}},
 	}}}
 	g.Expect(st.HoldsInput(cr("unchanged", "sha256:before"))).To(BeTrue(), "its reconcile does nothing")
 	g.Expect(st.HoldsInput(cr("unchanged", "sha256:refreshed"))).To(BeFalse(), "a refresh written after the state was built")
@@ -149,11 +149,11 @@ func TestUnrefreshed(t *testing.T) {
 	}
 	failed := errors.New("the API server refused the write")
 	s := &syncRun{runs: []*instanceRun{
-		{refresh: "modules@T2", was: held("modules@T1"), mirrorErr: failed},
-		{refresh: "modules@T2", mirrorErr: failed}, // a new instance: the same Registry once
-		{mirrorErr: failed},                                                 // no refresh
-		{refresh: "charts@T2", was: held("charts@T1")},                      // written
-		{refresh: "catalog@T1", was: held("catalog@T1"), mirrorErr: failed}, // carried over, not new
+		{instancePlan: instancePlan{refresh: "modules@T2", was: held("modules@T1")}, mirrorErr: failed},
+		{instancePlan: instancePlan{refresh: "modules@T2"}, mirrorErr: failed}, // a new instance: the same Registry once
+		{mirrorErr: failed}, // no refresh
+		{instancePlan: instancePlan{refresh: "charts@T2", was: held("charts@T1")}},                      // written
+		{instancePlan: instancePlan{refresh: "catalog@T1", was: held("catalog@T1")}, mirrorErr: failed}, // carried over, not new
 	}}
 	g.Expect(s.unrefreshed()).To(Equal([]string{"modules"}))
 }

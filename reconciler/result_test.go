@@ -144,7 +144,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 			live := mi.DeepCopy()
 			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
 			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Minute))
-			r := &instanceRun{mi: mi, live: live, affected: true}
+			r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live}
 			tc.run(r)
 
 			res := r.result()

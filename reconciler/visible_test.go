@@ -22,7 +22,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	g := NewWithT(t)
 	mi := &cairnv1.ModuleInstance{}
 	mi.Namespace, mi.Name = "team-a", "web"
-	r := &instanceRun{mi: mi, live: mi, affected: true, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
+	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: mi, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
 	r.warnings = r.rendered.Warnings
 
 	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
@@ -44,7 +44,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 
 func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
 	g := NewWithT(t)
-	r := &instanceRun{mi: &cairnv1.ModuleInstance{}}
+	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
 	g.Expect(r.readyMessage()).NotTo(ContainSubstring("warnings"))
 	g.Expect(r.result().Warnings).To(BeEmpty())
 }
