@@ -187,7 +187,7 @@ func (e *Engine) KeepInventoryOfDeleted(ctx context.Context, mi *cairnv1.ModuleI
 
 // dropLeftInventory removes the inventory Secret r was adopted from once r's CR
 // records its inventory inline: the CR holds it now.
-func (in *revisionInput) dropLeftInventory(ctx context.Context, r *instanceRun) {
+func (in *revisionInput) dropLeftInventory(ctx context.Context, r *instanceReconcile) {
 	inv := r.live.Status.Inventory
 	if !r.leftInventory || r.failure != nil || inv == nil || inv.SecretRef != nil {
 		return

@@ -163,7 +163,7 @@ func (r *instanceRun) awaitPlaced(ctx context.Context) {
 
 // contractsOf are the contracts r's reconcile acts on: its own when it applies
 // without the barrier, else the revision's.
-func (s *syncRun) contractsOf(r *instanceRun) contracts.Set {
+func (s *syncRun) contractsOf(r *instanceVerdicts) contracts.Set {
 	if r.fast {
 		if r.contracts == nil {
 			return contracts.Set{} // its render failed: it provides and requires nothing new

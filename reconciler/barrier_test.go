@@ -79,7 +79,7 @@ func TestMayApplyAlone(t *testing.T) {
 				return
 			}
 			r.fast = true
-			provides, requires := s.recordedContracts(r)
+			provides, requires := s.recordedContracts(r.key(), &r.instanceVerdicts)
 			g.Expect(provides).To(Equal(tc.provides))
 			g.Expect(requires).To(Equal(tc.requires))
 			g.Expect(s.pendingProviders(r)).To(BeEmpty())

@@ -115,11 +115,11 @@ func (s *syncRun) discoverForCharts(ctx context.Context) {
 // capabilitiesDigest is what r's status records of the capabilities its render saw:
 // the cluster's for a chart instance, its Kubernetes version for a Timoni module, none
 // for the others.
-func (s *syncRun) capabilitiesDigest(ctx context.Context, r *instanceRun) string {
-	if !usesCapabilities(r.mi) {
+func (s *syncRun) capabilitiesDigest(ctx context.Context, mi *cairnv1.ModuleInstance) string {
+	if !usesCapabilities(mi) {
 		return ""
 	}
-	return s.capabilities(ctx).digestFor(r.mi)
+	return s.capabilities(ctx).digestFor(mi)
 }
 
 // offlineCapabilities are the capabilities of the charts of a render outside a sync

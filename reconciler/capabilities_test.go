@@ -169,7 +169,7 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			g.Expect(r.affected).To(Equal(tc.affected))
 			g.Expect(r.why).To(HavePrefix(tc.why))
 			if tc.d.versionErr == nil {
-				g.Expect(s.capabilitiesDigest(context.Background(), r)).To(Equal(map[bool]string{true: current, false: ""}[tc.instance == "web"]))
+				g.Expect(s.capabilitiesDigest(context.Background(), r.mi)).To(Equal(map[bool]string{true: current, false: ""}[tc.instance == "web"]))
 			}
 		})
 	}

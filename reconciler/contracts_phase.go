@@ -76,9 +76,9 @@ func (s *syncRun) provideWithdrawn() {
 
 // recordedContracts are what a successfully synced instance records that it
 // provides and requires.
-func (s *syncRun) recordedContracts(r *instanceRun) ([]string, []cairnv1.ContractRequirement) {
-	c := s.contractsOf(r)
-	return c.ProvidedNames(r.key()), c.Requirements(r.key())
+func (s *syncRun) recordedContracts(key string, v *instanceVerdicts) ([]string, []cairnv1.ContractRequirement) {
+	c := s.contractsOf(v)
+	return c.ProvidedNames(key), c.Requirements(key)
 }
 
 // pendingProviders are the providers r requires for kinds they have not served
@@ -89,7 +89,7 @@ func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement
 	if !r.fast && s.cyclic[r.key()] { // a fast instance's are its own (contractsOf): s.cyclic may be being written
 		return nil
 	}
-	return s.pendingIn(s.contractsOf(r), r)
+	return s.pendingIn(s.contractsOf(&r.instanceVerdicts), r)
 }
 
 // pendingIn are the providers r requires by contracts c for kinds they have not
@@ -174,7 +174,7 @@ func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool)
 	if r.rendered != nil {
 		return r.shape.uses(kinds)
 	}
-	return r.live != nil && contracts.RequiresKinds(r.live, provider, kinds)
+	return r.was != nil && contracts.RequiresKinds(r.was, provider, kinds)
 }
 
 // standing are the CRs this revision does not sync that keep their objects: those

@@ -54,9 +54,8 @@ func contractsFixture(runs ...contractRun) *syncRun {
 			r.rendered, r.objects, r.shape = &render.Result{}, c.objects, shapeOf(c.objects)
 		}
 		if !c.noCR {
-			r.live = mi.DeepCopy()
-			r.live.Status.Provides, r.live.Status.Requires = c.provides, c.requires
-			r.was = r.live
+			r.was = mi.DeepCopy()
+			r.was.Status.Provides, r.was.Status.Requires = c.provides, c.requires
 		}
 		s.runs = append(s.runs, r)
 		s.byKey[c.key] = r
@@ -352,8 +351,8 @@ func TestInstanceDependencies(t *testing.T) {
 			s := contractsFixture(tc.runs...)
 			s.e = &Engine{}
 			for _, r := range s.runs {
-				if r.live != nil && r.key() != "team/app" {
-					status.Succeeded(r.live, "old", cairnv1.ReasonSucceeded, "ok", time.Now())
+				if r.was != nil && r.key() != "team/app" {
+					status.Succeeded(r.was, "old", cairnv1.ReasonSucceeded, "ok", time.Now())
 				}
 			}
 			s.inferContracts(nil)

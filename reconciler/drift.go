@@ -102,7 +102,7 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 
 func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
-	r := &instanceRun{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}, live: live}
+	r := &instanceRun{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
 	if usesCapabilities(mi) {
 		s.capabilities(ctx)
 	}
@@ -138,7 +138,7 @@ func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.Modu
 	for _, u := range drifted {
 		rep.Drifted = append(rep.Drifted, apply.Describe(u))
 	}
-	if rep.Err = s.driftSecrets(ctx, m.Client(), r, &rep); rep.Err != nil {
+	if rep.Err = s.driftSecrets(ctx, m.Client(), mi, live, &rep); rep.Err != nil {
 		return rep
 	}
 	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)

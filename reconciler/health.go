@@ -17,7 +17,7 @@ import (
 // sync applied (the API server's answers) and, when needed, the rest of its render, and records the verdict on
 // its Healthy condition. The instance's timeout counts from the apply that started
 // the wait; one sync waits at most Options.HealthWait of it.
-func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *instanceRun, applied []*unstructured.Unstructured) *outcome.Failure {
+func (in *revisionInput) waitInstance(ctx context.Context, c client.Client, r *instanceReconcile, applied []*unstructured.Unstructured) *outcome.Failure {
 	v := apply.CheckHealth(ctx, c, apply.HealthCheck{
 		OnWait:  func() { in.step(r.key(), "wait %s", r.key()) },
 		Prior:   conditions.Get(r.live, cairnv1.HealthyCondition),

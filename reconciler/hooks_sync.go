@@ -17,7 +17,7 @@ import (
 // what it returns.
 
 // hookEvents are the events whose hooks a sync of r runs (hooks.Events).
-func (r *instanceRun) hookEvents() (pre, post string) {
+func (r *instanceReconcile) hookEvents() (pre, post string) {
 	if r.rendered == nil {
 		return "", ""
 	}
@@ -28,7 +28,7 @@ func (r *instanceRun) hookEvents() (pre, post string) {
 // after its objects are healthy (see hooks.Events), and, when its pre hooks ran
 // already for this render (an earlier attempt that failed or handed its health
 // check over), none before and that event's post hooks after.
-func (in *revisionInput) hookPhases(ctx context.Context, r *instanceRun) (pre, post string, f *outcome.Failure) {
+func (in *revisionInput) hookPhases(ctx context.Context, r *instanceReconcile) (pre, post string, f *outcome.Failure) {
 	pre, post = r.hookEvents()
 	if pre == "" {
 		return "", "", nil
@@ -43,7 +43,7 @@ func (in *revisionInput) hookPhases(ctx context.Context, r *instanceRun) (pre, p
 
 // runPreHooks runs r's pre hooks of event (added to ran) and records that they ran
 // for its render, with the hooks a removal needs.
-func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *instanceRun, event string, ran *[]string) *outcome.Failure {
+func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *instanceReconcile, event string, ran *[]string) *outcome.Failure {
 	if f := in.runHooks(ctx, c, r, event, ran); f != nil || event == "" {
 		return f
 	}
@@ -61,7 +61,7 @@ func (in *revisionInput) runPreHooks(ctx context.Context, c client.Client, r *in
 
 // runHooks runs r's hooks of event, if any, with the instance's client c, and adds
 // the event to ran ("2 pre-install").
-func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *instanceRun, event string, ran *[]string) *outcome.Failure {
+func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *instanceReconcile, event string, ran *[]string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
@@ -73,8 +73,8 @@ func (in *revisionInput) runHooks(ctx context.Context, c client.Client, r *insta
 	return f
 }
 
-// hooks are the Helm hooks of r's render (none without one).
-func (r *instanceRun) hooks() []render.Hook {
+// hooks are the Helm hooks of the render (none without one).
+func (r *placedRender) hooks() []render.Hook {
 	if r.rendered == nil {
 		return nil
 	}
@@ -108,7 +108,7 @@ func hasHookRecord(mi *cairnv1.ModuleInstance) bool {
 // none now (its chart dropped them, or it is not a chart any more): its old delete
 // hooks no longer run on its removal (the objects its install hooks left still go
 // then). An instance with neither reads nothing.
-func (in *revisionInput) recordHooks(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+func (in *revisionInput) recordHooks(ctx context.Context, r *instanceReconcile, mi *cairnv1.ModuleInstance) error {
 	if r.rendered == nil || (len(r.rendered.Hooks) == 0 && mi.Status.HookRecord == "") {
 		return nil
 	}
@@ -120,7 +120,7 @@ func (in *revisionInput) recordHooks(ctx context.Context, r *instanceRun, mi *ca
 }
 
 // hookRecordOf is r's hook record, read once per sync.
-func (in *revisionInput) hookRecordOf(ctx context.Context, r *instanceRun) (hooks.Record, error) {
+func (in *revisionInput) hookRecordOf(ctx context.Context, r *instanceReconcile) (hooks.Record, error) {
 	if r.hookRecord != nil {
 		return *r.hookRecord, nil
 	}
@@ -135,7 +135,7 @@ func (in *revisionInput) hookRecordOf(ctx context.Context, r *instanceRun) (hook
 // storeHookRecord writes r's hook record (for mi, its CR) and remembers it.
 // status.hookRecord names the record while there is one (mi's status is
 // recorded after this, or, for the pre hooks, at the end of the attempt).
-func (in *revisionInput) storeHookRecord(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance, rec hooks.Record) error {
+func (in *revisionInput) storeHookRecord(ctx context.Context, r *instanceReconcile, mi *cairnv1.ModuleInstance, rec hooks.Record) error {
 	if err := hooks.StoreRecord(ctx, in.e.cluster.client, in.e.namespace(), mi, rec); err != nil {
 		r.hookRecord = nil // read it again: the write may or may not have happened
 		return err
@@ -151,7 +151,7 @@ func (in *revisionInput) storeHookRecord(ctx context.Context, r *instanceRun, mi
 // previewHooks lists the hooks a sync of r would run, as hookPhases decides: a
 // retry whose pre hooks ran already for this render lists its post hooks only.
 // When the hook record cannot be read it lists both, and says so.
-func (in *revisionInput) previewHooks(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) previewHooks(ctx context.Context, r *instanceReconcile, ip *InstancePlan) {
 	pre, post := r.hookEvents()
 	if pre == "" {
 		return

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -11,8 +12,8 @@ import (
 // itself (no spec.serviceAccountName, no Platform defaultServiceAccount): cairn's own
 // RBAC grants it no objects of tenants unless it was installed to (the
 // --allow-apply-as-controller choice of `cairn install --controller`).
-func (in *revisionInput) explainIdentity(r *instanceRun, f *outcome.Failure) *outcome.Failure {
-	if f == nil || in.serviceAccount(r.mi) != "" || !apierrors.IsForbidden(f.Err) {
+func (in *revisionInput) explainIdentity(mi *cairnv1.ModuleInstance, f *outcome.Failure) *outcome.Failure {
+	if f == nil || in.serviceAccount(mi) != "" || !apierrors.IsForbidden(f.Err) {
 		return f
 	}
 	return &outcome.Failure{Kind: outcome.Stalled, Reason: f.Reason, Err: fmt.Errorf("the instance names no ServiceAccount (spec.serviceAccountName) "+

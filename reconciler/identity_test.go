@@ -39,7 +39,7 @@ func TestExplainIdentity(t *testing.T) {
 			in := &revisionInput{platform: p, set: &declarations.Set{}}
 			mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"},
 				Spec: cairnv1.ModuleInstanceSpec{ServiceAccountName: tt.sa}}
-			got := in.explainIdentity(&instanceRun{instancePlan: instancePlan{mi: mi}}, tt.in)
+			got := in.explainIdentity(mi, tt.in)
 			if !tt.explained {
 				g.Expect(got).To(BeIdenticalTo(tt.in))
 				return

@@ -27,44 +27,35 @@ import (
 	"cairn.dev/cairn/reconciler/valuesfrom"
 )
 
-func (r *instanceRun) setFailure(f *outcome.Failure) {
-	if r.failure == nil {
-		r.failure = f
-	}
-}
-
-// ready reports whether the instance is ready after this sync.
-func (r *instanceRun) ready() bool {
-	if !r.affected {
-		return status.IsReady(r.live)
-	}
-	return r.failure == nil
-}
-
-// syncInstance takes the CR the revision step wrote, then applies, prunes and waits, and records the outcome.
-func (s *syncRun) syncInstance(ctx context.Context, r *instanceRun) {
-	r.started = time.Now()
-	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(r.mi)-r.render.took, time.Second)) // the render took its share
+// syncInstance reconciles e, whose render has settled, holding an apply slot that
+// release gives back: it takes the CR the revision step wrote, then applies,
+// prunes and waits, and records the outcome (an instanceReconcile); e keeps its
+// result.
+func (s *syncRun) syncInstance(ctx context.Context, e *instanceRun, release func()) {
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(e.mi)-e.render.took, time.Second)) // the render took its share
 	defer cancel()
-	if err := s.takeMirrored(r); err != nil {
+	mirrored, err := s.takeMirrored(e)
+	if err != nil {
+		r := e.reconcileOn(e.was)
+		r.started = started
 		r.setFailure(outcome.Classify(cairnv1.ReasonApplyFailed, err))
 		r.interrupt(ctx)
 		s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
+		e.done(r)
 		return
 	}
+	r := e.reconcileOn(mirrored)
+	r.started, r.release = started, release
 	before := r.live.DeepCopy()
 	if r.failure == nil {
 		w, f := s.applyInstance(ctx, r)
 		r.wrote = w
-		r.setFailure(s.explainIdentity(r, f))
+		r.setFailure(s.explainIdentity(r.mi, f))
 	}
 	s.record(ctx, r, before)
-	r.live.ManagedFields = nil // kept in the state, read by no one (see mirror)
-	// The API server's responses served the health check, which is done: a
-	// recheck reads the objects again in a new state. Kept, they were a third of a
-	// controller's heap at 1000 instances, as the state outlives the reconcile.
-	r.wrote.report.Live = nil
-	r.releaseRender()
+	r.live.ManagedFields = nil // e.mirrored keeps this CR, read by no one (see mirror)
+	e.done(r)
 }
 
 // written is what the apply phase of an instance did (applyInstance), as the
@@ -106,15 +97,6 @@ func (in *revisionInput) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 	return in.e.opts.DefaultTimeout
 }
 
-func (s *syncRun) mirrorInstance(ctx context.Context, r *instanceRun) error {
-	mi, err := s.writeInput(ctx, r)
-	if err != nil {
-		return err
-	}
-	r.live = mi
-	return nil
-}
-
 // writeInput writes r's input into its CR, creating its namespace when missing: the
 // spec from Git and the annotations that say which input it is (see
 // instanceAnnotations). It returns the CR as written.
@@ -134,7 +116,7 @@ func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.Modu
 // anything renders; an instance the revision does not affect is not written to (a
 // commit that changes no instance's input writes no ModuleInstance). Until its
 // reconcile starts, an instance's plan, render and prune verdicts still see the CR as
-// it was (r.live); the reconcile works on the CR as written (takeMirrored).
+// it was (r.was); the reconcile works on the CR as written (takeMirrored).
 func (s *syncRun) writeInputs(ctx context.Context) {
 	sem := make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1))
 	var wg sync.WaitGroup
@@ -151,18 +133,17 @@ func (s *syncRun) writeInputs(ctx context.Context) {
 	wg.Wait()
 }
 
-// takeMirrored makes the CR the revision step wrote r's current CR, or says why
-// there is none.
-func (s *syncRun) takeMirrored(r *instanceRun) error {
+// takeMirrored is the CR the revision step wrote r's input into, which r's
+// reconcile works on, or why there is none.
+func (s *syncRun) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, error) {
 	if r.mirrorErr != nil {
-		return r.mirrorErr
+		return nil, r.mirrorErr
 	}
 	mirrored := s.mirroredCR(r)
 	if mirrored == nil {
-		return fmt.Errorf("the input of %s was not written at this revision", r.key())
+		return nil, fmt.Errorf("the input of %s was not written at this revision", r.key())
 	}
-	r.live = mirrored
-	return nil
+	return mirrored, nil
 }
 
 // mirroredCR is the CR the revision step wrote for r as this process knows it (nil:
@@ -180,7 +161,7 @@ func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 // changed objects to be healthy and runs its hooks, and returns what it wrote, with
 // why it failed. A panic is recovered into its failure (see recover.go), with what
 // was written before it, so that the outcome is still recorded.
-func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) (w written, f *outcome.Failure) {
+func (s *syncRun) applyInstance(ctx context.Context, r *instanceReconcile) (w written, f *outcome.Failure) {
 	defer func() {
 		if v := recover(); v != nil {
 			f = s.recovered(ctx, r.key(), PhaseApply, v)
@@ -245,7 +226,7 @@ func (s *syncRun) applyInstance(ctx context.Context, r *instanceRun) (w written,
 
 // awaitInstance waits for the changed objects to be healthy, when the instance
 // waits.
-func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *instanceRun, applied []*unstructured.Unstructured) *outcome.Failure {
+func (in *revisionInput) awaitInstance(ctx context.Context, c client.Client, r *instanceReconcile, applied []*unstructured.Unstructured) *outcome.Failure {
 	if !waitEnabled(r.mi) {
 		conditions.Delete(r.live, cairnv1.HealthyCondition) // not checked
 		return nil
@@ -272,7 +253,7 @@ func pendingInventory(last, desired apply.Inventory) apply.Inventory {
 // failedInventory is recorded after a failed attempt: the pending inventory with the
 // objects the API server accepted marked as applied, or the last inventory itself
 // when the apply left nothing written (see apply.Report.Untouched).
-func (r *instanceRun) failedInventory() apply.Inventory {
+func (r *instanceReconcile) failedInventory() apply.Inventory {
 	if r.wrote.report.Untouched {
 		return r.oldInv.Union(apply.Inventory{})
 	}
@@ -285,8 +266,8 @@ func (r *instanceRun) failedInventory() apply.Inventory {
 
 // pruneInstance deletes the stale objects when the guards allow it; when they refuse,
 // the stale objects stay in the inventory so a later commit can prune them.
-func (in *revisionInput) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceRun) (*ssa.ChangeSet, *outcome.Failure) {
-	if err := in.pruneRefusal(r); err != nil {
+func (in *revisionInput) pruneInstance(ctx context.Context, m *ssa.ResourceManager, r *instanceReconcile) (*ssa.ChangeSet, *outcome.Failure) {
+	if err := in.pruneRefusal(r.instanceVerdicts); err != nil {
 		return nil, outcome.Classify(cairnv1.ReasonPruneGuard, err)
 	}
 	if r.prune == nil || len(r.prune.Stale) == 0 {
@@ -307,7 +288,7 @@ func (in *revisionInput) serviceAccount(mi *cairnv1.ModuleInstance) string {
 // applyBaseline is the inventory whose hashes spare unchanged objects their apply:
 // the last one, or none when the instance now applies as another identity, so that
 // every object is applied again and the API server checks its RBAC again.
-func (in *revisionInput) applyBaseline(r *instanceRun) apply.Inventory {
+func (in *revisionInput) applyBaseline(r *instanceReconcile) apply.Inventory {
 	if r.forced {
 		return apply.Inventory{}
 	}
@@ -338,7 +319,7 @@ func waitEnabled(mi *cairnv1.ModuleInstance) bool {
 // persistInventory records inv before objects are created or deleted, so that a
 // crash in the middle never forgets an object cairn created. It returns the
 // inventory as recorded, nil when inv adds nothing to the last one.
-func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, inv apply.Inventory) (*cairnv1.Inventory, error) {
+func (in *revisionInput) persistInventory(ctx context.Context, r *instanceReconcile, inv apply.Inventory) (*cairnv1.Inventory, error) {
 	if len(inv.Minus(r.oldInv)) == 0 {
 		return nil, nil
 	}
@@ -354,7 +335,7 @@ func (in *revisionInput) persistInventory(ctx context.Context, r *instanceRun, i
 
 // record writes the outcome to the instance's status: on success the new inventory
 // and digests; on failure only the attempt (the last good state stays).
-func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.ModuleInstance) {
+func (s *syncRun) record(ctx context.Context, r *instanceReconcile, before *cairnv1.ModuleInstance) {
 	if r.failure != nil {
 		r.interrupt(ctx)
 	}
@@ -382,13 +363,13 @@ func (s *syncRun) record(ctx context.Context, r *instanceRun, before *cairnv1.Mo
 	}
 	s.dropLeftInventory(ctx, r)
 	s.transition(before, mi)
-	s.step(r.key(), "%s %s", r.key(), r.outcome())
-	s.logOutcome(ctx, r)
+	s.step(r.key(), "%s %s", r.key(), r.view().outcome())
+	s.logOutcome(ctx, r.view())
 	s.e.opts.Reporter.InstanceFinished(s.rev.SHA, keyOf(r.mi), r.result())
 }
 
 // attempt is what r's reconcile did, as its status records it (status.Record).
-func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
+func (s *syncRun) attempt(ctx context.Context, r *instanceReconcile) status.Attempt {
 	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure}
 	if r.affected {
 		a.Input, a.Artifacts = r.inputDigest, r.render.artifacts
@@ -396,24 +377,24 @@ func (s *syncRun) attempt(ctx context.Context, r *instanceRun) status.Attempt {
 	if r.failure == nil {
 		a.Applied = status.Applied{
 			SourceDigest: s.sourceDigest(r), ValuesDigest: digestJSON(r.live.Spec.Values), RenderDigest: r.rendered.Digest,
-			CapabilitiesDigest: s.capabilitiesDigest(ctx, r), ServiceAccount: s.serviceAccount(r.mi),
-			Published: r.published, Reason: r.readyReason(), Message: r.readyMessage(),
+			CapabilitiesDigest: s.capabilitiesDigest(ctx, r.mi), ServiceAccount: s.serviceAccount(r.mi),
+			Published: r.published, Reason: r.view().readyReason(), Message: r.view().readyMessage(),
 		}
-		a.Applied.Provides, a.Applied.Requires = s.recordedContracts(r)
+		a.Applied.Provides, a.Applied.Requires = s.recordedContracts(r.key(), r.instanceVerdicts)
 	}
 	return a
 }
 
 // storeOutcome records the new inventory of a successful sync, and a chart
 // instance's hook record.
-func (in *revisionInput) storeOutcome(ctx context.Context, r *instanceRun, mi *cairnv1.ModuleInstance) error {
+func (in *revisionInput) storeOutcome(ctx context.Context, r *instanceReconcile, mi *cairnv1.ModuleInstance) error {
 	if err := in.e.inventories().Store(ctx, mi, r.wrote.desired, valuesfrom.Masker(r.render.masks)); err != nil {
 		return err
 	}
 	return in.recordHooks(ctx, r, mi)
 }
 
-func (in *revisionInput) sourceDigest(r *instanceRun) string {
+func (in *revisionInput) sourceDigest(r *instanceReconcile) string {
 	if r.sourceDigest != "" {
 		return r.sourceDigest
 	}

@@ -25,10 +25,11 @@ import (
 func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 	g := NewWithT(t)
 	old := apply.Inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
-	r := &instanceRun{instanceVerdicts: instanceVerdicts{oldInv: old}, wrote: written{desired: apply.Inventory{
+	r := (&instanceRun{instanceVerdicts: instanceVerdicts{oldInv: old}}).reconcileOn(nil)
+	r.wrote = written{desired: apply.Inventory{
 		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
 		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},
-	}, report: apply.Report{Applied: map[string]bool{}}}}
+	}, report: apply.Report{Applied: map[string]bool{}}}
 
 	g.Expect(r.failedInventory()).To(HaveKey("_fresh__Namespace"), "an apply that may have written records the new objects")
 	r.wrote.report.Untouched = true

@@ -30,6 +30,12 @@ func (r *instanceRun) interrupt(ctx context.Context) {
 	}
 }
 
+func (r *instanceReconcile) interrupt(ctx context.Context) {
+	if interrupted(ctx) {
+		r.failure = interruption(ctx, r.key())
+	}
+}
+
 // markPlatformInterrupted records on p that the sync of sha stopped before it ended:
 // Ready is False with reason Interrupted, neither Stalled nor Reconciling, and the
 // last synced revision stays, so the next sync does the rest.
@@ -44,7 +50,7 @@ func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha strin
 // its CR keeps the state of its last sync.
 func (in *revisionInput) reportInterrupted(ctx context.Context, r *instanceRun) {
 	r.interrupt(ctx)
-	in.step(r.key(), "%s %s", r.key(), r.outcome())
-	in.logOutcome(ctx, r)
+	in.step(r.key(), "%s %s", r.key(), r.view().outcome())
+	in.logOutcome(ctx, r.view())
 	in.e.opts.Reporter.InstanceFinished(in.rev.SHA, keyOf(r.mi), r.result())
 }

@@ -80,7 +80,7 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 // rendered object that r's inventory does not hold yet (see ownership.Check), asking
 // as r's identity; valid holds the objects whose dry-run passed, which the apply does
 // not dry-run again, and adopted the existing objects r takes over (spec.adopt).
-func (s *syncRun) checkOwnership(ctx context.Context, r *instanceRun) (valid map[string]bool, adopted []string, f *outcome.Failure) {
+func (s *syncRun) checkOwnership(ctx context.Context, r *instanceReconcile) (valid map[string]bool, adopted []string, f *outcome.Failure) {
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return nil, nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)

@@ -14,10 +14,8 @@ import (
 	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/contracts"
-	"cairn.dev/cairn/reconciler/hooks"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/prune"
-	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/reconciler/status"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
@@ -34,7 +32,7 @@ type instancePlan struct {
 	mi *cairnv1.ModuleInstance // the declaration from Git
 	// was is the CR as the revision step found it (nil: none), never replaced: the
 	// plan and the verdicts over the revision read it while instance reconciles
-	// work on the CR as written (instanceRun.live).
+	// work on the CR as written (instanceReconcile.live).
 	was          *cairnv1.ModuleInstance
 	specDigest   string
 	sourceDigest string   // local modules: digest of the module directory
@@ -48,22 +46,17 @@ type instancePlan struct {
 	why         string
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
-	// leftInventory: the instance has no CR and its last inventory was found in
-	// cairn's namespace (see adoptedInventory); the Secret is removed once it
-	// records an inline one.
-	leftInventory bool
 }
 
 func (p *instancePlan) key() string { return p.mi.Namespace + "/" + p.mi.Name }
 
-// instanceRun is the work on one instance in one sync.
+// instanceRun is one instance in the revision's state: its plan, the CR the
+// revision step wrote, its render as settled and the revision's verdicts on it,
+// and, once its reconcile is done, its result. The reconcile itself (what it reads
+// and writes of the CR, what its phases return) is an instanceReconcile of its own.
 type instanceRun struct {
 	// The plan: set by plan, before any reconcile.
 	instancePlan
-	// live is the CR in the cluster: the one the revision step found (was) until
-	// the instance's reconcile starts, then the CR as written, which the reconcile
-	// replaces as it writes.
-	live *cairnv1.ModuleInstance
 	// mirrored is the CR as the revision step wrote the instance's input into it
 	// (see writeInputs); the instance reconcile works on it. mirrorErr says why it
 	// could not be written.
@@ -73,39 +66,33 @@ type instanceRun struct {
 	// records it (a sharded sync's, see awaitAttempts).
 	remote *InstanceOutcome
 
-	// What the phases return, kept for the phases after them and for the verdicts
-	// over the revision. render is the render phase's (renderOne); the placement
-	// takes its render and returns the embedded placedRender (the placed objects,
-	// the render with its keyed digest, its warnings, to which the apply adds its
-	// own, and the artifact it was published as); instanceVerdicts are what the
-	// revision decides of the instance once rendered (settle, or the barrier over
-	// every render: see barrier.go); wrote is the apply phase's (applyInstance).
+	// What the render phase returns and the revision decides of it, kept for the
+	// instance's reconcile and for the verdicts over the revision. render is the
+	// render phase's (renderOne); the placement takes its render and returns the
+	// embedded placedRender (the placed objects, the render with its keyed digest,
+	// its warnings, and the artifact it was published as); instanceVerdicts are what
+	// the revision decides of the instance once rendered (settle, or the barrier over
+	// every render: see barrier.go); failure is why it fails before its reconcile
+	// starts (its render, its placement, a verdict), written before settled is
+	// closed or, by the barrier, before any reconcile that reads it starts.
 	render rendering
 	placedRender
 	instanceVerdicts
-	wrote   written
 	failure *outcome.Failure
-	// secrets are the generated Secrets this sync read and wrote (secrets_phase.go);
-	// secretNote reports a rotation of an instance the revision does not affect.
-	secrets    []*secretgen.Decl
+	// secretNote reports a rotation of an instance the revision does not affect
+	// (rotateUnaffected).
 	secretNote string
 	// final is its result once its reconcile is done and its render released
 	// (releaseRender); nil before.
 	final *InstanceResult
-	// hookRecord is the instance's hook record as this sync last read or wrote
-	// it (nil: not read yet), so that one sync reads it once.
-	hookRecord *hooks.Record
 
 	// How a sync's reconciles meet: renderOnce renders and settles each instance
 	// once (see RevisionState.renderHeld); placed is closed once its objects are
 	// placed or its render failed, settled once settle has decided (a sync's; nil in
-	// a plan); release gives back its apply slot (see RevisionState.apply;
-	// idempotent); started is when its reconcile began (zero: it did not run).
+	// a plan).
 	renderOnce sync.Once
 	placed     chan struct{}
 	settled    chan struct{}
-	release    func()
-	started    time.Time
 }
 
 // instanceVerdicts are what a revision decides of one instance over its render and
@@ -113,9 +100,12 @@ type instanceRun struct {
 // its provider contracts, its prune verdict, and the kinds it withdraws.
 type instanceVerdicts struct {
 	// oldInv is the last inventory; oldLoaded: it was read once the render was done
-	// (settle).
-	oldInv    apply.Inventory
-	oldLoaded bool
+	// (settle). leftInventory: the instance has no CR and oldInv was found in
+	// cairn's namespace (see adoptedInventory); that Secret is removed once the
+	// instance records an inline one.
+	oldInv        apply.Inventory
+	oldLoaded     bool
+	leftInventory bool
 	// fast: its apply waits for no other render of the revision (see barrier.go);
 	// contracts are then its own.
 	fast      bool
@@ -152,8 +142,7 @@ func (s *syncRun) plan() {
 }
 
 func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
-	p := s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])
-	return &instanceRun{instancePlan: p, live: p.was}
+	return &instanceRun{instancePlan: s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])}
 }
 
 // planInstance is the plan of mi, whose CR is was (nil: none): its digests and

@@ -170,24 +170,25 @@ func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstanceP
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, r.failure.Reason, r.failure.Error()
 		return ip
 	}
-	_, adopted, f := s.checkOwnership(ctx, r)
+	x := r.reconcileOn(r.was) // what a reconcile of r would do
+	_, adopted, f := s.checkOwnership(ctx, x)
 	if f != nil {
 		ip.Action, ip.Reason, ip.Error = outcome.PlanError, f.Reason, f.Error()
 		return ip
 	}
 	ip.Adopt = adopted
 	ip.Action = outcome.PlanUpdate
-	if r.live == nil {
+	if r.was == nil {
 		ip.Action = outcome.PlanCreate
 	}
-	s.dryRun(ctx, r, &ip)
-	s.previewHooks(ctx, r, &ip)
-	s.previewPrune(r, &ip)
+	s.dryRun(ctx, x, &ip)
+	s.previewHooks(ctx, x, &ip)
+	s.previewPrune(&r.instanceVerdicts, &ip)
 	s.previewGenerated(ctx, r, &ip)
 	return ip
 }
 
-func (in *revisionInput) dryRun(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) dryRun(ctx context.Context, r *instanceReconcile, ip *InstancePlan) {
 	owner := r.mi
 	if r.live != nil {
 		owner = r.live
@@ -226,7 +227,7 @@ func (in *revisionInput) dryRun(ctx context.Context, r *instanceRun, ip *Instanc
 	}
 }
 
-func (in *revisionInput) previewPrune(r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) previewPrune(r *instanceVerdicts, ip *InstancePlan) {
 	if r.prune == nil || len(r.prune.Stale) == 0 {
 		if r.pruneErr != nil {
 			ip.PruneVerdict = r.pruneErr.Error()
@@ -280,7 +281,7 @@ func describeIDs(inv apply.Inventory) []string {
 // namespacesCreated lists the namespaces the sync would create before applying r's
 // objects (the instance's own, and Namespaces in the render) that do not exist yet:
 // a dry-run of an object in them would fail, and every object in them is a creation.
-func (in *revisionInput) namespacesCreated(ctx context.Context, r *instanceRun) map[string]bool {
+func (in *revisionInput) namespacesCreated(ctx context.Context, r *instanceReconcile) map[string]bool {
 	candidates := map[string]bool{r.mi.Namespace: true}
 	for _, u := range r.objects {
 		if u.GetKind() == "Namespace" && u.GroupVersionKind().Group == "" {

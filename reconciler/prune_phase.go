@@ -70,7 +70,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonPruneFailed, err))
 		return nil
 	}
-	if r.live == nil && len(old) == 0 {
+	if r.was == nil && len(old) == 0 {
 		return nil // a new instance
 	}
 	r.oldInv = old
@@ -94,8 +94,8 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 	ps := s.guard.Split(s.instanceLabel(r.mi), stale, r.mi.Spec.PruneProtected)
 	ps.Before = len(old)
 	ps.Owner, ps.Covered = s.ownerOf(r.mi), s.trailerCovers(r.mi, false)
-	if r.live != nil {
-		ps.UID = string(r.live.UID) // adopted objects carry the UID of the deleted CR
+	if r.was != nil {
+		ps.UID = string(r.was.UID) // adopted objects carry the UID of the deleted CR
 	}
 	r.prune = ps
 	r.pruneErr = s.guard.CheckInstance(ps)
@@ -105,10 +105,10 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 // lastInventory is the inventory of r's CR, or, without a CR, what it left behind in
 // the cluster (see adoptedInventory).
 func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
-	if r.live == nil {
+	if r.was == nil {
 		return s.adoptedInventory(ctx, r)
 	}
-	return s.e.inventories().Load(ctx, r.live)
+	return s.e.inventories().Load(ctx, r.was)
 }
 
 // removedSet is what a removed instance would delete (or, with prune: false,
@@ -150,7 +150,7 @@ func pruneEnabled(mi *cairnv1.ModuleInstance) bool {
 }
 
 // pruneRefusal is the reason an instance may not prune now, if any.
-func (in *revisionInput) pruneRefusal(r *instanceRun) error {
+func (in *revisionInput) pruneRefusal(r *instanceVerdicts) error {
 	if r.pruneErr != nil {
 		return r.pruneErr
 	}

@@ -51,9 +51,9 @@ func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][
 		key := mi.Namespace + "/" + mi.Name
 		r := &instanceRun{instancePlan: instancePlan{mi: mi}}
 		if objs, ok := last[key]; ok {
-			r.live = synced(s, mi.Namespace, mi.Name)
-			r.live.Status.Inventory = &cairnv1.Inventory{Entries: apply.InventoryOf(objs, nil).Entries()}
-			s.live[key] = r.live
+			r.was = synced(s, mi.Namespace, mi.Name)
+			r.was.Status.Inventory = &cairnv1.Inventory{Entries: apply.InventoryOf(objs, nil).Entries()}
+			s.live[key] = r.was
 		}
 		if objs, ok := renders[key]; ok {
 			r.affected, r.rendered, r.objects, r.shape = true, &render.Result{}, objs, shapeOf(objs)
@@ -200,7 +200,7 @@ func TestPrunePhase(t *testing.T) {
 				if r.prune != nil {
 					sets[r.key()] = r.prune
 				}
-				if err := s.pruneRefusal(r); err != nil {
+				if err := s.pruneRefusal(&r.instanceVerdicts); err != nil {
 					refusals[r.key()] = err
 				}
 			}
@@ -289,12 +289,12 @@ func TestAWithdrawnKindInUseKeepsItsCRD(t *testing.T) {
 			g.Expect(r.prune.Kept).To(Equal(tc.kept), "a CRD gone from the cluster is not kept for its users")
 			g.Expect(r.prune.Stale).To(BeEmpty())
 			if tc.provider == "" {
-				g.Expect(r.readyReason()).To(Equal(cairnv1.ReasonSucceeded))
+				g.Expect(r.view().readyReason()).To(Equal(cairnv1.ReasonSucceeded))
 				g.Expect(r.warnings).To(BeEmpty())
 				g.Expect(s.contracts.ProviderOf(widgetGK)).To(BeEmpty())
 				return
 			}
-			g.Expect(r.readyReason()).To(Equal(cairnv1.ReasonContractWithdrawn))
+			g.Expect(r.view().readyReason()).To(Equal(cairnv1.ReasonContractWithdrawn))
 			g.Expect(r.warnings).To(ConsistOf("ContractWithdrawn: kept CustomResourceDefinition widgets.example.com, which the render dropped: " +
 				"Widget.example.com is still used by team-b/cache"))
 			g.Expect(s.contracts.ProviderOf(widgetGK)).To(Equal(tc.provider))

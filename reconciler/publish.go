@@ -36,8 +36,8 @@ func (s *syncRun) publish(ctx context.Context, r *instanceRun, objects []*unstru
 
 // previousPublishRevision keeps the revision the artifact was first published for.
 func (in *revisionInput) previousPublishRevision(r *instanceRun, dgst string) string {
-	if r.live != nil && r.live.Status.Published != nil && r.live.Status.Published.Digest == dgst && r.live.Status.Published.Revision != "" {
-		return r.live.Status.Published.Revision
+	if r.was != nil && r.was.Status.Published != nil && r.was.Status.Published.Digest == dgst && r.was.Status.Published.Revision != "" {
+		return r.was.Status.Published.Revision
 	}
 	return in.rev.SHA
 }

@@ -291,13 +291,13 @@ func (st *RevisionState) apply(ctx context.Context, r *instanceRun) {
 		st.s.reportInterrupted(ctx, r)
 		return
 	}
-	r.release = sync.OnceFunc(func() { <-st.slots })
-	defer r.release()
+	release := sync.OnceFunc(func() { <-st.slots })
+	defer release()
 	if interrupted(ctx) {
 		st.s.reportInterrupted(ctx, r)
 		return
 	}
-	st.s.syncInstance(ctx, r)
+	st.s.syncInstance(ctx, r, release)
 }
 
 func (st *RevisionState) outcome(key string) *InstanceOutcome {

@@ -341,14 +341,20 @@ func TestPlanMarksDependentsAndFindsRemoved(t *testing.T) {
 
 func TestInstanceResultAndOutcome(t *testing.T) {
 	now := time.Now()
-	mk := func(edit func(r *instanceRun)) *instanceRun {
+	// mk edits a reconcile of the instance, which runs when the edit leaves the
+	// instance affected (the others keep the CR as the revision step found it).
+	mk := func(edit func(r *instanceReconcile)) *instanceRun {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
 		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
-		r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live}
-		edit(r)
-		return r
+		e := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: live}}
+		x := e.reconcileOn(live)
+		edit(x)
+		if x.affected {
+			e.done(x)
+		}
+		return e
 	}
 	for _, tc := range []struct {
 		name      string
@@ -359,22 +365,22 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		satisfies bool
 		requeue   bool
 	}{
-		{"updated", mk(func(r *instanceRun) { status.Succeeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
-		{"created", mk(func(r *instanceRun) { r.live.Status.History = r.live.Status.History[:1] }), outcome.ActionCreated, "", true, true, false},
-		{"unchanged", mk(func(r *instanceRun) { r.affected, r.why = false, "unchanged" }), outcome.ActionUnchanged, "", true, true, false},
-		{"failed", mk(func(r *instanceRun) {
+		{"updated", mk(func(r *instanceReconcile) { status.Succeeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
+		{"created", mk(func(r *instanceReconcile) { r.live.Status.History = r.live.Status.History[:1] }), outcome.ActionCreated, "", true, true, false},
+		{"unchanged", mk(func(r *instanceReconcile) { r.affected, r.why = false, "unchanged" }), outcome.ActionUnchanged, "", true, true, false},
+		{"failed", mk(func(r *instanceReconcile) {
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom"))
 			status.Failed(r.live, "new", r.failure, now)
 		}), outcome.ActionFailed, outcome.Transient, false, false, true},
-		{"progressing", mk(func(r *instanceRun) {
+		{"progressing", mk(func(r *instanceReconcile) {
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("not yet")}
 			status.Failed(r.live, "new", r.failure, now)
 		}), outcome.ActionProgressing, outcome.Progressing, false, false, true},
-		{"failed before, retry not due", mk(func(r *instanceRun) {
+		{"failed before, retry not due", mk(func(r *instanceReconcile) {
 			r.affected, r.why = false, "not retried before"
 			status.Failed(r.live, "new", outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad")), now)
 		}), outcome.ActionFailed, outcome.Stalled, false, false, true},
-		{"suspended after a good sync", mk(func(r *instanceRun) { r.affected, r.mi.Spec.Suspend = false, true }), outcome.ActionSkipped, "", true, true, false},
+		{"suspended after a good sync", mk(func(r *instanceReconcile) { r.affected, r.mi.Spec.Suspend = false, true }), outcome.ActionSkipped, "", true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

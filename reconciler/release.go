@@ -122,15 +122,11 @@ func (r *instanceRun) shapeInventory() apply.Inventory {
 	return inv.Union(secretgen.Inventory(r.mi))
 }
 
-// releaseRender ends r's reconcile at this revision: its result is kept (final),
-// then its render's objects and the inventory its apply went towards are dropped.
-// Only r's own phases read them, and they are done; the verdicts read r.shape.
+// releaseRender drops r's render's objects once its reconcile is done (see done):
+// only r's own phases read them, and they are done; the verdicts read r.shape.
 func (r *instanceRun) releaseRender() {
-	res := r.result()
-	r.final = &res
 	r.objects = nil
 	if r.rendered != nil {
 		r.rendered.Objects = nil // r's own copy (keyedDigest), the hooks and digests stay
 	}
-	r.wrote.desired = nil
 }

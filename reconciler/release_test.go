@@ -89,28 +89,27 @@ func TestReleaseRenderKeepsTheResult(t *testing.T) {
 	live := mi.DeepCopy()
 	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok", time.Now())
 	res := &render.Result{Objects: objects, Digest: "hmac-sha256:abc", ModuleDigest: "sha256:def"}
-	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live,
+	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: live},
 		placedRender: placedRender{rendered: res, objects: objects, shape: shapeOf(objects), warnings: []string{"skew"}}}
-	r.wrote.report.Changes = ssa.NewChangeSet()
+	x := r.reconcileOn(live)
+	x.wrote.report.Changes = ssa.NewChangeSet()
 	for i, u := range objects {
 		action := ssa.UnchangedAction
 		if i < 2 {
 			action = ssa.CreatedAction
 		}
-		r.wrote.report.Changes.Add(ssa.ChangeSetEntry{Subject: apply.Describe(u), Action: action})
+		x.wrote.report.Changes.Add(ssa.ChangeSetEntry{Subject: apply.Describe(u), Action: action})
 	}
 	key := []byte("k")
-	r.wrote.desired = r.desiredInventory(key)
-	desired := r.wrote.desired
-	before := r.result()
+	desired := r.desiredInventory(key)
+	before := x.result()
 
-	r.releaseRender()
+	r.done(x)
 
 	g.Expect(r.objects).To(BeNil())
 	g.Expect(r.rendered.Objects).To(BeNil())
 	g.Expect(r.rendered.Digest).To(Equal("hmac-sha256:abc"))
 	g.Expect(r.rendered.ModuleDigest).To(Equal("sha256:def"))
-	g.Expect(r.wrote.desired).To(BeNil())
 	after := r.result()
 	after.Duration = before.Duration
 	g.Expect(after).To(Equal(before))
@@ -132,7 +131,7 @@ func TestAReleasedInstanceStillAnswersTheVerdicts(t *testing.T) {
 	mi.Namespace, mi.Name = "team-a", "web"
 	placed := make(chan struct{})
 	close(placed)
-	o := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: mi.DeepCopy(), placed: placed,
+	o := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: mi.DeepCopy()}, placed: placed,
 		placedRender: placedRender{rendered: &render.Result{Objects: objects}, objects: objects, shape: shapeOf(objects)}}
 	s := &syncRun{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
 	deployment, gone := apply.ObjectID(objects[1]), "team-a_old_apps_Deployment"

@@ -34,7 +34,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 			continue
 		}
 		if due, why := retryDue(live, s.rev.SHA, s.now); !status.IsReady(live) && !due {
-			s.results = append(s.results, (&instanceRun{instancePlan: instancePlan{was: live, why: why}, live: live}).deferredResult(res))
+			s.results = append(s.results, deferredResult(res, live, why))
 			continue
 		}
 		began := time.Now()

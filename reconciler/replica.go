@@ -52,8 +52,8 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	s.discoverForCharts(ctx)
 	s.plan()
 	for _, r := range s.runs {
-		if r.affected && r.live != nil {
-			s.holdInput(r, r.live)
+		if r.affected && r.was != nil {
+			s.holdInput(r, r.was)
 		}
 	}
 	st := newRevisionState(s)
@@ -104,7 +104,7 @@ func (s *syncRun) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
 		p := r.instancePlan // its digests stay: cr holds them
 		p.was = nil
 		p.affected, p.why = s.isAffected(&p)
-		r.instancePlan, r.live = p, nil
+		r.instancePlan = p
 	}
 	return true
 }

@@ -9,15 +9,35 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/apply"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/prune"
 	"cairn.dev/cairn/reconciler/secretgen"
 	"cairn.dev/cairn/reconciler/status"
 )
 
+// resultView is what an instance's result at a revision reads: its plan, its CR
+// and failure, its render's size, prune verdict and warnings, and what its
+// reconcile wrote (nothing when none ran). instanceReconcile.view and
+// instanceRun.view give it.
+type resultView struct {
+	*instancePlan
+	live       *cairnv1.ModuleInstance
+	failure    *outcome.Failure
+	warnings   []string
+	objects    int // rendered
+	withheld   apply.Inventory
+	prune      *prune.Set
+	wrote      *written
+	secrets    []*secretgen.Decl
+	secretNote string
+	started    time.Time
+}
+
 // summary is the Ready message of a successful sync.
-func (r *instanceRun) summary() string {
+func (r resultView) summary() string {
 	applied, unchanged := countApplied(r.wrote.report.Changes)
-	msg := fmt.Sprintf("%d objects applied (%d changed, %d unchanged)", len(r.objects), applied, unchanged)
+	msg := fmt.Sprintf("%d objects applied (%d changed, %d unchanged)", r.objects, applied, unchanged)
 	if n := countDeleted(r.wrote.pruned); n > 0 {
 		msg += fmt.Sprintf(", %d pruned", n)
 	}
@@ -32,13 +52,13 @@ func (r *instanceRun) summary() string {
 
 // readyMessage is the Ready message of a successful sync: the summary, then the
 // warnings, so that `kubectl get mi` and `cairn status` show them.
-func (r *instanceRun) readyMessage() string {
+func (r resultView) readyMessage() string {
 	return r.summary() + warningNote(r.warnings)
 }
 
 // readyReason is the reason of the Ready condition of a successful sync:
 // ContractWithdrawn when it kept a CRD its render dropped, else Succeeded.
-func (r *instanceRun) readyReason() string {
+func (r resultView) readyReason() string {
 	if len(r.withheld) > 0 {
 		return cairnv1.ReasonContractWithdrawn
 	}
@@ -55,7 +75,7 @@ func warningNote(warnings []string) string {
 
 // logOutcome logs what the sync did to the instance: an error for a failure (with its
 // reason and kind), else one info line (with the warnings, if any).
-func (in *revisionInput) logOutcome(ctx context.Context, r *instanceRun) {
+func (in *revisionInput) logOutcome(ctx context.Context, r resultView) {
 	log := in.e.logger(ctx).WithValues("instance", r.key(), "revision", in.rev.SHA)
 	if r.failure != nil && r.failure.Kind == outcome.Progressing {
 		log.Info("instance applied, not yet healthy; rechecked later", "message", r.failure.Error())
@@ -73,7 +93,7 @@ func (in *revisionInput) logOutcome(ctx context.Context, r *instanceRun) {
 	}
 }
 
-func (r *instanceRun) outcome() string {
+func (r resultView) outcome() string {
 	if r.failure != nil && r.failure.Kind == outcome.Progressing {
 		return "progressing: " + r.failure.Error()
 	}
@@ -83,13 +103,32 @@ func (r *instanceRun) outcome() string {
 	return "ready: " + r.readyMessage()
 }
 
-func (r *instanceRun) result() InstanceResult {
-	if r.remote != nil {
-		return r.remote.Result
+// ready reports whether the instance is ready after this sync.
+func (r resultView) ready() bool {
+	if !r.affected {
+		return status.IsReady(r.live)
 	}
-	if r.final != nil {
-		return *r.final
+	return r.failure == nil
+}
+
+// suspended reports whether the instance is suspended: in Git (spec.suspend) or in
+// the cluster (the annotation on its CR).
+func (r resultView) suspended() bool {
+	return r.mi.Spec.Suspend || status.SuspendAnnotated(r.live)
+}
+
+// satisfiesDependents reports whether the instances that depend on it may go
+// ahead: it is ready, or it is suspended with its last attempt successful (its
+// objects stay).
+func (r resultView) satisfiesDependents() bool {
+	if r.suspended() {
+		return r.live != nil && len(r.live.Status.History) > 0 && r.live.Status.History[0].Result == "Succeeded"
 	}
+	return r.ready()
+}
+
+// result is the instance's result at this revision, from what its reconcile did.
+func (r resultView) result() InstanceResult {
 	res := InstanceResult{Namespace: r.mi.Namespace, Name: r.mi.Name, Ready: r.ready(), Warnings: r.warnings}
 	res.Applied, res.Unchanged = countApplied(r.wrote.report.Changes)
 	res.Created, res.Pruned = countAction(r.wrote.report.Changes, ssa.CreatedAction), countAction(r.wrote.pruned, ssa.DeletedAction)
@@ -100,7 +139,7 @@ func (r *instanceRun) result() InstanceResult {
 	case r.suspended():
 		res.Action, res.Reason, res.Message = outcome.ActionSkipped, "Suspended", "suspended"
 	case !r.affected && !status.IsReady(r.live) && r.live != nil:
-		res = r.deferredResult(res)
+		res = deferredResult(res, r.live, r.why)
 	case !r.affected:
 		res.Action, res.Reason, res.Message = outcome.ActionUnchanged, "", r.why+r.secretNote
 	case r.failure != nil && r.failure.Kind == outcome.Progressing:
@@ -115,6 +154,29 @@ func (r *instanceRun) result() InstanceResult {
 		res.Action, res.Reason, res.Message = outcome.ActionUpdated, r.readyReason(), r.summary()
 	}
 	return res
+}
+
+// result is r's result at this revision: as the replica that reconciled it
+// records it, as its reconcile left it, or, when none ran, as planned and rendered.
+func (r *instanceRun) result() InstanceResult {
+	if r.remote != nil {
+		return r.remote.Result
+	}
+	if r.final != nil {
+		return *r.final
+	}
+	return r.view().result()
+}
+
+// suspended reports whether r is suspended as the revision step found it.
+func (r *instanceRun) suspended() bool { return r.view().suspended() }
+
+// satisfiesDependents reports whether the instances that depend on r may go ahead.
+func (r *instanceRun) satisfiesDependents() bool {
+	if r.final != nil && !r.suspended() {
+		return r.final.Ready
+	}
+	return r.view().satisfiesDependents()
 }
 
 func countApplied(cs *ssa.ChangeSet) (changed, unchanged int) {

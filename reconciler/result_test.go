@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -49,10 +48,9 @@ func changeSet(actions ...ssa.Action) *ssa.ChangeSet {
 func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	now := time.Now()
 	generated := readGenerated(NewWithT(t), now)
-	objects := func(n int) []*unstructured.Unstructured { return make([]*unstructured.Unstructured, n) }
 	for _, tc := range []struct {
 		name    string
-		run     func(r *instanceRun)
+		run     func(r *resultView)
 		action  outcome.Action
 		reason  string
 		message string // of the result; also the Ready message of a success, less its warnings
@@ -60,8 +58,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts  [4]int // applied, unchanged, created, pruned
 	}{{
 		name: "applied: changed and unchanged objects counted",
-		run: func(r *instanceRun) {
-			r.objects = objects(4)
+		run: func(r *resultView) {
+			r.objects = 4
 			r.wrote.report.Changes = changeSet(ssa.CreatedAction, ssa.ConfiguredAction, ssa.UnchangedAction, ssa.UnchangedAction)
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
@@ -69,17 +67,17 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts:  [4]int{2, 2, 1, 0},
 	}, {
 		name: "the first success creates",
-		run: func(r *instanceRun) {
+		run: func(r *resultView) {
 			r.live.Status.History = r.live.Status.History[:1]
-			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.CreatedAction)
+			r.objects, r.wrote.report.Changes = 1, changeSet(ssa.CreatedAction)
 		},
 		action: outcome.ActionCreated, reason: cairnv1.ReasonSucceeded,
 		message: "1 objects applied (1 changed, 0 unchanged)",
 		counts:  [4]int{1, 0, 1, 0},
 	}, {
 		name: "pruned objects, generated Secrets, hooks and protected objects kept",
-		run: func(r *instanceRun) {
-			r.objects, r.wrote.report.Changes = objects(2), changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
+		run: func(r *resultView) {
+			r.objects, r.wrote.report.Changes = 2, changeSet(ssa.UnchangedAction, ssa.UnchangedAction)
 			r.wrote.pruned = changeSet(ssa.DeletedAction, ssa.DeletedAction, ssa.SkippedAction)
 			r.secrets = generated
 			r.wrote.hooksRan = []string{"pre/migrate", "post/smoke"}
@@ -91,8 +89,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts: [4]int{0, 2, 0, 2},
 	}, {
 		name: "a CRD kept for its users: ContractWithdrawn",
-		run: func(r *instanceRun) {
-			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.UnchangedAction)
+		run: func(r *resultView) {
+			r.objects, r.wrote.report.Changes = 1, changeSet(ssa.UnchangedAction)
 			r.withheld = inv("_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition")
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonContractWithdrawn,
@@ -100,8 +98,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts:  [4]int{0, 1, 0, 0},
 	}, {
 		name: "warnings end the Ready message",
-		run: func(r *instanceRun) {
-			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.ConfiguredAction)
+		run: func(r *resultView) {
+			r.objects, r.wrote.report.Changes = 1, changeSet(ssa.ConfiguredAction)
 			r.warnings = []string{"first", "second"}
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded,
@@ -110,8 +108,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts:  [4]int{1, 0, 0, 0},
 	}, {
 		name: "a failure after part of the apply",
-		run: func(r *instanceRun) {
-			r.objects, r.wrote.report.Changes = objects(3), changeSet(ssa.CreatedAction)
+		run: func(r *resultView) {
+			r.objects, r.wrote.report.Changes = 3, changeSet(ssa.CreatedAction)
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("conflict on Deployment/team-a/web"))
 			status.Failed(r.live, "new", r.failure, now)
 		},
@@ -121,8 +119,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts:  [4]int{1, 0, 1, 0},
 	}, {
 		name: "applied, not yet healthy",
-		run: func(r *instanceRun) {
-			r.objects, r.wrote.report.Changes = objects(1), changeSet(ssa.ConfiguredAction)
+		run: func(r *resultView) {
+			r.objects, r.wrote.report.Changes = 1, changeSet(ssa.ConfiguredAction)
 			r.failure = &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting for 1 of 1 object(s)")}
 			status.Failed(r.live, "new", r.failure, now)
 		},
@@ -132,7 +130,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 		counts:  [4]int{1, 0, 0, 0},
 	}, {
 		name: "unaffected: why, and a rotation of its generated Secrets",
-		run: func(r *instanceRun) {
+		run: func(r *resultView) {
 			r.affected, r.why, r.secretNote = false, "unchanged", "; generated Secrets: api-key rotated"
 		},
 		action:  outcome.ActionUnchanged,
@@ -144,8 +142,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 			live := mi.DeepCopy()
 			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
 			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Minute))
-			r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: live}
-			tc.run(r)
+			r := resultView{instancePlan: &instancePlan{mi: mi, affected: true}, live: live, wrote: &written{}}
+			tc.run(&r)
 
 			res := r.result()
 			g.Expect(res.Action).To(Equal(tc.action))

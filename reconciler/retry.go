@@ -43,16 +43,16 @@ func failureKindOf(mi *cairnv1.ModuleInstance) outcome.Kind {
 	return outcome.Transient
 }
 
-// deferredResult is the result of a failed instance whose retry is not due: it is
-// still failed, with its last reason, and says when it is retried.
-func (r *instanceRun) deferredResult(res InstanceResult) InstanceResult {
-	res.Action, res.Retry = outcome.ActionFailed, failureKindOf(r.live)
+// deferredResult is the result of a failed instance whose retry is not due (why),
+// live its CR: it is still failed, with its last reason, and says when it is retried.
+func deferredResult(res InstanceResult, live *cairnv1.ModuleInstance, why string) InstanceResult {
+	res.Action, res.Retry = outcome.ActionFailed, failureKindOf(live)
 	if res.Retry == outcome.Progressing {
 		res.Action = outcome.ActionProgressing
 	}
-	res.Reason = conditions.GetReason(r.live, "Ready")
-	res.Message = r.why + ": " + conditions.GetMessage(r.live, "Ready")
-	res.NextRetryAt = retryTime(r.live)
+	res.Reason = conditions.GetReason(live, "Ready")
+	res.Message = why + ": " + conditions.GetMessage(live, "Ready")
+	res.NextRetryAt = retryTime(live)
 	return res
 }
 

@@ -26,7 +26,15 @@ type SecretPlan = secretgen.Plan
 // desiredInventory is everything r owns after this sync: its rendered objects and
 // its generated Secrets.
 func (r *instanceRun) desiredInventory(key []byte) apply.Inventory {
-	return apply.InventoryOf(r.objects, key).Union(secretgen.Inventory(r.mi))
+	return desiredInventory(r.mi, r.objects, key)
+}
+
+func (r *instanceReconcile) desiredInventory(key []byte) apply.Inventory {
+	return desiredInventory(r.mi, r.objects, key)
+}
+
+func desiredInventory(mi *cairnv1.ModuleInstance, objects []*unstructured.Unstructured, key []byte) apply.Inventory {
+	return apply.InventoryOf(objects, key).Union(secretgen.Inventory(mi))
 }
 
 // checkGeneratedSecrets refuses, before anything is written, a generated Secret
@@ -40,7 +48,7 @@ func checkGeneratedSecrets(objects []*unstructured.Unstructured, mi *cairnv1.Mod
 // Secrets of r and decides what to do with each, before anything of r is written: a
 // Secret that is not the instance's, or a read that is forbidden, fails the
 // instance with nothing written.
-func (in *revisionInput) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) readInstanceSecrets(ctx context.Context, c client.Client, r *instanceReconcile) *outcome.Failure {
 	if len(r.mi.Spec.Secrets) == 0 {
 		return nil
 	}
@@ -56,7 +64,7 @@ func (in *revisionInput) readInstanceSecrets(ctx context.Context, c client.Clien
 // are applied (so they were validated first, and the namespaces the render creates
 // exist); a workload started a moment earlier finds its Secret at its next retry.
 // What writeSecretsForHooks wrote already is left as it is.
-func (in *revisionInput) writeSecrets(ctx context.Context, c client.Client, r *instanceRun) *outcome.Failure {
+func (in *revisionInput) writeSecrets(ctx context.Context, c client.Client, r *instanceReconcile) *outcome.Failure {
 	return in.writeInstanceSecrets(ctx, c, r, false)
 }
 
@@ -64,35 +72,35 @@ func (in *revisionInput) writeSecrets(ctx context.Context, c client.Client, r *i
 // of event run, when there are any: a hook Job that mounts a generated Secret finds
 // it (it would wait for it until the hook's timeout, on every retry). A copy whose
 // namespace the render creates is written after the apply, by writeSecrets.
-func (in *revisionInput) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceRun, event string) *outcome.Failure {
+func (in *revisionInput) writeSecretsForHooks(ctx context.Context, c client.Client, r *instanceReconcile, event string) *outcome.Failure {
 	if event == "" || len(render.HooksFor(r.hooks(), event)) == 0 {
 		return nil
 	}
 	return in.writeInstanceSecrets(ctx, c, r, true)
 }
 
-func (in *revisionInput) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceRun, early bool) *outcome.Failure {
+func (in *revisionInput) writeInstanceSecrets(ctx context.Context, c client.Client, r *instanceReconcile, early bool) *outcome.Failure {
 	for _, d := range r.secrets {
 		write := d.Write
 		if early {
 			write = d.WriteEarly
 		}
-		if err := write(ctx, c, in.now, in.reporter(ctx, r)); err != nil {
+		if err := write(ctx, c, in.now, in.reporter(ctx, r.key())); err != nil {
 			return outcome.Classify(cairnv1.ReasonApplyFailed, err)
 		}
 	}
 	return nil
 }
 
-// reporter returns the callback that reports each write of a generated Secret of r
-// (names and actions only).
-func (in *revisionInput) reporter(ctx context.Context, r *instanceRun) func(*secretgen.Target) {
-	return func(t *secretgen.Target) { in.reportSecret(ctx, r, t) }
+// reporter returns the callback that reports each write of a generated Secret of
+// the instance key (names and actions only).
+func (in *revisionInput) reporter(ctx context.Context, key string) func(*secretgen.Target) {
+	return func(t *secretgen.Target) { in.reportSecret(ctx, key, t) }
 }
 
-func (in *revisionInput) reportSecret(ctx context.Context, r *instanceRun, t *secretgen.Target) {
-	in.step(r.key(), "secret %s: %s %s (%s)", r.key(), t.Action(), t.Describe(), t.Why())
-	in.e.logger(ctx).Info("generated Secret", "instance", r.key(), "revision", in.rev.SHA, "secret", t.Key().String(), "action", string(t.Action()))
+func (in *revisionInput) reportSecret(ctx context.Context, key string, t *secretgen.Target) {
+	in.step(key, "secret %s: %s %s (%s)", key, t.Action(), t.Describe(), t.Why())
+	in.e.logger(ctx).Info("generated Secret", "instance", key, "revision", in.rev.SHA, "secret", t.Key().String(), "action", string(t.Action()))
 }
 
 // rotateUnaffected rotates, in a sync, the generated Secrets of instances the
@@ -100,7 +108,7 @@ func (in *revisionInput) reportSecret(ctx context.Context, r *instanceRun, t *se
 // needed); nothing else of those instances is read or written.
 func (s *syncRun) rotateUnaffected(ctx context.Context) {
 	for _, r := range s.runs {
-		if r.affected || r.suspended() || r.live == nil || !secretgen.InstanceRotates(r.mi) {
+		if r.affected || r.suspended() || r.was == nil || !secretgen.InstanceRotates(r.mi) {
 			continue
 		}
 		if err := s.rotateDue(ctx, r); err != nil {
@@ -118,21 +126,22 @@ func (in *revisionInput) rotateDue(ctx context.Context, r *instanceRun) error {
 	if err != nil {
 		return err
 	}
-	decls, err := secretgen.Read(ctx, m.Client(), r.mi, string(r.live.UID), in.now, secretgen.HasRotation)
+	decls, err := secretgen.Read(ctx, m.Client(), r.mi, string(r.was.UID), in.now, secretgen.HasRotation)
 	if err != nil {
 		return err
 	}
+	var rotated []*secretgen.Decl
 	for _, d := range decls {
 		if !d.Regenerates() {
 			continue
 		}
-		r.secrets = append(r.secrets, d)
-		if err := d.Write(ctx, m.Client(), in.now, in.reporter(ctx, r)); err != nil {
+		rotated = append(rotated, d)
+		if err := d.Write(ctx, m.Client(), in.now, in.reporter(ctx, r.key())); err != nil {
 			return err
 		}
 	}
-	if len(r.secrets) > 0 {
-		r.secretNote = "; " + secretgen.Summary(r.secrets)
+	if len(rotated) > 0 {
+		r.secretNote = "; " + secretgen.Summary(rotated)
 	}
 	return nil
 }
@@ -141,8 +150,8 @@ func (in *revisionInput) rotateDue(ctx context.Context, r *instanceRun) error {
 // those whose rotateAfter elapsed are rotated (whatever the drift policy: the
 // declaration asks for it); other differences (a Secret or copy deleted or edited
 // by hand, labels) are drift, corrected under Correct and reported under Warn.
-func (in *revisionInput) driftSecrets(ctx context.Context, c client.Client, r *instanceRun, rep *DriftReport) error {
-	decls, err := secretgen.Read(ctx, c, r.mi, string(r.live.UID), time.Now(), nil)
+func (in *revisionInput) driftSecrets(ctx context.Context, c client.Client, mi, live *cairnv1.ModuleInstance, rep *DriftReport) error {
+	decls, err := secretgen.Read(ctx, c, mi, string(live.UID), time.Now(), nil)
 	if err != nil {
 		return err
 	}
@@ -154,7 +163,7 @@ func (in *revisionInput) driftSecrets(ctx context.Context, c client.Client, r *i
 		if !d.Changes() || (!rotation && rep.Policy != cairnv1.DriftCorrect) {
 			continue
 		}
-		if err := d.Write(ctx, c, time.Now(), in.reporter(ctx, r)); err != nil {
+		if err := d.Write(ctx, c, time.Now(), in.reporter(ctx, mi.Namespace+"/"+mi.Name)); err != nil {
 			return err
 		}
 		if rotation {
@@ -178,14 +187,14 @@ func (in *revisionInput) previewSecrets(ctx context.Context, r *instanceRun) ([]
 		return nil, err
 	}
 	uid := ""
-	if r.live != nil {
-		uid = string(r.live.UID)
+	if r.was != nil {
+		uid = string(r.was.UID)
 	}
 	decls, err := secretgen.Read(ctx, m.Client(), r.mi, uid, in.now, nil)
 	if err != nil {
 		return nil, err
 	}
-	return secretgen.Plans(decls, r.affected, r.live != nil), nil
+	return secretgen.Plans(decls, r.affected, r.was != nil), nil
 }
 
 // previewGenerated adds to ip what a sync would do to r's generated Secrets.

@@ -64,18 +64,18 @@ func TestSuspension(t *testing.T) {
 			mi.Spec.Suspend = tc.inGit
 			r := &instanceRun{instancePlan: instancePlan{mi: mi}}
 			if tc.live != nil {
-				r.live = mi.DeepCopy()
-				r.live.Annotations = map[string]string{}
+				r.was = mi.DeepCopy()
+				r.was.Annotations = map[string]string{}
 				if tc.annotated {
-					r.live.Annotations[cairnv1.SuspendAnnotation] = "true"
+					r.was.Annotations[cairnv1.SuspendAnnotation] = "true"
 				}
-				tc.live(r.live)
-				g.Expect(status.SuspendedAs(r.live)).To(Equal(tc.recorded), "suspendedAs")
-				g.Expect(reconcileRequested(r.live)).To(Equal(tc.requestNew), "reconcileRequested")
+				tc.live(r.was)
+				g.Expect(status.SuspendedAs(r.was)).To(Equal(tc.recorded), "suspendedAs")
+				g.Expect(reconcileRequested(r.was)).To(Equal(tc.requestNew), "reconcileRequested")
 			}
 			g.Expect(r.suspended()).To(Equal(tc.suspended), "suspended")
 			g.Expect(r.satisfiesDependents()).To(Equal(tc.satisfies), "satisfiesDependents")
-			if tc.suspended && r.live != nil {
+			if tc.suspended && r.was != nil {
 				g.Expect(r.result().Action).To(Equal(outcome.ActionSkipped))
 			}
 		})

@@ -22,14 +22,15 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	g := NewWithT(t)
 	mi := &cairnv1.ModuleInstance{}
 	mi.Namespace, mi.Name = "team-a", "web"
-	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}, live: mi, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
-	r.warnings = r.rendered.Warnings
+	e := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: mi}, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
+	e.warnings = e.rendered.Warnings
+	r := e.reconcileOn(mi)
 
-	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.readyMessage(), time.Now())
+	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.view().readyMessage(), time.Now())
 	g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetMessage(mi, "Ready")).To(HaveSuffix("; warnings: " + skewWarning))
 	g.Expect(r.result().Warnings).To(ConsistOf(skewWarning))
-	g.Expect(r.outcome()).To(ContainSubstring(skewWarning))
+	g.Expect(r.view().outcome()).To(ContainSubstring(skewWarning))
 
 	plan := &Plan{Revision: "abc", Instances: []InstancePlan{{Namespace: "team-a", Name: "web", Action: "Update",
 		Warnings: r.warnings}}}
@@ -45,6 +46,6 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
 	g := NewWithT(t)
 	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
-	g.Expect(r.readyMessage()).NotTo(ContainSubstring("warnings"))
+	g.Expect(r.view().readyMessage()).NotTo(ContainSubstring("warnings"))
 	g.Expect(r.result().Warnings).To(BeEmpty())
 }
