@@ -53,7 +53,7 @@ type managedObjects map[string]apply.Inventory
 
 // adoptedInventory returns the objects of r, an instance without a CR, that are
 // still in the cluster (see the comment above); empty for a new instance.
-func (s *syncRun) adoptedInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
+func (s *RevisionState) adoptedInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
 	left, err := s.leftInventory(ctx, r.mi)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func versionOf(apiVersion string) string {
 
 // leftInventory reads the inventory Secret a deleted CR of mi left behind, if any: a
 // large inventory, or one the controller kept when the CR was deleted by hand.
-func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
+func (s *RevisionState) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance) (apply.Inventory, error) {
 	name := apply.InventorySecretName(mi)
 	if names := s.listSecretNames(ctx); names != nil && !names[name] {
 		return nil, nil
@@ -126,7 +126,7 @@ func (s *syncRun) leftInventory(ctx context.Context, mi *cairnv1.ModuleInstance)
 // so one LIST spares each new instance a read of a Secret that is not there (issue
 // 24). It is nil when the LIST failed (it is not sent again in the sync); each
 // instance then reads its own.
-func (s *syncRun) listSecretNames(ctx context.Context) map[string]bool {
+func (s *RevisionState) listSecretNames(ctx context.Context) map[string]bool {
 	s.secretsOnce.Do(func() {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
@@ -144,7 +144,7 @@ func (s *syncRun) listSecretNames(ctx context.Context) map[string]bool {
 // listManaged lists, once per sync and as cairn, the metadata of every object of
 // gvk labelled as cairn's, grouped by instance label. A kind the cluster does not
 // serve, or that cairn may not list, has no objects to adopt.
-func (s *syncRun) listManaged(ctx context.Context, gvk schema.GroupVersionKind) (managedObjects, error) {
+func (s *RevisionState) listManaged(ctx context.Context, gvk schema.GroupVersionKind) (managedObjects, error) {
 	s.managedMu.Lock() // the instances settle concurrently; each kind is listed once
 	defer s.managedMu.Unlock()
 	if found, ok := s.managed[gvk.GroupKind()]; ok {

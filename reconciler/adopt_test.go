@@ -51,7 +51,7 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 		labelled(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "cairn-inventory-ns.a"},
 			Data: map[string][]byte{apply.InventorySecretKey: left}}, "", ""),
 	).Build()
-	s := &syncRun{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}}},
+	s := &RevisionState{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}}},
 		clusterView: clusterView{managed: map[schema.GroupKind]managedObjects{}}}
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 	cm := &unstructured.Unstructured{}
@@ -96,7 +96,7 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	deleted.Status.Inventory = &cairnv1.Inventory{Entries: inv("ns_a-gone__ConfigMap", "ns_a__Service").Entries(), Count: 2}
 	g.Expect(e.KeepInventoryOfDeleted(ctx, deleted)).To(Succeed())
 
-	s := &syncRun{revisionInput: revisionInput{e: e}, clusterView: clusterView{managed: map[schema.GroupKind]managedObjects{}}}
+	s := &RevisionState{revisionInput: revisionInput{e: e}, clusterView: clusterView{managed: map[schema.GroupKind]managedObjects{}}}
 	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: deleted.ObjectMeta}}}
 	found, err := s.adoptedInventory(ctx, r)
 	g.Expect(err).NotTo(HaveOccurred())

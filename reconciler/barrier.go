@@ -37,7 +37,7 @@ import (
 // decides whether r's apply waits for the barrier. It runs in r's render goroutine,
 // before the barrier can be passed, so that decideTogether never writes to an
 // instance whose apply has started.
-func (s *syncRun) settle(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) settle(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, "placement")
 	if r.failure != nil || r.render.res == nil {
 		r.fast = true // a failed render fails alone, at once
@@ -76,7 +76,7 @@ func (v *clusterView) servesAll(res *render.Result) bool {
 // mayApplyAlone tells whether r, placed, may apply without the barrier (see the top
 // of this file); when it may, r.contracts are its own provider contracts, read
 // against what the other instances' CRs record.
-func (s *syncRun) mayApplyAlone(r *instanceRun) bool {
+func (s *RevisionState) mayApplyAlone(r *instanceRun) bool {
 	for _, u := range r.objects {
 		if _, had := r.oldInv[apply.ObjectID(u)]; crds.Is(u) && !had {
 			return false
@@ -95,7 +95,7 @@ func (s *syncRun) mayApplyAlone(r *instanceRun) bool {
 
 // recordedProvides are the kinds the instances of the revision other than key
 // provide, as their CRs record (read once per revision).
-func (s *syncRun) recordedProvides(key string) map[string][]schema.GroupKind {
+func (s *RevisionState) recordedProvides(key string) map[string][]schema.GroupKind {
 	s.providesOnce.Do(func() {
 		s.provides = map[string][]schema.GroupKind{}
 		for _, r := range s.runs {
@@ -118,7 +118,7 @@ func (s *syncRun) recordedProvides(key string) map[string][]schema.GroupKind {
 // owns it: the other is refused when it reads the object's owner). The first to
 // claim an object no instance owns keeps it (CRDs aside). A plan (no claim table) decides over
 // every render instead (claimShared).
-func (s *syncRun) claimObjects(r *instanceRun, objects []*unstructured.Unstructured) *outcome.Failure {
+func (s *RevisionState) claimObjects(r *instanceRun, objects []*unstructured.Unstructured) *outcome.Failure {
 	if s.claims == nil {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (r *instanceRun) awaitPlaced(ctx context.Context) {
 
 // contractsOf are the contracts r's reconcile acts on: its own when it applies
 // without the barrier, else the revision's.
-func (s *syncRun) contractsOf(r *instanceVerdicts) contracts.Set {
+func (s *RevisionState) contractsOf(r *instanceVerdicts) contracts.Set {
 	if r.fast {
 		if r.contracts == nil {
 			return contracts.Set{} // its render failed: it provides and requires nothing new
@@ -177,7 +177,7 @@ func (s *syncRun) contractsOf(r *instanceVerdicts) contracts.Set {
 // it places the renders that waited for every CRD's scope, infers the revision's
 // contracts, decides the prune verdicts (moves, the caps) and lets the instances
 // whose placement waited be read.
-func (s *syncRun) decideTogether(ctx context.Context) {
+func (s *RevisionState) decideTogether(ctx context.Context) {
 	var late []*instanceRun
 	for _, r := range s.runs {
 		if r.render.res != nil {

@@ -64,7 +64,7 @@ func versionSet(groups []*metav1.APIGroup, resources []*metav1.APIResourceList) 
 }
 
 // capabilities discovers the cluster's capabilities once per sync (plan, drift check).
-func (s *syncRun) capabilities(ctx context.Context) *clusterCapabilities {
+func (s *RevisionState) capabilities(ctx context.Context) *clusterCapabilities {
 	s.capsOnce.Do(func() {
 		c := &clusterCapabilities{err: errors.New("failed to discover the cluster's capabilities: no discovery client")}
 		if s.e.cluster != nil && s.e.cluster.discovery != nil {
@@ -81,7 +81,7 @@ func (s *syncRun) capabilities(ctx context.Context) *clusterCapabilities {
 // chartCapabilities are the capabilities the chart of instance key renders with; a cluster that could
 // not be discovered fails the render (transient: it is retried), never falls back to
 // defaults, which could drop objects that the cluster's APIs would keep.
-func (s *syncRun) chartCapabilities(ctx context.Context, key string) (*render.Capabilities, *outcome.Failure) {
+func (s *RevisionState) chartCapabilities(ctx context.Context, key string) (*render.Capabilities, *outcome.Failure) {
 	c := s.capabilities(ctx)
 	if c.err != nil {
 		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to render %s: %w", key, c.err))
@@ -103,7 +103,7 @@ func (v *clusterView) capabilitiesChanged(p *instancePlan) bool {
 
 // discoverForCharts discovers the cluster's capabilities when the revision declares a
 // chart instance: only chart instances need them.
-func (s *syncRun) discoverForCharts(ctx context.Context) {
+func (s *RevisionState) discoverForCharts(ctx context.Context) {
 	for _, mi := range s.set.Instances {
 		if usesCapabilities(mi) {
 			s.capabilities(ctx)
@@ -115,7 +115,7 @@ func (s *syncRun) discoverForCharts(ctx context.Context) {
 // capabilitiesDigest is what r's status records of the capabilities its render saw:
 // the cluster's for a chart instance, its Kubernetes version for a Timoni module, none
 // for the others.
-func (s *syncRun) capabilitiesDigest(ctx context.Context, mi *cairnv1.ModuleInstance) string {
+func (s *RevisionState) capabilitiesDigest(ctx context.Context, mi *cairnv1.ModuleInstance) string {
 	if !usesCapabilities(mi) {
 		return ""
 	}

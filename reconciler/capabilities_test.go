@@ -96,7 +96,7 @@ func TestDiscoverCapabilities(t *testing.T) {
 
 // capabilitiesFixture is a sync of a revision with a chart instance and a CUE
 // instance, against a cluster that discovery answers with d.
-func capabilitiesFixture(t *testing.T, d *stubDiscovery) *syncRun {
+func capabilitiesFixture(t *testing.T, d *stubDiscovery) *RevisionState {
 	t.Helper()
 	doc := func(name, module string) string {
 		return "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata: {name: " + name + ", namespace: team-a}\nspec:\n  module: " + module + "\n"
@@ -111,7 +111,7 @@ func capabilitiesFixture(t *testing.T, d *stubDiscovery) *syncRun {
 		t.Fatalf("failed to load the fixture: %v %v", err, set.Invalid)
 	}
 	rev := Revision{SHA: "new", Changed: []string{}}
-	return &syncRun{
+	return &RevisionState{
 		revisionInput: revisionInput{e: &Engine{cluster: &Cluster{discovery: d}}, set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
 		clusterView:   clusterView{live: map[string]*cairnv1.ModuleInstance{}},
 		byKey:         map[string]*instanceRun{}}

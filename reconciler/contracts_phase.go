@@ -21,7 +21,7 @@ import (
 // renders the CRD of a kind another instance provides fails (failConflicts) and
 // provides nothing. kept are kinds rendered instances go on providing although
 // their render dropped the CRD (see keepWithdrawn), nil the first time.
-func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
+func (s *RevisionState) inferContracts(kept map[string][]schema.GroupKind) {
 	objects := map[string][]*unstructured.Unstructured{}
 	recorded := map[string]*instanceRun{} // not rendered: their status says
 	for _, r := range s.runs {
@@ -62,7 +62,7 @@ func (s *syncRun) inferContracts(kept map[string][]schema.GroupKind) {
 // provideWithdrawn infers the contracts again once the prunes are decided, when
 // providers keep CRDs their renders dropped (keepWithdrawn): they go on
 // providing those kinds.
-func (s *syncRun) provideWithdrawn() {
+func (s *RevisionState) provideWithdrawn() {
 	kept := map[string][]schema.GroupKind{}
 	for _, r := range s.runs {
 		for _, w := range r.withdrawn {
@@ -76,7 +76,7 @@ func (s *syncRun) provideWithdrawn() {
 
 // recordedContracts are what a successfully synced instance records that it
 // provides and requires.
-func (s *syncRun) recordedContracts(key string, v *instanceVerdicts) ([]string, []cairnv1.ContractRequirement) {
+func (s *RevisionState) recordedContracts(key string, v *instanceVerdicts) ([]string, []cairnv1.ContractRequirement) {
 	c := s.contractsOf(v)
 	return c.ProvidedNames(key), c.Requirements(key)
 }
@@ -85,7 +85,7 @@ func (s *syncRun) recordedContracts(key string, v *instanceVerdicts) ([]string, 
 // yet (not in their status.provides): r waits for them within the sync. A
 // provider that served a kind once is never waited on for it again (activation
 // latches), and an instance in a cycle waits on no provider (it fails instead).
-func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
+func (s *RevisionState) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
 	if !r.fast && s.cyclic[r.key()] { // a fast instance's are its own (contractsOf): s.cyclic may be being written
 		return nil
 	}
@@ -94,7 +94,7 @@ func (s *syncRun) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement
 
 // pendingIn are the providers r requires by contracts c for kinds they have not
 // served yet (their status.provides, as the revision step found it).
-func (s *syncRun) pendingIn(c contracts.Set, r *instanceRun) []cairnv1.ContractRequirement {
+func (s *RevisionState) pendingIn(c contracts.Set, r *instanceRun) []cairnv1.ContractRequirement {
 	return c.Unserved(r.key(), func(provider string) []string {
 		if p := s.byKey[provider]; p != nil && p.was != nil {
 			return p.was.Status.Provides
@@ -123,7 +123,7 @@ func providerVerdict(d dependencyState) *outcome.Failure {
 // failCycles fails the instances that dependsOn and contract edges together put
 // in a cycle (dependsOn alone cannot make one: declarations refuses them), naming
 // the cycle, so that nothing waits on them for ever.
-func (s *syncRun) failCycles() {
+func (s *RevisionState) failCycles() {
 	s.cyclic = map[string]bool{}
 	edges := map[string][]string{}
 	for _, r := range s.runs {
@@ -149,7 +149,7 @@ const maxNamedRequirers = 10
 // dependentsRemain refuses the removal of a provider while instances that stay
 // in Git use kinds it provides: those rendered this time by their objects, the
 // others by their status.requires.
-func (s *syncRun) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.Failure {
+func (s *RevisionState) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.Failure {
 	key := live.Namespace + "/" + live.Name
 	kinds := map[schema.GroupKind]bool{}
 	for _, gk := range contracts.ParseKindNames(live.Status.Provides) {
@@ -180,7 +180,7 @@ func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool)
 // standing are the CRs this revision does not sync that keep their objects: those
 // whose file could not be read, and those whose declaration is invalid. What they
 // use, their status records.
-func (s *syncRun) standing() []*cairnv1.ModuleInstance {
+func (s *RevisionState) standing() []*cairnv1.ModuleInstance {
 	out := slices.Clone(s.held)
 	for _, inv := range s.set.Invalid {
 		if live := s.live[inv.Object]; live != nil && inv.Kind == cairnv1.ModuleInstanceKind {
@@ -194,7 +194,7 @@ func (s *syncRun) standing() []*cairnv1.ModuleInstance {
 // those of the revision (by their render, else their status), those it does not
 // sync (standing) and, with removed, those that left Git in this commit (they
 // are removed after the others' applies, and until then use the kinds).
-func (s *syncRun) usersOf(provider string, kinds map[schema.GroupKind]bool, removed bool) []string {
+func (s *RevisionState) usersOf(provider string, kinds map[schema.GroupKind]bool, removed bool) []string {
 	var out []string
 	for _, r := range s.runs {
 		if r.key() != provider && usesKinds(r, provider, kinds) {

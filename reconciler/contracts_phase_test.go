@@ -39,8 +39,8 @@ type contractRun struct {
 
 // contractsFixture is a sync whose renders are done: its instances in the order
 // given, each rendered or not, with the status its CR records.
-func contractsFixture(runs ...contractRun) *syncRun {
-	s := &syncRun{revisionInput: revisionInput{set: &declarations.Set{}}, verdicts: verdicts{conflicted: map[string]bool{}},
+func contractsFixture(runs ...contractRun) *RevisionState {
+	s := &RevisionState{revisionInput: revisionInput{set: &declarations.Set{}}, verdicts: verdicts{conflicted: map[string]bool{}},
 		byKey: map[string]*instanceRun{}}
 	for _, c := range runs {
 		ns, name := splitKey(c.key)
@@ -356,7 +356,7 @@ func TestInstanceDependencies(t *testing.T) {
 				}
 			}
 			s.inferContracts(nil)
-			st := newRevisionState(s)
+			st := s.forReconciles()
 			for key, out := range tc.outcomes {
 				st.outcomes[key] = out
 			}

@@ -60,7 +60,7 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.newSyncRun(ctx, rev, root, set, true)
+	s, err := e.newRevision(ctx, rev, root, set, true)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) && mi.Spec.Drift != cairnv1.DriftIgnore
 }
 
-func (s *syncRun) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
+func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
 	r := &instanceRun{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
 	if usesCapabilities(mi) {

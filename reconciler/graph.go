@@ -59,7 +59,7 @@ func renderedGraph(out []Rendered) graph.Graph {
 // planGraph is the graph of a plan: the declared instances with their dependsOn
 // and contract edges, those the revision affects marked, and those whose plan is
 // an error (failed) or that wait for a provider (waiting).
-func (s *syncRun) planGraph(plans []InstancePlan) graph.Graph {
+func (s *RevisionState) planGraph(plans []InstancePlan) graph.Graph {
 	failed := map[string]bool{}
 	for _, ip := range plans {
 		failed[ip.Namespace+"/"+ip.Name] = ip.Action == outcome.PlanError

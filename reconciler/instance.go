@@ -31,7 +31,7 @@ import (
 // release gives back: it takes the CR the revision step wrote, then applies,
 // prunes and waits, and records the outcome (an instanceReconcile); e keeps its
 // result.
-func (s *syncRun) syncInstance(ctx context.Context, e *instanceRun, release func()) {
+func (s *RevisionState) syncInstance(ctx context.Context, e *instanceRun, release func()) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(e.mi)-e.render.took, time.Second)) // the render took its share
 	defer cancel()
@@ -100,7 +100,7 @@ func (in *revisionInput) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 // writeInput writes r's input into its CR, creating its namespace when missing: the
 // spec from Git and the annotations that say which input it is (see
 // instanceAnnotations). It returns the CR as written.
-func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.ModuleInstance, error) {
+func (s *RevisionState) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.ModuleInstance, error) {
 	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *syncRun) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.Modu
 // commit that changes no instance's input writes no ModuleInstance). Until its
 // reconcile starts, an instance's plan, render and prune verdicts still see the CR as
 // it was (r.was); the reconcile works on the CR as written (takeMirrored).
-func (s *syncRun) writeInputs(ctx context.Context) {
+func (s *RevisionState) writeInputs(ctx context.Context) {
 	sem := make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1))
 	var wg sync.WaitGroup
 	for _, r := range s.runs {
@@ -135,7 +135,7 @@ func (s *syncRun) writeInputs(ctx context.Context) {
 
 // takeMirrored is the CR the revision step wrote r's input into, which r's
 // reconcile works on, or why there is none.
-func (s *syncRun) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, error) {
+func (s *RevisionState) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, error) {
 	if r.mirrorErr != nil {
 		return nil, r.mirrorErr
 	}
@@ -150,7 +150,7 @@ func (s *syncRun) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, error) 
 // none yet). A replica's state may take it while other instances render (see
 // RevisionState.Take), so it is read under s.mu (the cluster view's lock, which
 // also guards the plan's mirrored CRs: see clusterView).
-func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
+func (s *RevisionState) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return r.mirrored
@@ -161,7 +161,7 @@ func (s *syncRun) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
 // changed objects to be healthy and runs its hooks, and returns what it wrote, with
 // why it failed. A panic is recovered into its failure (see recover.go), with what
 // was written before it, so that the outcome is still recorded.
-func (s *syncRun) applyInstance(ctx context.Context, r *instanceReconcile) (w written, f *outcome.Failure) {
+func (s *RevisionState) applyInstance(ctx context.Context, r *instanceReconcile) (w written, f *outcome.Failure) {
 	defer func() {
 		if v := recover(); v != nil {
 			f = s.recovered(ctx, r.key(), PhaseApply, v)
@@ -335,7 +335,7 @@ func (in *revisionInput) persistInventory(ctx context.Context, r *instanceReconc
 
 // record writes the outcome to the instance's status: on success the new inventory
 // and digests; on failure only the attempt (the last good state stays).
-func (s *syncRun) record(ctx context.Context, r *instanceReconcile, before *cairnv1.ModuleInstance) {
+func (s *RevisionState) record(ctx context.Context, r *instanceReconcile, before *cairnv1.ModuleInstance) {
 	if r.failure != nil {
 		r.interrupt(ctx)
 	}
@@ -369,7 +369,7 @@ func (s *syncRun) record(ctx context.Context, r *instanceReconcile, before *cair
 }
 
 // attempt is what r's reconcile did, as its status records it (status.Record).
-func (s *syncRun) attempt(ctx context.Context, r *instanceReconcile) status.Attempt {
+func (s *RevisionState) attempt(ctx context.Context, r *instanceReconcile) status.Attempt {
 	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure}
 	if r.affected {
 		a.Input, a.Artifacts = r.inputDigest, r.render.artifacts
@@ -404,7 +404,7 @@ func (in *revisionInput) sourceDigest(r *instanceReconcile) string {
 // ensureNamespace creates the namespace an instance CR lives in when it is missing, so
 // a repository can bootstrap its tenants. The namespace is labelled as cairn's but is
 // in no inventory: it is never pruned.
-func (s *syncRun) ensureNamespace(ctx context.Context, name string) error {
+func (s *RevisionState) ensureNamespace(ctx context.Context, name string) error {
 	if s.knownNamespace(name) {
 		return nil
 	}

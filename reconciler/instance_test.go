@@ -76,7 +76,7 @@ func TestEnsureNamespaceCreatesWithoutReading(t *testing.T) {
 			if tc.existing {
 				b = b.WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
 			}
-			s := &syncRun{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: b.Build()}}},
+			s := &RevisionState{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: b.Build()}}},
 				clusterView: clusterView{namespaces: map[string]bool{"team": tc.known}, createdNamespaces: map[string]bool{}}}
 
 			err := s.ensureNamespace(context.Background(), "team")

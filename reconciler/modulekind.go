@@ -20,7 +20,7 @@ type moduleKind interface {
 	label() string
 	// source is the digest of what the module reads from the repository and the
 	// directories that holds ("" and none when it reads none of it).
-	source(s *syncRun) (string, []string)
+	source(s *RevisionState) (string, []string)
 	// sourceChange says what a change of that source is called in a plan.
 	sourceChange() string
 	// oci is the OCI artifact the module is pulled from (ok false when none): a
@@ -85,7 +85,7 @@ type (
 	noHooks        struct{}
 )
 
-func (noSource) source(*syncRun) (string, []string)             { return "", nil }
+func (noSource) source(*RevisionState) (string, []string)       { return "", nil }
 func (noSource) sourceChange() string                           { return "" }
 func (noOCI) oci() (supply.OCIRef, bool, bool, error)           { return supply.OCIRef{}, false, false, nil }
 func (noCapabilities) capabilities(*clusterCapabilities) string { return "" }
@@ -125,7 +125,7 @@ type localKind struct {
 
 func (localKind) label() string                                  { return "local" }
 func (localKind) rendersWithRegistry() bool                      { return true }
-func (k localKind) source(s *syncRun) (string, []string)         { return s.linkedModuleDigest(k.m.Path) }
+func (k localKind) source(s *RevisionState) (string, []string)   { return s.linkedModuleDigest(k.m.Path) }
 func (localKind) sourceChange() string                           { return "local module changed" }
 func (localKind) usesModuleRegistry(p cairnv1.PlatformSpec) bool { return len(p.Catalogs) > 0 }
 func (k localKind) request(req *render.Request, _ fs.FS, reg *render.ModuleRegistry) {
@@ -167,7 +167,7 @@ type timoniKind struct {
 
 func (timoniKind) label() string             { return "timoni" }
 func (timoniKind) rendersWithRegistry() bool { return false }
-func (k timoniKind) source(s *syncRun) (string, []string) {
+func (k timoniKind) source(s *RevisionState) (string, []string) {
 	if k.m.Path == "" {
 		return "", nil
 	}
@@ -210,7 +210,7 @@ func (kustomizeKind) rendersWithRegistry() bool { return false }
 // source is the digest of the kustomization directories (its bases and components
 // too, relative to the repository root, as its path is). A kustomize directory that
 // would be refused has no digest: its render says why.
-func (k kustomizeKind) source(s *syncRun) (string, []string) {
+func (k kustomizeKind) source(s *RevisionState) (string, []string) {
 	roots, err := render.KustomizeRoots(s.rev.Tree, cleanKustomize(k.m.Path))
 	if err != nil {
 		return "", nil

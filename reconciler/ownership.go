@@ -22,7 +22,7 @@ import (
 // renders hold the same object: the instance whose inventory holds it keeps it and the
 // others fail with OwnershipConflict; when none holds it, all of them fail, since
 // either may be the one meant.
-func (s *syncRun) claimShared() {
+func (s *RevisionState) claimShared() {
 	claims := map[string][]*instanceRun{}
 	for _, r := range s.runs {
 		if r.rendered == nil || r.failure != nil {
@@ -80,7 +80,7 @@ func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcom
 // rendered object that r's inventory does not hold yet (see ownership.Check), asking
 // as r's identity; valid holds the objects whose dry-run passed, which the apply does
 // not dry-run again, and adopted the existing objects r takes over (spec.adopt).
-func (s *syncRun) checkOwnership(ctx context.Context, r *instanceReconcile) (valid map[string]bool, adopted []string, f *outcome.Failure) {
+func (s *RevisionState) checkOwnership(ctx context.Context, r *instanceReconcile) (valid map[string]bool, adopted []string, f *outcome.Failure) {
 	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
 	if err != nil {
 		return nil, nil, outcome.NewTransient(cairnv1.ReasonApplyFailed, err)
@@ -91,7 +91,7 @@ func (s *syncRun) checkOwnership(ctx context.Context, r *instanceReconcile) (val
 }
 
 // owners answers ownership.Check from the revision.
-type owners struct{ s *syncRun }
+type owners struct{ s *RevisionState }
 
 func (o owners) Gone(owner string) bool { return o.s.ownerGone(owner) }
 
@@ -101,7 +101,7 @@ func (o owners) Releases(ctx context.Context, owner, id string) (bool, error) {
 
 // ownerGone reports whether the instance labelled owner has neither a CR nor a
 // declaration: what it left behind is nobody's.
-func (s *syncRun) ownerGone(owner string) bool {
+func (s *RevisionState) ownerGone(owner string) bool {
 	key := ownership.Name(owner)
 	return owner != "" && s.live[key] == nil && s.byKey[key] == nil
 }
@@ -109,7 +109,7 @@ func (s *syncRun) ownerGone(owner string) bool {
 // releases reports whether the live instance labelled owner gives up the object id in
 // this revision, or already has: it leaves Git, its render in this sync no longer
 // holds the object, or its inventory does not (a move whose second half failed).
-func (s *syncRun) releases(ctx context.Context, owner, id string) (bool, error) {
+func (s *RevisionState) releases(ctx context.Context, owner, id string) (bool, error) {
 	key := ownership.Name(owner)
 	for _, gone := range s.removed {
 		if gone.Namespace+"/"+gone.Name == key {

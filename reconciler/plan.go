@@ -127,7 +127,7 @@ type instanceVerdicts struct {
 // discoverForCharts), or a dependency is affected. The diff narrows the candidates;
 // the digests recorded on the CRs decide, so a wrong or missing diff costs time, never
 // correctness.
-func (s *syncRun) plan() {
+func (s *RevisionState) plan() {
 	for _, mi := range s.set.Instances {
 		r := s.newInstanceRun(mi)
 		s.runs = append(s.runs, r)
@@ -141,13 +141,13 @@ func (s *syncRun) plan() {
 	s.findRemoved()
 }
 
-func (s *syncRun) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
+func (s *RevisionState) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
 	return &instanceRun{instancePlan: s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])}
 }
 
 // planInstance is the plan of mi, whose CR is was (nil: none): its digests and
 // whether the revision affects it.
-func (s *syncRun) planInstance(mi, was *cairnv1.ModuleInstance) instancePlan {
+func (s *RevisionState) planInstance(mi, was *cairnv1.ModuleInstance) instancePlan {
 	p := instancePlan{mi: mi, was: was, specDigest: s.specDigest(mi)}
 	p.sourceDigest, p.sourceDirs = s.repositorySource(mi)
 	if was != nil {
@@ -160,7 +160,7 @@ func (s *syncRun) planInstance(mi, was *cairnv1.ModuleInstance) instancePlan {
 
 // isAffected decides whether the revision affects p, and why; a requested
 // reconcile sets p.forced, a Registry's new refresh p.refresh and p.inputDigest.
-func (s *syncRun) isAffected(p *instancePlan) (bool, string) {
+func (s *RevisionState) isAffected(p *instancePlan) (bool, string) {
 	refreshed := s.refreshed(p.mi)
 	switch {
 	case p.mi.Spec.Suspend:
@@ -228,7 +228,7 @@ func refreshedRegistry(refresh string) string {
 // written into the CR of an instance that uses them (see refreshAnnotation): that
 // instance keeps its old input, and no reconcile would verify it again unless the
 // next sync refreshes them again.
-func (s *syncRun) unrefreshed() []string {
+func (s *RevisionState) unrefreshed() []string {
 	var out []string
 	for _, r := range s.runs {
 		if r.mirrorErr == nil || r.refresh == "" || (r.was != nil && r.was.Annotations[refreshAnnotation] == r.refresh) {
@@ -256,7 +256,7 @@ func inputChange(p *instancePlan) string {
 	return "input written at " + gitsource.ShortSHA(p.was.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
 
-func (s *syncRun) markDependents(r *instanceRun) {
+func (s *RevisionState) markDependents(r *instanceRun) {
 	for _, dep := range s.set.Dependents(r.mi.Namespace, r.mi.Name) {
 		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.suspended() {
 			d.affected, d.why = true, "dependency "+r.key()+" changed"
@@ -267,7 +267,7 @@ func (s *syncRun) markDependents(r *instanceRun) {
 // findRemoved lists the CRs whose declaration left Git. An invalid declaration still
 // names its instance, so that instance is kept; so is one whose file could not be read
 // (see heldFile): it is held, neither applied nor removed.
-func (s *syncRun) findRemoved() {
+func (s *RevisionState) findRemoved() {
 	for key, live := range s.live {
 		if s.byKey[key] != nil {
 			continue
@@ -366,7 +366,7 @@ func splitKey(key string) (string, string) {
 // repositorySource returns the digest of what mi's module reads from the repository
 // and the directories that holds ("" and none for a registry module or chart): see
 // moduleKind.source.
-func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
+func (s *RevisionState) repositorySource(mi *cairnv1.ModuleInstance) (string, []string) {
 	if k := moduleKindOf(mi); k != nil {
 		return k.source(s)
 	}
@@ -377,7 +377,7 @@ func (s *syncRun) repositorySource(mi *cairnv1.ModuleInstance) (string, []string
 // what its symbolic links lead to (see render.LinkedPaths), and those paths: a
 // change to a linked schema re-renders the module. A module whose links would be
 // refused has the digest of its directory: its render says why.
-func (s *syncRun) linkedModuleDigest(dir string) (string, []string) {
+func (s *RevisionState) linkedModuleDigest(dir string) (string, []string) {
 	dir = cleanLocal(dir)
 	d := s.moduleDigest(dir)
 	if s.root == nil || len(s.root.Links()) == 0 {
@@ -399,7 +399,7 @@ func (s *syncRun) linkedModuleDigest(dir string) (string, []string) {
 
 // moduleDigest is the digest of a local module's files, computed once per directory
 // and sync (many instances share a module).
-func (s *syncRun) moduleDigest(path string) string {
+func (s *RevisionState) moduleDigest(path string) string {
 	dir := cleanLocal(path)
 	s.mu.Lock()
 	defer s.mu.Unlock()

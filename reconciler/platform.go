@@ -14,7 +14,7 @@ import (
 
 // mirrorPlatform applies the Platform and Registries from Git and deletes Registry CRs
 // whose declaration left Git.
-func (s *syncRun) mirrorPlatform(ctx context.Context) error {
+func (s *RevisionState) mirrorPlatform(ctx context.Context) error {
 	c := s.e.cluster.client
 	p := s.set.Platform.DeepCopy()
 	if err := mirror(ctx, c, p, nil); err != nil {
@@ -31,7 +31,7 @@ func (s *syncRun) mirrorPlatform(ctx context.Context) error {
 	return s.deleteStaleRegistries(ctx, keep)
 }
 
-func (s *syncRun) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error {
+func (s *RevisionState) mirrorRegistry(ctx context.Context, r *cairnv1.Registry) error {
 	c := s.e.cluster.client
 	if err := mirror(ctx, c, r, nil); err != nil {
 		return err

@@ -116,7 +116,7 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 		plan.Error = err.Error()
 		return plan, nil
 	}
-	s, err := e.newSyncRun(ctx, rev, root, set, true)
+	s, err := e.newRevision(ctx, rev, root, set, true)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +145,14 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	return plan, nil
 }
 
-func (s *syncRun) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
+func (s *RevisionState) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := s.previewRendered(ctx, r)
 	ip.Error = valuesfrom.Mask(ip.Error, r.render.masks)
 	ip.Provides, ip.Requires = s.contracts.ProvidedNames(r.key()), s.contracts.Requirements(r.key())
 	return ip
 }
 
-func (s *syncRun) previewRendered(ctx context.Context, r *instanceRun) InstancePlan {
+func (s *RevisionState) previewRendered(ctx context.Context, r *instanceRun) InstancePlan {
 	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.render.artifacts, Warnings: r.warnings}
 	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
 		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),
@@ -241,7 +241,7 @@ func (in *revisionInput) previewPrune(r *instanceVerdicts, ip *InstancePlan) {
 	}
 }
 
-func (s *syncRun) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
+func (s *RevisionState) previewRemoval(ctx context.Context, live *cairnv1.ModuleInstance) InstancePlan {
 	ip := InstancePlan{Namespace: live.Namespace, Name: live.Name, Action: outcome.PlanDelete, Why: "removed from Git", PruneVerdict: "allowed"}
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.err != nil {

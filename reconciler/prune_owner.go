@@ -33,7 +33,7 @@ func (in *revisionInput) fileOwner(file string) string {
 
 // liveByOwner counts the live instances of each owner: the whole of the
 // half-of-instances rule.
-func (s *syncRun) liveByOwner() map[string]int {
+func (s *RevisionState) liveByOwner() map[string]int {
 	out := map[string]int{}
 	for _, mi := range s.live {
 		out[s.ownerOf(mi)]++

@@ -57,7 +57,7 @@ func TestOwnersOfLiveInstances(t *testing.T) {
 	g := NewWithT(t)
 	set, err := declarations.Load(limitsRepo, declarations.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
-	s := &syncRun{revisionInput: revisionInput{set: set}, clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{}}}
+	s := &RevisionState{revisionInput: revisionInput{set: set}, clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{}}}
 	for _, mi := range []*cairnv1.ModuleInstance{
 		set.Instance("ops", "tool"), set.Instance("team-a", "web"),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gone", Annotations: map[string]string{sourceAnnotation: "tenants/team-a/gone.yaml"}}},

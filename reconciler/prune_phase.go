@@ -15,7 +15,7 @@ import (
 // share an instance may lose, and, for each owner's instances apart (each tenant's, the
 // platform team's), the total per sync and the share of instances removed.
 // An object that moves to another instance in this revision is transferred, not deleted.
-func (s *syncRun) checkPrunes(ctx context.Context) {
+func (s *RevisionState) checkPrunes(ctx context.Context) {
 	desired := apply.Inventory{}
 	for _, r := range s.runs {
 		if r.rendered != nil {
@@ -43,7 +43,7 @@ func (s *syncRun) checkPrunes(ctx context.Context) {
 
 // countRefusals counts the prune refusals of a sync (a plan's are not counted): the
 // sync-wide ones, once per refused owner, and each instance's.
-func (s *syncRun) countRefusals() {
+func (s *RevisionState) countRefusals() {
 	if s.readOnly {
 		return
 	}
@@ -58,7 +58,7 @@ func (s *syncRun) countRefusals() {
 	}
 }
 
-func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *prune.Set {
+func (s *RevisionState) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *prune.Set {
 	if r.rendered == nil {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (s *syncRun) instancePrune(ctx context.Context, r *instanceRun, desired app
 
 // lastInventory is the inventory of r's CR, or, without a CR, what it left behind in
 // the cluster (see adoptedInventory).
-func (s *syncRun) lastInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
+func (s *RevisionState) lastInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
 	if r.was == nil {
 		return s.adoptedInventory(ctx, r)
 	}

@@ -43,7 +43,7 @@ func ids(objs ...*unstructured.Unstructured) []string {
 // of last has a CR whose inline inventory holds those objects, and each of renders
 // (the others are not rendered this time) rendered those. Its engine's client is
 // c, which each instance's identity (the default, cairn's own) uses too.
-func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][]*unstructured.Unstructured) *syncRun {
+func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][]*unstructured.Unstructured) *RevisionState {
 	s := planFixture(t, []string{})
 	s.platform, s.managed = s.set.Platform, map[schema.GroupKind]managedObjects{}
 	s.e = &Engine{cluster: &Cluster{client: c, managers: map[string]*ssa.ResourceManager{"": ssa.NewResourceManager(c, nil, ssa.Owner{})}}}
@@ -75,7 +75,7 @@ func TestPrunePhase(t *testing.T) {
 		name    string
 		last    map[string][]*unstructured.Unstructured
 		renders map[string][]*unstructured.Unstructured
-		edit    func(s *syncRun)
+		edit    func(s *RevisionState)
 		stale   map[string][]string // instance -> what it would delete; absent: no prune set
 		kept    map[string][]string // instance -> protected objects left in place
 		orphan  map[string][]string // removed instance -> what it orphans
@@ -109,7 +109,7 @@ func TestPrunePhase(t *testing.T) {
 		name:    "an empty render is refused even when spec.secrets generates Secrets",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
 		renders: map[string][]*unstructured.Unstructured{web: nil},
-		edit: func(s *syncRun) {
+		edit: func(s *RevisionState) {
 			s.byKey[web].mi.Spec.Secrets = []cairnv1.GeneratedSecret{{Name: "db-password"}}
 		},
 		refused: map[string]string{web: prune.LimitEmptyRender},
@@ -118,7 +118,7 @@ func TestPrunePhase(t *testing.T) {
 		name:    "an empty render with allowEmpty deletes everything",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
 		renders: map[string][]*unstructured.Unstructured{web: nil},
-		edit:    func(s *syncRun) { s.byKey[web].mi.Spec.AllowEmpty = true },
+		edit:    func(s *RevisionState) { s.byKey[web].mi.Spec.AllowEmpty = true },
 		stale:   map[string][]string{web: ids(a, b)},
 	}, {
 		name:    "protected kinds are kept",
@@ -130,18 +130,18 @@ func TestPrunePhase(t *testing.T) {
 		name:    "protected kinds are deleted when the instance opts in",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b, ns}},
 		renders: map[string][]*unstructured.Unstructured{web: {a}},
-		edit:    func(s *syncRun) { s.byKey[web].mi.Spec.PruneProtected = true },
+		edit:    func(s *RevisionState) { s.byKey[web].mi.Spec.PruneProtected = true },
 		stale:   map[string][]string{web: ids(b, ns)},
 	}, {
 		name:    "prune: false deletes nothing",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}},
 		renders: map[string][]*unstructured.Unstructured{web: {a}},
-		edit:    func(s *syncRun) { no := false; s.byKey[web].mi.Spec.Prune = &no },
+		edit:    func(s *RevisionState) { no := false; s.byKey[web].mi.Spec.Prune = &no },
 	}, {
 		name:    "over maxPercent: the instance is refused",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b, x}},
 		renders: map[string][]*unstructured.Unstructured{web: {x}},
-		edit:    func(s *syncRun) { s.guard = guardOf(cairnv1.PrunePolicy{MaxPercent: ptr.To[int32](50)}) },
+		edit:    func(s *RevisionState) { s.guard = guardOf(cairnv1.PrunePolicy{MaxPercent: ptr.To[int32](50)}) },
 		stale:   map[string][]string{web: ids(a, b)},
 		refused: map[string]string{web: prune.LimitMaxPercent},
 		message: map[string]string{web: "instance team-a.web would lose 2 of its 3 objects (66%), over prune.maxPercent 50%"},
@@ -149,7 +149,7 @@ func TestPrunePhase(t *testing.T) {
 		name:    "over maxDeletions: the instances that delete are refused, the others not",
 		last:    map[string][]*unstructured.Unstructured{web: {a, b}, db: {x}},
 		renders: map[string][]*unstructured.Unstructured{web: nil, db: {x}},
-		edit: func(s *syncRun) {
+		edit: func(s *RevisionState) {
 			s.guard = guardOf(cairnv1.PrunePolicy{MaxDeletions: ptr.To[int32](1)})
 			s.byKey[web].mi.Spec.AllowEmpty = true
 		},
@@ -161,20 +161,20 @@ func TestPrunePhase(t *testing.T) {
 		name:    "a removed instance deletes its inventory, less what another renders now",
 		last:    map[string][]*unstructured.Unstructured{web: {}},
 		renders: map[string][]*unstructured.Unstructured{web: {a}},
-		edit:    func(s *syncRun) { s.removed = append(s.removed, removedCR(s, "gone", true, a, b)) },
+		edit:    func(s *RevisionState) { s.removed = append(s.removed, removedCR(s, "gone", true, a, b)) },
 		stale:   map[string][]string{web: nil, "team-a/gone": ids(b)},
 	}, {
 		name:    "a removed instance with prune: false orphans its objects",
 		last:    map[string][]*unstructured.Unstructured{web: {}},
 		renders: map[string][]*unstructured.Unstructured{web: {a}},
-		edit:    func(s *syncRun) { s.removed = append(s.removed, removedCR(s, "gone", false, a, b)) },
+		edit:    func(s *RevisionState) { s.removed = append(s.removed, removedCR(s, "gone", false, a, b)) },
 		stale:   map[string][]string{web: nil, "team-a/gone": nil},
 		orphan:  map[string][]string{"team-a/gone": ids(b)},
 	}, {
 		name:    "more than half of the instances removed: refused",
 		last:    map[string][]*unstructured.Unstructured{web: {a}},
 		renders: map[string][]*unstructured.Unstructured{web: {a}},
-		edit: func(s *syncRun) {
+		edit: func(s *RevisionState) {
 			s.removed = append(s.removed, removedCR(s, "gone", true, a, b), removedCR(s, "gone-too", true, x))
 		},
 		stale:   map[string][]string{web: nil, "team-a/gone": ids(b), "team-a/gone-too": ids(x)},
@@ -229,7 +229,7 @@ func TestPrunePhase(t *testing.T) {
 }
 
 // removedCR is the CR of team-a/<name>, which left Git, with objs as its inventory.
-func removedCR(s *syncRun, name string, prune bool, objs ...*unstructured.Unstructured) *cairnv1.ModuleInstance {
+func removedCR(s *RevisionState, name string, prune bool, objs ...*unstructured.Unstructured) *cairnv1.ModuleInstance {
 	mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: "uid-" + types.UID(name)}}
 	mi.Spec.Prune = &prune
 	mi.Status.Inventory = &cairnv1.Inventory{Entries: apply.InventoryOf(objs, nil).Entries()}

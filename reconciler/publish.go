@@ -13,7 +13,7 @@ import (
 // artifact tagged by the render digest, signed with that Registry's key (see
 // supply.Chain.Publish), and returns it. Failing to publish fails the instance
 // before anything is applied: every applied state has its signed artifact.
-func (s *syncRun) publish(ctx context.Context, r *instanceRun, objects []*unstructured.Unstructured, renderDigest string) (*cairnv1.PublishedArtifact, *outcome.Failure) {
+func (s *RevisionState) publish(ctx context.Context, r *instanceRun, objects []*unstructured.Unstructured, renderDigest string) (*cairnv1.PublishedArtifact, *outcome.Failure) {
 	target := s.platform.Spec.Render.Publish
 	if target == nil || s.readOnly {
 		return nil, nil

@@ -24,12 +24,26 @@ import (
 // Finish removes the instances that left Git and records the revision. Engine.Sync
 // runs the three in-process, the instances in dependsOn order.
 
-// RevisionState is what the revision step decided for one revision: the instances
-// it affects, and, once the first instance reconcile has rendered them, their
-// renders and the verdicts the instance reconciles act on. It is safe
-// for concurrent ReconcileInstance calls.
+// RevisionState is the state of one revision, which the revision step, the
+// instance reconciles and the finish share (docs/architecture.md, "The state of a
+// revision"): its plan (runs, byKey: which instances the revision affects, each
+// with its entry, an instanceRun) and three values, each with its own rule of
+// access: what the revision gives every phase (revisionInput, never written once
+// the plan starts), what it learns of the cluster (clusterView, filled lazily under
+// its locks) and what it decides over all of its renders (verdicts, at the render
+// barrier); then what its instance reconciles meet on (apply and render slots, the
+// barrier, the outcomes). Each instance's reconcile works on a value of its own
+// (instanceReconcile). It is safe for concurrent ReconcileInstance calls.
 type RevisionState struct {
-	s *syncRun
+	revisionInput
+	clusterView
+	verdicts
+
+	// runs and byKey are the plan: plan fills them once, before any instance
+	// reconcile starts, and nothing changes them after.
+	runs  []*instanceRun          // in dependsOn order
+	byKey map[string]*instanceRun // namespace/name
+
 	// unusable is the result of a revision whose declarations could not be used at
 	// all: nothing is reconciled, Finish returns it.
 	unusable *SyncResult
@@ -46,9 +60,9 @@ type RevisionState struct {
 	// from their CRs.
 	replica bool
 
-	mu       sync.Mutex
-	outcomes map[string]*InstanceOutcome // by namespace/name, once reconciled
-	done     map[string]chan struct{}    // closed once the instance has an outcome
+	outcomesMu sync.Mutex                  // guards outcomes and done
+	outcomes   map[string]*InstanceOutcome // by namespace/name, once reconciled
+	done       map[string]chan struct{}    // closed once the instance has an outcome
 }
 
 // InstanceOutcome is what one instance reconcile did: the result, whether the
@@ -89,30 +103,34 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 		res, err := e.failRevision(ctx, rev, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, loadErr))
 		return &RevisionState{unusable: res}, err
 	}
-	s, err := e.newSyncRunFrom(ctx, rev, root, set, false, e.revisionStepLive())
+	s, err := e.newRevisionFrom(ctx, rev, root, set, false, e.revisionStepLive())
 	if err != nil {
 		return nil, err
 	}
 	s.prepare(ctx)
-	return newRevisionState(s), nil
+	return s.forReconciles(), nil
 }
 
-func newRevisionState(s *syncRun) *RevisionState {
+// forReconciles readies s, planned, for its instance reconciles: the claim table,
+// each affected instance's meeting points, the apply and render slots and the
+// outcomes (a plan has none of these: it renders and decides in one goroutine).
+func (s *RevisionState) forReconciles() *RevisionState {
 	s.claims = map[string]*instanceRun{}
 	for _, r := range s.runs {
 		if r.affected {
 			r.placed, r.settled = make(chan struct{}), make(chan struct{})
 		}
 	}
-	return &RevisionState{s: s, slots: make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1)),
-		renderSlots: fairslots.New(max(s.e.opts.Concurrency, 1)),
-		outcomes:    map[string]*InstanceOutcome{}, done: map[string]chan struct{}{}}
+	s.slots = make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1))
+	s.renderSlots = fairslots.New(max(s.e.opts.Concurrency, 1))
+	s.outcomes, s.done = map[string]*InstanceOutcome{}, map[string]chan struct{}{}
+	return s
 }
 
 // prepare is the revision step: it plans (which instances the revision affects,
 // which left Git) and writes the affected instances' input into their CRs. It
 // renders nothing: the renders are the instance reconciles' (see render).
-func (s *syncRun) prepare(ctx context.Context) {
+func (s *RevisionState) prepare(ctx context.Context) {
 	s.discoverForCharts(ctx) // once per revision: what the charts see of the cluster
 	s.plan()
 	if !s.readOnly {
@@ -128,7 +146,7 @@ func (s *syncRun) prepare(ctx context.Context) {
 // plan runs it right after prepare; a sync renders each instance on its own
 // (RevisionState.startRenders) and decides over all of them only at the render
 // barrier.
-func (s *syncRun) render(ctx context.Context) {
+func (s *RevisionState) render(ctx context.Context) {
 	s.renderAll(ctx)
 	s.inferContracts(nil)
 	if !interrupted(ctx) {
@@ -139,21 +157,21 @@ func (s *syncRun) render(ctx context.Context) {
 }
 
 // Revision is the SHA the state was prepared for.
-func (st *RevisionState) Revision() string {
-	if st.unusable != nil {
-		return st.unusable.Revision
+func (s *RevisionState) Revision() string {
+	if s.unusable != nil {
+		return s.unusable.Revision
 	}
-	return st.s.rev.SHA
+	return s.rev.SHA
 }
 
 // Instances are the keys (namespace/name) of the declared instances, in dependsOn
 // order; an unusable revision has none.
-func (st *RevisionState) Instances() []string {
-	if st.unusable != nil {
+func (s *RevisionState) Instances() []string {
+	if s.unusable != nil {
 		return nil
 	}
-	keys := make([]string, 0, len(st.s.runs))
-	for _, r := range st.s.runs {
+	keys := make([]string, 0, len(s.runs))
+	for _, r := range s.runs {
 		keys = append(keys, r.key())
 	}
 	return keys
@@ -165,50 +183,50 @@ func (st *RevisionState) Instances() []string {
 // nothing done; a dependency that is not ready makes it Waiting. Each instance is
 // reconciled once per revision: a second call returns the first outcome (retries
 // come with the next revision step, once status.nextRetryAt is due).
-func (st *RevisionState) ReconcileInstance(ctx context.Context, key string) InstanceOutcome {
-	if out := st.outcome(key); out != nil {
+func (s *RevisionState) ReconcileInstance(ctx context.Context, key string) InstanceOutcome {
+	if out := s.outcome(key); out != nil {
 		return *out
 	}
-	r := st.s.byKey[key]
+	r := s.byKey[key]
 	if r == nil {
 		ns, name := splitKey(key)
 		return InstanceOutcome{Result: InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionSkipped,
-			Reason: "NotDeclared", Message: "not declared at " + gitsource.ShortSHA(st.Revision())}}
+			Reason: "NotDeclared", Message: "not declared at " + gitsource.ShortSHA(s.Revision())}}
 	}
 	if !r.affected {
-		if r.suspended() && !st.replica { // the revision step's state records it
-			st.s.recordSuspended(ctx, r)
+		if r.suspended() && !s.replica { // the revision step's state records it
+			s.recordSuspended(ctx, r)
 		}
-		return st.keep(r)
+		return s.keep(r)
 	}
-	if !st.heldInput(r) {
+	if !s.heldInput(r) {
 		return InstanceOutcome{Result: r.result(), Stale: true}
 	}
-	st.renderRun(ctx, r)
+	s.renderRun(ctx, r)
 	if !r.fast {
-		st.passBarrier(ctx)
+		s.passBarrier(ctx)
 	}
-	deps := st.dependencies(ctx, r)
+	deps := s.dependencies(ctx, r)
 	f, pending := dependencyVerdict(deps)
 	if pending {
 		return InstanceOutcome{Result: r.result(), RequeueAfter: pendingRequeue, Pending: true, WaitsOn: pendingOn(deps)}
 	}
 	r.setFailure(f)
-	st.apply(ctx, r)
-	return st.keep(r)
+	s.apply(ctx, r)
+	return s.keep(r)
 }
 
 // startRenders starts, once, the render of every affected instance not rendered
 // yet, in the background: each tenant's instances in order, in turn with the other
 // tenants' (fairslots), each settling (barrier.go) as soon as its render is done. An
 // interrupted sync starts no more.
-func (st *RevisionState) startRenders(ctx context.Context) {
-	st.start.Do(func() {
+func (s *RevisionState) startRenders(ctx context.Context) {
+	s.start.Do(func() {
 		wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
-		for tenant, runs := range st.s.affectedByTenant() {
-			st.inflight.Add(1)
+		for tenant, runs := range s.affectedByTenant() {
+			s.inflight.Add(1)
 			go func() {
-				defer st.inflight.Done()
+				defer s.inflight.Done()
 				for _, r := range runs {
 					if interrupted(ctx) {
 						return
@@ -216,11 +234,11 @@ func (st *RevisionState) startRenders(ctx context.Context) {
 					if isClosed(r.settled) {
 						continue // rendered by its own reconcile
 					}
-					_ = st.renderSlots.Acquire(wait, tenant)
-					st.inflight.Add(1)
+					_ = s.renderSlots.Acquire(wait, tenant)
+					s.inflight.Add(1)
 					go func() {
-						defer st.inflight.Done()
-						st.renderHeld(ctx, r, tenant)
+						defer s.inflight.Done()
+						s.renderHeld(ctx, r, tenant)
 					}()
 				}
 			}()
@@ -231,31 +249,31 @@ func (st *RevisionState) startRenders(ctx context.Context) {
 // renderRun renders and settles r once, in a render slot of its tenant, and returns
 // once it has settled: an instance reconcile renders its own instance, whether or
 // not the others' renders were started.
-func (st *RevisionState) renderRun(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) renderRun(ctx context.Context, r *instanceRun) {
 	if isClosed(r.settled) {
 		return
 	}
-	tenant := tenantOf(st.s.set, r.mi)
-	_ = st.renderSlots.Acquire(context.WithoutCancel(ctx), tenant)
-	st.renderHeld(ctx, r, tenant)
+	tenant := tenantOf(s.set, r.mi)
+	_ = s.renderSlots.Acquire(context.WithoutCancel(ctx), tenant)
+	s.renderHeld(ctx, r, tenant)
 }
 
 // renderHeld renders and settles r unless that is done or under way, holding a render
 // slot of tenant, which it gives back as soon as the render is done.
-func (st *RevisionState) renderHeld(ctx context.Context, r *instanceRun, tenant string) {
+func (s *RevisionState) renderHeld(ctx context.Context, r *instanceRun, tenant string) {
 	ran := false
 	r.renderOnce.Do(func() {
 		ran = true
-		st.s.renderInstance(ctx, r)
-		st.renderSlots.Release(tenant)
-		st.s.settle(ctx, r)
+		s.renderInstance(ctx, r)
+		s.renderSlots.Release(tenant)
+		s.settle(ctx, r)
 		if r.render.res == nil {
 			close(r.placed)
 		}
 		close(r.settled)
 	})
 	if !ran {
-		st.renderSlots.Release(tenant)
+		s.renderSlots.Release(tenant)
 	}
 }
 
@@ -270,71 +288,71 @@ func isClosed(ch <-chan struct{}) bool {
 
 // passBarrier waits until every affected instance has rendered and decides, once,
 // what needs all of their renders (see decideTogether).
-func (st *RevisionState) passBarrier(ctx context.Context) {
-	st.barrier.Do(func() {
-		st.startRenders(ctx)
-		for _, r := range st.s.runs {
+func (s *RevisionState) passBarrier(ctx context.Context) {
+	s.barrier.Do(func() {
+		s.startRenders(ctx)
+		for _, r := range s.runs {
 			if r.affected {
-				st.renderRun(ctx, r) // at once when rendered; else renders it (an interrupted sync's)
+				s.renderRun(ctx, r) // at once when rendered; else renders it (an interrupted sync's)
 			}
 		}
-		st.s.decideTogether(ctx)
+		s.decideTogether(ctx)
 	})
 }
 
 // apply takes an apply slot (given back early by a health wait, see applyInstance)
 // and syncs r.
-func (st *RevisionState) apply(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) apply(ctx context.Context, r *instanceRun) {
 	select {
-	case st.slots <- struct{}{}:
+	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		st.s.reportInterrupted(ctx, r)
+		s.reportInterrupted(ctx, r)
 		return
 	}
-	release := sync.OnceFunc(func() { <-st.slots })
+	release := sync.OnceFunc(func() { <-s.slots })
 	defer release()
 	if interrupted(ctx) {
-		st.s.reportInterrupted(ctx, r)
+		s.reportInterrupted(ctx, r)
 		return
 	}
-	st.s.syncInstance(ctx, r, release)
+	s.syncInstance(ctx, r, release)
 }
 
-func (st *RevisionState) outcome(key string) *InstanceOutcome {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.outcomes[key]
+func (s *RevisionState) outcome(key string) *InstanceOutcome {
+	s.outcomesMu.Lock()
+	defer s.outcomesMu.Unlock()
+	return s.outcomes[key]
 }
 
 // keep records r's outcome and returns it.
-func (st *RevisionState) keep(r *instanceRun) InstanceOutcome {
+func (s *RevisionState) keep(r *instanceRun) InstanceOutcome {
 	out := outcomeOf(r)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if had := st.outcomes[r.key()]; had != nil {
+	s.outcomesMu.Lock()
+	defer s.outcomesMu.Unlock()
+	if had := s.outcomes[r.key()]; had != nil {
 		return *had
 	}
-	st.outcomes[r.key()] = &out
-	close(st.doneLocked(r.key()))
+	s.outcomes[r.key()] = &out
+	close(s.doneLocked(r.key()))
 	return out
 }
 
-// doneLocked is the channel closed once key has an outcome; st.mu is held.
-func (st *RevisionState) doneLocked(key string) chan struct{} {
-	ch := st.done[key]
+// doneLocked is the channel closed once key has an outcome; s.outcomesMu is held.
+func (s *RevisionState) doneLocked(key string) chan struct{} {
+	ch := s.done[key]
 	if ch == nil {
 		ch = make(chan struct{})
-		st.done[key] = ch
+		s.done[key] = ch
 	}
 	return ch
 }
 
 // awaitOutcomes waits until each of keys has an outcome at this revision.
-func (st *RevisionState) awaitOutcomes(ctx context.Context, keys []string) {
+func (s *RevisionState) awaitOutcomes(ctx context.Context, keys []string) {
 	for _, k := range keys {
-		st.mu.Lock()
-		done := st.doneLocked(k)
-		st.mu.Unlock()
+		s.outcomesMu.Lock()
+		done := s.doneLocked(k)
+		s.outcomesMu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -371,29 +389,29 @@ type dependencyState struct {
 	kinds []string
 }
 
-func (st *RevisionState) dependencies(ctx context.Context, r *instanceRun) []dependencyState {
+func (s *RevisionState) dependencies(ctx context.Context, r *instanceRun) []dependencyState {
 	var out []dependencyState
 	for _, key := range declarations.DependencyIDs(r.mi) {
-		out = append(out, st.dependency(ctx, key, nil))
+		out = append(out, s.dependency(ctx, key, nil))
 	}
-	for _, p := range st.s.pendingProviders(r) {
-		out = append(out, st.dependency(ctx, p.Instance, p.Kinds))
+	for _, p := range s.pendingProviders(r) {
+		out = append(out, s.dependency(ctx, p.Instance, p.Kinds))
 	}
 	return out
 }
 
 // dependency is the state of the instance key at this revision.
-func (st *RevisionState) dependency(ctx context.Context, key string, kinds []string) dependencyState {
+func (s *RevisionState) dependency(ctx context.Context, key string, kinds []string) dependencyState {
 	ds := dependencyState{key: key, kinds: kinds}
-	if d := st.s.byKey[key]; d != nil {
+	if d := s.byKey[key]; d != nil {
 		ds.declared = true
-		ds.outcome = st.outcome(key)
+		ds.outcome = s.outcome(key)
 		switch {
 		case ds.outcome == nil && !d.affected && !d.suspended():
 			out := outcomeOf(d)
 			ds.outcome = &out
-		case ds.outcome == nil && st.replica:
-			ds.outcome = st.attempted(ctx, d) // reconciled by another replica, perhaps
+		case ds.outcome == nil && s.replica:
+			ds.outcome = s.attempted(ctx, d) // reconciled by another replica, perhaps
 		}
 	}
 	return ds
@@ -448,29 +466,29 @@ func firstFailure(have, next *outcome.Failure) *outcome.Failure {
 // outcomes of its dependencies are in (its dependsOn, and the providers its render
 // requires), at most Options.ApplyConcurrency applying at once. An interrupted run
 // records the instances in flight and starts no other.
-func (st *RevisionState) ReconcileAll(ctx context.Context) {
-	if st.unusable != nil {
+func (s *RevisionState) ReconcileAll(ctx context.Context) {
+	if s.unusable != nil {
 		return
 	}
-	st.startRenders(ctx)
-	waitsOn := func(key string) []string { return st.unreconciledDependsOn(ctx, key) }
-	inDependencyOrder(st.Instances(), waitsOn, func(key string) {
+	s.startRenders(ctx)
+	waitsOn := func(key string) []string { return s.unreconciledDependsOn(ctx, key) }
+	inDependencyOrder(s.Instances(), waitsOn, func(key string) {
 		for {
-			out := st.ReconcileInstance(ctx, key)
+			out := s.ReconcileInstance(ctx, key)
 			if !out.Pending || interrupted(ctx) {
 				return
 			}
-			st.awaitOutcomes(ctx, out.WaitsOn) // providers found by its render
+			s.awaitOutcomes(ctx, out.WaitsOn) // providers found by its render
 		}
 	})
 }
 
 // unreconciledDependsOn are the instances key declares it depends on that have no
 // outcome yet.
-func (st *RevisionState) unreconciledDependsOn(ctx context.Context, key string) []string {
+func (s *RevisionState) unreconciledDependsOn(ctx context.Context, key string) []string {
 	var out []string
-	for _, dep := range declarations.DependencyIDs(st.s.byKey[key].mi) {
-		if d := st.dependency(ctx, dep, nil); d.declared && d.outcome == nil {
+	for _, dep := range declarations.DependencyIDs(s.byKey[key].mi) {
+		if d := s.dependency(ctx, dep, nil); d.declared && d.outcome == nil {
 			out = append(out, d.key)
 		}
 	}
@@ -517,20 +535,19 @@ func inDependencyOrder(keys []string, waitsOn func(string) []string, run func(st
 // Finish ends the revision: unless it was interrupted, it rotates the due generated
 // Secrets of the instances it did not affect and removes the instances that left
 // Git; then it records the revision on the Platform and returns the result.
-func (st *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
-	if st.unusable != nil {
-		return st.unusable, nil
+func (s *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
+	if s.unusable != nil {
+		return s.unusable, nil
 	}
-	if st.replica {
-		return nil, fmt.Errorf("a replica's state of %s has no revision to finish: the revision step's state finishes it", gitsource.ShortSHA(st.Revision()))
+	if s.replica {
+		return nil, fmt.Errorf("a replica's state of %s has no revision to finish: the revision step's state finishes it", gitsource.ShortSHA(s.Revision()))
 	}
-	s := st.s
 	if interrupted(ctx) {
-		st.start.Do(func() {}) // no render starts after this; those started are waited for
-		st.inflight.Wait()
+		s.start.Do(func() {}) // no render starts after this; those started are waited for
+		s.inflight.Wait()
 	} else {
 		if !s.e.opts.Sharded || len(s.removed) > 0 {
-			st.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
+			s.passBarrier(ctx) // the removals' prune verdicts are decided with the renders
 		} else {
 			s.inferContracts(nil) // the graph's provider edges, from what the CRs record
 		}

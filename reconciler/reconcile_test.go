@@ -119,7 +119,7 @@ func TestRequeueAt(t *testing.T) {
 
 // planFixture is a sync of revision "new" over four instances, each in its own file:
 // team-a/db, team-a/web (dependsOn db), team-a/api (a local module) and team-b/cache.
-func planFixture(t *testing.T, changed []string) *syncRun {
+func planFixture(t *testing.T, changed []string) *RevisionState {
 	t.Helper()
 	doc := func(ns, name, extra string) string {
 		return "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n" + extra
@@ -140,7 +140,7 @@ func planFixture(t *testing.T, changed []string) *syncRun {
 		t.Fatalf("fixture: %d instances, want 4 (invalid: %v)", len(set.Instances), set.Invalid)
 	}
 	rev := Revision{SHA: "new", Changed: changed}
-	return &syncRun{
+	return &RevisionState{
 		revisionInput: revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
 		clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{},
 			moduleDigests: map[string]string{"modules/api": "digest-now"}},
@@ -149,7 +149,7 @@ func planFixture(t *testing.T, changed []string) *syncRun {
 
 // synced is the CR of mi after a successful sync of revision "old" whose spec is
 // still s's view of it.
-func synced(s *syncRun, ns, name string) *cairnv1.ModuleInstance {
+func synced(s *RevisionState, ns, name string) *cairnv1.ModuleInstance {
 	mi := s.set.Instance(ns, name).DeepCopy()
 	mi.Generation = 1
 	mi.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
@@ -167,8 +167,8 @@ func declarationChanged(mi *cairnv1.ModuleInstance) {
 }
 
 func TestIsAffected(t *testing.T) {
-	failedAt := func(rev string, retryIn time.Duration) func(*syncRun, *cairnv1.ModuleInstance) {
-		return func(s *syncRun, mi *cairnv1.ModuleInstance) {
+	failedAt := func(rev string, retryIn time.Duration) func(*RevisionState, *cairnv1.ModuleInstance) {
+		return func(s *RevisionState, mi *cairnv1.ModuleInstance) {
 			status.Failed(mi, rev, outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(retryIn-5*time.Second))
 		}
 	}
@@ -176,7 +176,7 @@ func TestIsAffected(t *testing.T) {
 		name     string
 		instance string // in team-a
 		changed  []string
-		live     func(s *syncRun, mi *cairnv1.ModuleInstance) // nil: the CR as synced; set mi to nil by returning from none
+		live     func(s *RevisionState, mi *cairnv1.ModuleInstance) // nil: the CR as synced; set mi to nil by returning from none
 		noCR     bool
 		affected bool
 		why      string
@@ -187,57 +187,57 @@ func TestIsAffected(t *testing.T) {
 		{name: "new instance", instance: "web", noCR: true, affected: true, why: "new instance"},
 		{name: "unchanged", instance: "web", changed: []string{"instances/web.yaml"}, why: "unchanged"},
 		{name: "declaration changed", instance: "web", changed: []string{"instances/web.yaml"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
 		{name: "a commit that leaves its input as it was leaves it alone, whatever paths it touches", instance: "web",
 			changed: []string{"instances/web.yaml", "platform.yaml", "modules/api/main.cue"}, why: "unchanged"},
 		{name: "the Platform's file changed", instance: "web", changed: []string{"platform.yaml"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
 		{name: "an unknown diff looks at every digest", instance: "web", changed: nil,
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { declarationChanged(mi) }, affected: true, why: "declaration changed"},
 		{name: "edited in the cluster", instance: "web", changed: []string{},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Generation = 2 }, affected: true,
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { mi.Generation = 2 }, affected: true,
 			why: "spec changed since the last sync (an interrupted sync or an edit in the cluster)"},
 		{name: "local module changed", instance: "api", changed: []string{"modules/api/main.cue"},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 				mi.Status.SourceDigest, mi.Status.LastAttemptedInput = "digest-before", "before"
 			}, affected: true, why: "local module changed"},
 		{name: "an input written but never attempted (a crash between the revision step and the reconcile)", instance: "api",
-			changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			changed: []string{}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 				mi.Annotations[inputRevisionAnnotation] = "0123456789abcdef"
 				mi.Status.LastAttemptedInput = "before"
 			}, affected: true, why: "input written at 0123456789ab not synced yet"},
 		{name: "a CR an older cairn synced, with no input digest", instance: "web", changed: []string{},
-			live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { mi.Status.LastAttemptedInput = "" }, affected: true,
+			live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { mi.Status.LastAttemptedInput = "" }, affected: true,
 			why: "input digest not recorded yet"},
-		{name: "suspended in Git", instance: "web", live: func(s *syncRun, _ *cairnv1.ModuleInstance) {
+		{name: "suspended in Git", instance: "web", live: func(s *RevisionState, _ *cairnv1.ModuleInstance) {
 			s.set.Instance("team-a", "web").Spec.Suspend = true
 		}, why: "suspended"},
-		{name: "suspended in the cluster", instance: "web", changed: []string{"instances/web.yaml"}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+		{name: "suspended in the cluster", instance: "web", changed: []string{"instances/web.yaml"}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[cairnv1.SuspendAnnotation] = "true"
 			declarationChanged(mi)
 		}, why: "suspended in the cluster (cairn suspend)"},
-		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) { status.Suspended(mi, false) },
+		{name: "resumed", instance: "web", changed: []string{}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) { status.Suspended(mi, false) },
 			affected: true, why: "resumed"},
-		{name: "reconcile requested", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+		{name: "reconcile requested", instance: "web", changed: []string{}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
 		}, affected: true, forced: true, why: "reconcile requested (cairn reconcile): every object applied again"},
-		{name: "reconcile request already handled", instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+		{name: "reconcile request already handled", instance: "web", changed: []string{}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
 			mi.Status.LastHandledReconcileAt = "2026-12-01T10:00:00Z"
 		}, why: "unchanged"},
 		{name: "a Secret of a Registry it uses changed in the cluster", instance: "web", changed: []string{},
-			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"other", "modules"} }, affected: true,
+			live: func(s *RevisionState, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"other", "modules"} }, affected: true,
 			refreshed: true, why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
 		{name: "a refresh the revision step wrote, not attempted yet (the reconcile of a replica, which knows no refresh of its own)",
-			instance: "web", changed: []string{}, live: func(_ *syncRun, mi *cairnv1.ModuleInstance) {
+			instance: "web", changed: []string{}, live: func(_ *RevisionState, mi *cairnv1.ModuleInstance) {
 				mi.Annotations[refreshAnnotation] = "modules@2026-12-03T12:00:00Z"
 			}, affected: true, why: "the Secrets or ConfigMaps of Registry modules changed in the cluster: rendered and verified again"},
-		{name: "a refresh attempted already", instance: "web", changed: []string{}, live: func(s *syncRun, mi *cairnv1.ModuleInstance) {
+		{name: "a refresh attempted already", instance: "web", changed: []string{}, live: func(s *RevisionState, mi *cairnv1.ModuleInstance) {
 			mi.Annotations[refreshAnnotation] = "modules@2026-12-03T12:00:00Z"
 			mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), mi.Status.SourceDigest, "modules@2026-12-03T12:00:00Z")
 		}, why: "unchanged"},
 		{name: "a Secret of a Registry it does not use changed", instance: "api", changed: []string{},
-			live: func(s *syncRun, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"modules"} }, why: "unchanged"},
+			live: func(s *RevisionState, _ *cairnv1.ModuleInstance) { s.rev.Refreshed = []string{"modules"} }, why: "unchanged"},
 		{name: "failed at an older revision", instance: "web", changed: []string{}, live: failedAt("old", time.Hour),
 			affected: true, why: "retrying a failed sync at a new revision"},
 		{name: "failed at this revision, retry not due", instance: "web", changed: []string{}, live: failedAt("new", time.Hour),
@@ -280,32 +280,32 @@ func TestPlanMarksDependentsAndFindsRemoved(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		changed  []string
-		edit     func(s *syncRun)
+		edit     func(s *RevisionState)
 		affected []string
 		removed  []string
 	}{
 		{name: "nothing changed", changed: []string{}},
 		{name: "a dependency changed: its dependent follows", changed: []string{"instances/db.yaml"},
-			edit:     func(s *syncRun) { declarationChanged(s.live["team-a/db"]) },
+			edit:     func(s *RevisionState) { declarationChanged(s.live["team-a/db"]) },
 			affected: []string{"team-a/db", "team-a/web"}},
 		{name: "a dependent changed: its dependency stays", changed: []string{"instances/web.yaml"},
-			edit:     func(s *syncRun) { declarationChanged(s.live["team-a/web"]) },
+			edit:     func(s *RevisionState) { declarationChanged(s.live["team-a/web"]) },
 			affected: []string{"team-a/web"}},
 		{name: "a suspended dependent does not follow", changed: []string{"instances/db.yaml"},
-			edit: func(s *syncRun) {
+			edit: func(s *RevisionState) {
 				declarationChanged(s.live["team-a/db"])
 				s.live["team-a/web"].Annotations[cairnv1.SuspendAnnotation] = "true"
 			},
 			affected: []string{"team-a/db"}},
 		{name: "a CR whose declaration left Git is removed", changed: []string{"instances/old.yaml"},
-			edit: func(s *syncRun) {
+			edit: func(s *RevisionState) {
 				gone := synced(s, "team-b", "cache")
 				gone.Name = "old"
 				s.live["team-b/old"] = gone
 			},
 			removed: []string{"team-b/old"}},
 		{name: "a CR whose file could not be read is held, not removed", changed: []string{},
-			edit: func(s *syncRun) {
+			edit: func(s *RevisionState) {
 				gone := synced(s, "team-b", "cache")
 				gone.Name = "old"
 				gone.Annotations[sourceAnnotation] = "instances/old.yaml"
@@ -384,7 +384,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := newRevisionState(&syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Concurrency: 1, ApplyConcurrency: 1}}, now: now}})
+			st := (&RevisionState{revisionInput: revisionInput{e: &Engine{opts: Options{Concurrency: 1, ApplyConcurrency: 1}}, now: now}}).forReconciles()
 			out := st.keep(tc.run)
 			g.Expect(out.Result.Action).To(Equal(tc.action))
 			g.Expect(out.Result.Retry).To(Equal(tc.retry))

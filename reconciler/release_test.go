@@ -133,7 +133,7 @@ func TestAReleasedInstanceStillAnswersTheVerdicts(t *testing.T) {
 	close(placed)
 	o := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: mi.DeepCopy()}, placed: placed,
 		placedRender: placedRender{rendered: &render.Result{Objects: objects}, objects: objects, shape: shapeOf(objects)}}
-	s := &syncRun{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
+	s := &RevisionState{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
 	deployment, gone := apply.ObjectID(objects[1]), "team-a_old_apps_Deployment"
 	before := o.desiredInventory([]byte("k"))
 

@@ -23,7 +23,7 @@ import (
 // removeInstances deletes the objects of instances that left Git, dependents first,
 // then their CRs, unless the prune guards refuse. An instance held by a file that could
 // not be read is not removed: it is marked failed and keeps its objects.
-func (s *syncRun) removeInstances(ctx context.Context) {
+func (s *RevisionState) removeInstances(ctx context.Context) {
 	s.holdInstances(ctx)
 	for _, live := range removalOrder(s.removed) {
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name}
@@ -50,7 +50,7 @@ func (s *syncRun) removeInstances(ctx context.Context) {
 	}
 }
 
-func (s *syncRun) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *outcome.Failure {
+func (s *RevisionState) removeInstance(ctx context.Context, live *cairnv1.ModuleInstance, res *InstanceResult) *outcome.Failure {
 	rs := s.removedSets[live.Namespace+"/"+live.Name]
 	if rs.Set != nil && rs.Refused != nil {
 		return outcome.Classify(cairnv1.ReasonPruneGuard, rs.Refused)
@@ -155,7 +155,7 @@ func (in *revisionInput) heldFailure(live *cairnv1.ModuleInstance) *outcome.Fail
 }
 
 // holdInstances marks failed the instances held by a file that could not be read.
-func (s *syncRun) holdInstances(ctx context.Context) {
+func (s *RevisionState) holdInstances(ctx context.Context) {
 	for _, live := range s.held {
 		f := s.heldFailure(live)
 		res := InstanceResult{Namespace: live.Namespace, Name: live.Name, Action: outcome.ActionFailed, Reason: f.Reason, Message: f.Error(), Retry: f.Kind}

@@ -33,7 +33,7 @@ import (
 // (fairslots): each tenant's instances start in order, in turn with the other
 // tenants', so that one tenant's many or slow renders never hold every slot while
 // another's wait.
-func (s *syncRun) renderAll(ctx context.Context) {
+func (s *RevisionState) renderAll(ctx context.Context) {
 	slots := fairslots.New(s.e.opts.Concurrency)
 	wait := context.WithoutCancel(ctx) // every instance gets its turn; its render sees ctx
 	var wg sync.WaitGroup
@@ -54,7 +54,7 @@ func (s *syncRun) renderAll(ctx context.Context) {
 
 // affectedByTenant returns the affected instances by the tenant that declares
 // them ("" for the platform team's), each in the order of s.runs.
-func (s *syncRun) affectedByTenant() map[string][]*instanceRun {
+func (s *RevisionState) affectedByTenant() map[string][]*instanceRun {
 	out := map[string][]*instanceRun{}
 	for _, r := range s.runs {
 		if r.affected {
@@ -78,7 +78,7 @@ func tenantOf(set *declarations.Set, mi *cairnv1.ModuleInstance) string {
 // yet, once all are rendered: a kind the cluster does not serve yet takes its scope
 // from the CRD of the instance that provides it, whatever the order of the two
 // (instances placed before, by settle, lend their CRDs' scopes too).
-func (s *syncRun) placeAll(ctx context.Context) {
+func (s *RevisionState) placeAll(ctx context.Context) {
 	scopes := map[schema.GroupKind]bool{}
 	for _, r := range s.runs {
 		switch {
@@ -121,7 +121,7 @@ func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
 // renderInstance runs the render phase of r (renderOne) and keeps its result for
 // the placement. renderOne recovers its own panics; the recover here covers the
 // test hook and the progress line before it.
-func (s *syncRun) renderInstance(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) renderInstance(ctx context.Context, r *instanceRun) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
@@ -155,7 +155,7 @@ type rendering struct {
 // renders it, through the render cache, in a render worker. It returns the render,
 // not placed yet, or why it failed, typed and with the Secrets' strings masked. A
 // panic is its failure (InternalError), with what the phase had verified before it.
-func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, source string) (out rendering, f *outcome.Failure) {
+func (s *RevisionState) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, source string) (out rendering, f *outcome.Failure) {
 	key := keyOf(mi).String()
 	defer func() {
 		if v := recover(); v != nil {
@@ -208,7 +208,7 @@ func (s *syncRun) renderOne(ctx context.Context, mi *cairnv1.ModuleInstance, sou
 
 // placeInstance runs the placement phase of r's render (place) and keeps what it
 // returns.
-func (s *syncRun) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
+func (s *RevisionState) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
 	defer s.recoverInto(ctx, r, "placement")
 	res := r.render.res
 	r.render.res = nil
@@ -242,7 +242,7 @@ type placedRender struct {
 // define, checks its generated Secrets, claims its objects for r in the revision
 // (claimObjects), and publishes it. It returns the placed render, or why it may not
 // be applied; a render that failed to publish is returned placed, with the failure.
-func (s *syncRun) place(ctx context.Context, r *instanceRun, res *render.Result, scopes map[schema.GroupKind]bool) (placedRender, *outcome.Failure) {
+func (s *RevisionState) place(ctx context.Context, r *instanceRun, res *render.Result, scopes map[schema.GroupKind]bool) (placedRender, *outcome.Failure) {
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.

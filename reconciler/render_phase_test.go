@@ -34,7 +34,7 @@ func TestRendersKnowTheirTenant(t *testing.T) {
 	g.Expect(tenantOf(set, set.Instance("team-a", "web"))).To(Equal("team-a"))
 	g.Expect(tenantOf(set, set.Instance("ops", "tool"))).To(BeEmpty())
 
-	s := &syncRun{revisionInput: revisionInput{set: set}}
+	s := &RevisionState{revisionInput: revisionInput{set: set}}
 	for _, mi := range set.Instances {
 		s.runs = append(s.runs, &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}})
 	}
@@ -87,7 +87,7 @@ func (f *fakeRenderer) Render(_ context.Context, req render.Request) (*render.Re
 
 // renderFixture is a sync of limitsRepo (with values on team-a/web) whose renders go
 // to renderer, through a render cache of its own.
-func renderFixture(t *testing.T, renderer Renderer) *syncRun {
+func renderFixture(t *testing.T, renderer Renderer) *RevisionState {
 	t.Helper()
 	dir := t.TempDir()
 	for name, f := range limitsRepo {
@@ -111,7 +111,7 @@ func renderFixture(t *testing.T, renderer Renderer) *syncRun {
 		t.Fatal(err)
 	}
 	e := New(nil, renderer, Options{RenderCacheDir: t.TempDir()})
-	return &syncRun{revisionInput: revisionInput{e: e, rev: Revision{SHA: "abc", Tree: tree}, root: tree, set: set, platform: set.Platform}}
+	return &RevisionState{revisionInput: revisionInput{e: e, rev: Revision{SHA: "abc", Tree: tree}, root: tree, set: set, platform: set.Platform}}
 }
 
 // TestRenderPhase: the render phase of one instance as a function of its

@@ -44,7 +44,7 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 	// controller's informer cache when there is one (a LIST of every CR from the API
 	// server took most of the time a replica spent here): a CR the cache has not seen
 	// yet at this input is taken later (Take) or gets a state of its own.
-	s, err := e.newSyncRunFrom(ctx, rev, root, set, true, e.instances())
+	s, err := e.newRevisionFrom(ctx, rev, root, set, true, e.instances())
 	if err != nil {
 		return nil, err
 	}
@@ -56,16 +56,15 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 			s.holdInput(r, r.was)
 		}
 	}
-	st := newRevisionState(s)
-	st.replica = true
-	return st, nil
+	s.forReconciles().replica = true
+	return s, nil
 }
 
 // heldInput tells whether r's CR holds the input of this state's revision; a
 // replica reconciles no other (its CR is at another revision: the state of that one
 // reconciles it).
-func (st *RevisionState) heldInput(r *instanceRun) bool {
-	return !st.replica || st.s.mirroredCR(r) != nil
+func (s *RevisionState) heldInput(r *instanceRun) bool {
+	return !s.replica || s.mirroredCR(r) != nil
 }
 
 // Take takes mi, a CR the revision step created after this state was built, into
@@ -75,13 +74,13 @@ func (st *RevisionState) heldInput(r *instanceRun) bool {
 // On a cold fleet the revision step writes the CRs while the first reconciles run,
 // and each state built too early would otherwise be built again, a LIST of every
 // CR each time, on the path of the last instances.
-func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
-	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
-	if !st.replica || r == nil || !r.affected || r.was != nil ||
-		mi.Annotations[inputRevisionAnnotation] != st.s.rev.SHA || !neverAttempted(mi) {
+func (s *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
+	r := s.byKey[mi.Namespace+"/"+mi.Name]
+	if !s.replica || r == nil || !r.affected || r.was != nil ||
+		mi.Annotations[inputRevisionAnnotation] != s.rev.SHA || !neverAttempted(mi) {
 		return false
 	}
-	return st.s.holdInput(r, mi.DeepCopy())
+	return s.holdInput(r, mi.DeepCopy())
 }
 
 // holdInput makes cr, when it holds this revision's input for r, the CR r's
@@ -90,7 +89,7 @@ func (st *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
 // planned as a new instance, as the revision step planned it, so that the replica
 // finds what a deleted CR left (its kept inventory, its labelled objects) as the
 // revision step's own process would.
-func (s *syncRun) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
+func (s *RevisionState) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
 	if cr.Annotations[inputDigestAnnotation] != r.inputDigest {
 		return false
 	}
@@ -116,12 +115,12 @@ func neverAttempted(mi *cairnv1.ModuleInstance) bool {
 
 // attempted is the outcome of d, which this replica has not reconciled, as its CR
 // records it once it has attempted its input at this revision (nil: not yet).
-func (st *RevisionState) attempted(ctx context.Context, d *instanceRun) *InstanceOutcome {
+func (s *RevisionState) attempted(ctx context.Context, d *instanceRun) *InstanceOutcome {
 	var mi cairnv1.ModuleInstance
-	if err := st.s.e.instances().Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
+	if err := s.e.instances().Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
 		return nil // not readable now: the reconcile asks again
 	}
-	return attemptedIn(&mi, d, st.s.mirroredCR(d))
+	return attemptedIn(&mi, d, s.mirroredCR(d))
 }
 
 // attemptedIn is the outcome mi, the CR of d, records once d has attempted its input
@@ -159,11 +158,10 @@ const attemptPoll = 500 * time.Millisecond
 // reporting each (commit statuses, metrics) as it reads it; the suspended ones it
 // records itself, as ReconcileAll does. An instance still not attempted by then is
 // reported as not synced yet (its reconcile goes on).
-func (st *RevisionState) awaitAttempts(ctx context.Context) {
-	if st.unusable != nil {
+func (s *RevisionState) awaitAttempts(ctx context.Context) {
+	if s.unusable != nil {
 		return
 	}
-	s := st.s
 	var wait []*instanceRun
 	deadline := time.Duration(0)
 	for _, r := range s.runs {
@@ -172,12 +170,12 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 			wait = append(wait, r)
 			deadline = max(deadline, s.timeout(r.mi))
 		case r.suspended():
-			st.ReconcileInstance(ctx, r.key())
+			s.ReconcileInstance(ctx, r.key())
 		}
 	}
 	until := time.Now().Add(deadline + s.e.opts.HealthWait + time.Minute)
 	for len(wait) > 0 && time.Now().Before(until) {
-		wait = st.takeAttempts(ctx, wait)
+		wait = s.takeAttempts(ctx, wait)
 		if len(wait) == 0 {
 			break
 		}
@@ -198,8 +196,7 @@ func (st *RevisionState) awaitAttempts(ctx context.Context) {
 // takeAttempts reads the CRs once (one LIST a poll, not a GET an instance), takes
 // and reports the outcome of each instance of wait that has attempted its input,
 // and returns the others (all of them when the CRs could not be read).
-func (st *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) []*instanceRun {
-	s := st.s
+func (s *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) []*instanceRun {
 	var list cairnv1.ModuleInstanceList
 	// Read only (attemptedIn copies what it keeps): from the informer cache, no copy
 	// of every CR twice a second while the sync waits, which at 10,000 instances was
@@ -268,18 +265,18 @@ const InputDigestAnnotation = inputDigestAnnotation
 // same revision (see refreshAnnotation), which a state built before it planned as
 // unchanged: reconciled there, the refresh would be kept as "unchanged" and never
 // verified, so such a state does not hold it.
-func (st *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
-	r := st.s.byKey[mi.Namespace+"/"+mi.Name]
+func (s *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
+	r := s.byKey[mi.Namespace+"/"+mi.Name]
 	if r == nil {
 		return true
 	}
-	return r.inputDigest == mi.Annotations[inputDigestAnnotation] && (!r.affected || st.heldInput(r))
+	return r.inputDigest == mi.Annotations[inputDigestAnnotation] && (!r.affected || s.heldInput(r))
 }
 
 // Reconciled tells whether key has an outcome in this state: a second reconcile
 // would return it without doing anything, so a retry needs a fresh state.
-func (st *RevisionState) Reconciled(key string) bool {
-	return st.outcome(key) != nil
+func (s *RevisionState) Reconciled(key string) bool {
+	return s.outcome(key) != nil
 }
 
 // ForInstances is an engine for a replica's instance reconciles beside e's revision

@@ -110,11 +110,11 @@ func TestHoldsInput(t *testing.T) {
 		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name,
 			Annotations: map[string]string{inputDigestAnnotation: digest}}}
 	}
-	st := &RevisionState{replica: true, s: &syncRun{byKey: map[string]*instanceRun{
+	st := &RevisionState{replica: true, byKey: map[string]*instanceRun{
 		"team/unchanged": {instancePlan: instancePlan{inputDigest: "sha256:before"}},
 		"team/held":      {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}, mirrored: cr("held", "sha256:new")},
 		"team/waiting":   {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}},
-	}}}
+	}}
 	g.Expect(st.HoldsInput(cr("unchanged", "sha256:before"))).To(BeTrue(), "its reconcile does nothing")
 	g.Expect(st.HoldsInput(cr("unchanged", "sha256:refreshed"))).To(BeFalse(), "a refresh written after the state was built")
 	g.Expect(st.HoldsInput(cr("held", "sha256:new"))).To(BeTrue())
@@ -148,7 +148,7 @@ func TestUnrefreshed(t *testing.T) {
 		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{refreshAnnotation: token}}}
 	}
 	failed := errors.New("the API server refused the write")
-	s := &syncRun{runs: []*instanceRun{
+	s := &RevisionState{runs: []*instanceRun{
 		{instancePlan: instancePlan{refresh: "modules@T2", was: held("modules@T1")}, mirrorErr: failed},
 		{instancePlan: instancePlan{refresh: "modules@T2"}, mirrorErr: failed}, // a new instance: the same Registry once
 		{mirrorErr: failed}, // no refresh

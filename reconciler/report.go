@@ -13,7 +13,7 @@ import (
 // The engine's glue to reconciler/report, which tells the outside what a sync did.
 
 // touched lists the instances this sync acts on: the affected and the removed ones.
-func (s *syncRun) touched() []report.InstanceKey {
+func (s *RevisionState) touched() []report.InstanceKey {
 	var out []report.InstanceKey
 	for _, r := range s.runs {
 		if r.affected {

@@ -32,7 +32,7 @@ func TestCountRefusals(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := report.NewMetricsReporter(reg)
 	g.Expect(err).NotTo(HaveOccurred())
-	s := &syncRun{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceRun{
+	s := &RevisionState{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceRun{
 		{instanceVerdicts: instanceVerdicts{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}}, {},
 		{instanceVerdicts: instanceVerdicts{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}}},
 		verdicts: verdicts{pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}}
@@ -48,5 +48,5 @@ cairn_prune_refusals_total{limit="maxPercent"} 1
 	s.readOnly = true // a plan's refusals are not counted
 	s.countRefusals()
 	g.Expect(testutil.GatherAndCompare(reg, strings.NewReader(want), "cairn_prune_refusals_total")).To(Succeed())
-	(&syncRun{revisionInput: revisionInput{e: &Engine{}}, verdicts: verdicts{pruneErrs: s.pruneErrs}}).countRefusals() // no metrics: no panic
+	(&RevisionState{revisionInput: revisionInput{e: &Engine{}}, verdicts: verdicts{pruneErrs: s.pruneErrs}}).countRefusals() // no metrics: no panic
 }

@@ -106,7 +106,7 @@ func (in *revisionInput) reportSecret(ctx context.Context, key string, t *secret
 // rotateUnaffected rotates, in a sync, the generated Secrets of instances the
 // revision does not affect once their rotateAfter has elapsed (no Git change is
 // needed); nothing else of those instances is read or written.
-func (s *syncRun) rotateUnaffected(ctx context.Context) {
+func (s *RevisionState) rotateUnaffected(ctx context.Context) {
 	for _, r := range s.runs {
 		if r.affected || r.suspended() || r.was == nil || !secretgen.InstanceRotates(r.mi) {
 			continue

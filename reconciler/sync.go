@@ -112,25 +112,9 @@ func (e *Engine) RecordSourceFailure(ctx context.Context, sha string, err error)
 	_, _ = e.failRevision(ctx, Revision{SHA: sha}, f)
 }
 
-// syncRun is the state of one sync: its plan (runs, byKey) and three values the
-// phases share (docs/architecture.md, step 10): what the revision gives every phase
-// (revisionInput), what the sync learns of the cluster (clusterView) and what it
-// decides over the revision (verdicts). Each instance's phase results are its
-// instanceRun's.
-type syncRun struct {
-	revisionInput
-	clusterView
-	verdicts
-
-	// runs and byKey are the plan: plan fills them once, before any instance
-	// reconcile starts, and nothing changes them after.
-	runs  []*instanceRun          // in dependsOn order
-	byKey map[string]*instanceRun // namespace/name
-}
-
 // revisionInput is what the revision gives every phase of its sync: the revision,
 // its tree and declarations, the Platform, the diff, the prune guard and the digest
-// key. newSyncRunFrom sets it (mirrorPlatform, which it calls, sets platform) and
+// key. newRevisionFrom sets it (mirrorPlatform, which it calls, sets platform) and
 // nothing changes it after, but for readOnly, which PrepareInstances clears once,
 // before the plan, and the Platform's status, which recordPlatform writes as the
 // sync finishes. Its methods read nothing of the cluster view, the verdicts or the
@@ -151,13 +135,13 @@ type revisionInput struct {
 	removeOK bool // every file could be read: stale Registries may be removed
 	// readOnly: a plan, nothing is written. A replica's state is built read-only (it
 	// writes nothing of the revision step's), and PrepareInstances clears it right
-	// after newSyncRunFrom returns, before the plan: its instance reconciles write as
+	// after newRevisionFrom returns, before the plan: its instance reconciles write as
 	// any sync's do.
 	readOnly bool
 }
 
 // clusterView is what a sync learns of the cluster and shares between its instance
-// reconciles. newSyncRunFrom lists the live ModuleInstances (listLive) and creates
+// reconciles. newRevisionFrom lists the live ModuleInstances (listLive) and creates
 // the maps; the rest is read lazily, the first time a phase needs it, by whichever
 // instance reconcile asks first, each part under its own lock or sync.Once, so that
 // the reconciles fill it concurrently.
@@ -174,7 +158,7 @@ type clusterView struct {
 
 	// mu guards namespaces, createdNamespaces and moduleDigests. It also guards
 	// instanceRun.mirrored, which is the plan's, not the cluster view's (see
-	// syncRun.mirroredCR and holdInput): one lock, as before the three values.
+	// RevisionState.mirroredCR and holdInput): one lock, as before the three values.
 	mu         sync.Mutex
 	namespaces map[string]bool // namespaces known to exist
 	// createdNamespaces are the namespaces this sync created (see checkOwnership).
@@ -205,7 +189,7 @@ type clusterView struct {
 // checkPrunes writes pruneErrs and removedSets, at the render barrier
 // (decideTogether) or, in a plan, after renderAll (render); inferContracts runs
 // again once the prunes are decided (provideWithdrawn) and, in a sharded sync
-// without removals, from Finish. newRevisionState creates the claim table, which the
+// without removals, from Finish. forReconciles creates the claim table, which the
 // instances fill as they settle (claimObjects, under claimsMu); the removals
 // (removeInstances, holdInstances) append their results as the sync finishes.
 type verdicts struct {
@@ -228,15 +212,15 @@ type verdicts struct {
 	claimsMu sync.Mutex
 }
 
-func (e *Engine) newSyncRun(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
-	readOnly bool) (*syncRun, error) {
-	return e.newSyncRunFrom(ctx, rev, root, set, readOnly, e.cluster.client)
+func (e *Engine) newRevision(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
+	readOnly bool) (*RevisionState, error) {
+	return e.newRevisionFrom(ctx, rev, root, set, readOnly, e.cluster.client)
 }
 
-// newSyncRunFrom is newSyncRun with the live ModuleInstances read from live.
-func (e *Engine) newSyncRunFrom(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
-	readOnly bool, live client.Reader) (*syncRun, error) {
-	s := &syncRun{
+// newRevisionFrom is newRevision with the live ModuleInstances read from live.
+func (e *Engine) newRevisionFrom(ctx context.Context, rev Revision, root *gitsource.Tree, set *declarations.Set,
+	readOnly bool, live client.Reader) (*RevisionState, error) {
+	s := &RevisionState{
 		revisionInput: revisionInput{
 			e: e, rev: rev, root: root, set: set, changes: newChanges(rev, e.opts.Path),
 			guard: prune.NewGuard(set.Platform, rev.Message), now: time.Now(),
@@ -288,7 +272,7 @@ func (v *clusterView) listLive(ctx context.Context, c client.Reader) error {
 }
 
 // finish records the sync on the Platform CR and returns the result.
-func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
+func (s *RevisionState) finish(ctx context.Context) (*SyncResult, error) {
 	res := &SyncResult{Revision: s.rev.SHA, Interrupted: interrupted(ctx), Unrefreshed: s.unrefreshed()}
 	for _, r := range s.runs {
 		res.Instances = append(res.Instances, r.result())
@@ -316,7 +300,7 @@ func (s *syncRun) finish(ctx context.Context) (*SyncResult, error) {
 
 // markInvalid records, on the CR of each instance whose declaration is invalid, that
 // this revision could not be used for it; its objects and last good state stay.
-func (s *syncRun) markInvalid(ctx context.Context) {
+func (s *RevisionState) markInvalid(ctx context.Context) {
 	for _, inv := range s.set.Invalid {
 		live := s.live[inv.Object]
 		if live == nil || inv.Kind != cairnv1.ModuleInstanceKind {
@@ -397,7 +381,7 @@ func countInstances(res *SyncResult) cairnv1.InstanceCounts {
 // supplyChain returns the sync's view of its Registries, loaded (Secrets,
 // ConfigMaps, keys) the first time a sync needs it: a drift check or a sync that
 // renders nothing reads none of them.
-func (s *syncRun) supplyChain(ctx context.Context) *supply.Chain {
+func (s *RevisionState) supplyChain(ctx context.Context) *supply.Chain {
 	s.chainOnce.Do(func() {
 		s.chain = newSupplyChain(ctx, s.e.secrets(), s.e.opts, s.e.verifier, s.set.Platform, s.set.Registries)
 	})

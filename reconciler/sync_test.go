@@ -94,7 +94,7 @@ func TestFinishRecordsTheRevisionOnThePlatform(t *testing.T) {
 			conditions.MarkStalled(p, cairnv1.ReasonInvalidDeclaration, "the last revision could not be used")
 			c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(p).WithStatusSubresource(p).Build()
 			rep := &recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}
-			s := &syncRun{
+			s := &RevisionState{
 				revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}, opts: Options{Repository: "https://git.example.com/platform", Reporter: rep}},
 					rev: Revision{SHA: sha}, now: now, platform: p.DeepCopy(), set: &declarations.Set{Invalid: tc.invalid}},
 				verdicts: verdicts{results: tc.results}}
@@ -223,7 +223,7 @@ func TestMarkInvalidWritesOverTheCRAsItIsNow(t *testing.T) {
 	seen := now.DeepCopy() // the cache, before the replica's last write
 	seen.Status = cairnv1.ModuleInstanceStatus{}
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(now).WithStatusSubresource(now).Build()
-	s := &syncRun{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}}, rev: Revision{SHA: "abc"}, now: time.Now(),
+	s := &RevisionState{revisionInput: revisionInput{e: &Engine{cluster: &Cluster{client: c}}, rev: Revision{SHA: "abc"}, now: time.Now(),
 		set: &declarations.Set{Invalid: []*declarations.Error{{Reason: cairnv1.ReasonInvalidDeclaration, Kind: cairnv1.ModuleInstanceKind,
 			Object: "team-a/web", Message: "bad"}}}},
 		clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{"team-a/web": seen}}}

@@ -24,7 +24,7 @@ func timoniRequest(req *render.Request, m *cairnv1.TimoniModule) {
 // setKubeVersion gives a Timoni module's render the cluster's Kubernetes version (its
 // kubeVersion tag); a cluster that could not be discovered fails the render
 // (transient: retried), as for charts.
-func (s *syncRun) setKubeVersion(ctx context.Context, key string, req *render.Request) *outcome.Failure {
+func (s *RevisionState) setKubeVersion(ctx context.Context, key string, req *render.Request) *outcome.Failure {
 	if req.Timoni == nil {
 		return nil
 	}
