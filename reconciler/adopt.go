@@ -53,7 +53,7 @@ type managedObjects map[string]apply.Inventory
 
 // adoptedInventory returns the objects of r, an instance without a CR, that are
 // still in the cluster (see the comment above); empty for a new instance.
-func (s *RevisionState) adoptedInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
+func (s *RevisionState) adoptedInventory(ctx context.Context, r *instanceState) (apply.Inventory, error) {
 	left, err := s.leftInventory(ctx, r.mi)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (s *RevisionState) adoptedInventory(ctx context.Context, r *instanceRun) (a
 }
 
 // adoptionKindsOf lists the kinds to search for r, one version per group and kind.
-func (in *revisionInput) adoptionKindsOf(r *instanceRun, left apply.Inventory) []schema.GroupVersionKind {
+func (in *revisionInput) adoptionKindsOf(r *instanceState, left apply.Inventory) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	objects := r.objects
 	if r.render.res != nil { // read once rendered, before placement (settle): the kinds are the same

@@ -57,7 +57,7 @@ func TestAdoptedInventoryFindsTheInstancesObjectsByLabel(t *testing.T) {
 	cm := &unstructured.Unstructured{}
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
-	r := &instanceRun{instancePlan: instancePlan{mi: mi}, placedRender: placedRender{objects: []*unstructured.Unstructured{cm}}}
+	r := &instanceState{instancePlan: instancePlan{mi: mi}, placedRender: placedRender{objects: []*unstructured.Unstructured{cm}}}
 
 	leftover, err := s.leftInventory(context.Background(), mi)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -97,12 +97,12 @@ func TestAKeptInventoryIsAdoptedWhereCairnMayNotList(t *testing.T) {
 	g.Expect(e.KeepInventoryOfDeleted(ctx, deleted)).To(Succeed())
 
 	s := &RevisionState{revisionInput: revisionInput{e: e}, clusterView: clusterView{managed: map[schema.GroupKind]managedObjects{}}}
-	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: deleted.ObjectMeta}}}
+	r := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: deleted.ObjectMeta}}}
 	found, err := s.adoptedInventory(ctx, r)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(found).To(HaveKey("ns_a-gone__ConfigMap"), "an object that left the render while the CR was gone")
 	g.Expect(found).To(HaveKey("ns_a__Service"))
-	_, err = s.adoptedInventory(ctx, &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}}})
+	_, err = s.adoptedInventory(ctx, &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(secretLists).To(Equal(1), "a refused LIST of cairn's Secrets is not sent again in the sync: each instance reads its own")
 

@@ -37,7 +37,7 @@ import (
 // decides whether r's apply waits for the barrier. It runs in r's render goroutine,
 // before the barrier can be passed, so that decideTogether never writes to an
 // instance whose apply has started.
-func (s *RevisionState) settle(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) settle(ctx context.Context, r *instanceState) {
 	defer s.recoverInto(ctx, r, "placement")
 	if r.failure != nil || r.render.res == nil {
 		r.fast = true // a failed render fails alone, at once
@@ -76,7 +76,7 @@ func (v *clusterView) servesAll(res *render.Result) bool {
 // mayApplyAlone tells whether r, placed, may apply without the barrier (see the top
 // of this file); when it may, r.contracts are its own provider contracts, read
 // against what the other instances' CRs record.
-func (s *RevisionState) mayApplyAlone(r *instanceRun) bool {
+func (s *RevisionState) mayApplyAlone(r *instanceState) bool {
 	for _, u := range r.objects {
 		if _, had := r.oldInv[apply.ObjectID(u)]; crds.Is(u) && !had {
 			return false
@@ -118,7 +118,7 @@ func (s *RevisionState) recordedProvides(key string) map[string][]schema.GroupKi
 // owns it: the other is refused when it reads the object's owner). The first to
 // claim an object no instance owns keeps it (CRDs aside). A plan (no claim table) decides over
 // every render instead (claimShared).
-func (s *RevisionState) claimObjects(r *instanceRun, objects []*unstructured.Unstructured) *outcome.Failure {
+func (s *RevisionState) claimObjects(r *instanceState, objects []*unstructured.Unstructured) *outcome.Failure {
 	if s.claims == nil {
 		return nil
 	}
@@ -138,7 +138,7 @@ func (s *RevisionState) claimObjects(r *instanceRun, objects []*unstructured.Uns
 	for id := range ids {
 		other := s.claims[id]
 		if _, owns := r.oldInv[id]; other != nil && other != r && !owns {
-			return sharedConflict(id, r, nil, []*instanceRun{r, other})
+			return sharedConflict(id, r, nil, []*instanceState{r, other})
 		}
 	}
 	for id := range ids {
@@ -151,7 +151,7 @@ func (s *RevisionState) claimObjects(r *instanceRun, objects []*unstructured.Uns
 
 // awaitPlaced waits, in a sync, until r's objects are placed (or its render
 // failed), so that another instance's reconcile may read them (see releases).
-func (r *instanceRun) awaitPlaced(ctx context.Context) {
+func (r *instanceState) awaitPlaced(ctx context.Context) {
 	if r.placed == nil {
 		return // a plan: everything is placed before anything reads it
 	}
@@ -178,7 +178,7 @@ func (s *RevisionState) contractsOf(r *instanceVerdicts) contracts.Set {
 // contracts, decides the prune verdicts (moves, the caps) and lets the instances
 // whose placement waited be read.
 func (s *RevisionState) decideTogether(ctx context.Context) {
-	var late []*instanceRun
+	var late []*instanceState
 	for _, r := range s.runs {
 		if r.render.res != nil {
 			late = append(late, r)

@@ -124,7 +124,7 @@ func TestClaimObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := contractsFixture(contractRun{key: "team/one"}, contractRun{key: "team/two"})
-			s.claims = map[string]*instanceRun{}
+			s.claims = map[string]*instanceState{}
 			one, two := s.byKey["team/one"], s.byKey["team/two"]
 			if tc.secrets {
 				one.mi.Spec.Secrets = []cairnv1.GeneratedSecret{*secret}

@@ -114,7 +114,7 @@ func capabilitiesFixture(t *testing.T, d *stubDiscovery) *RevisionState {
 	return &RevisionState{
 		revisionInput: revisionInput{e: &Engine{cluster: &Cluster{discovery: d}}, set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
 		clusterView:   clusterView{live: map[string]*cairnv1.ModuleInstance{}},
-		byKey:         map[string]*instanceRun{}}
+		byKey:         map[string]*instanceState{}}
 }
 
 // TestChartInstancesRenderAgainWhenCapabilitiesChange: a ready chart instance whose

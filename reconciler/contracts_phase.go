@@ -23,7 +23,7 @@ import (
 // their render dropped the CRD (see keepWithdrawn), nil the first time.
 func (s *RevisionState) inferContracts(kept map[string][]schema.GroupKind) {
 	objects := map[string][]*unstructured.Unstructured{}
-	recorded := map[string]*instanceRun{} // not rendered: their status says
+	recorded := map[string]*instanceState{} // not rendered: their status says
 	for _, r := range s.runs {
 		switch {
 		case r.rendered != nil && !s.conflicted[r.key()]:
@@ -85,7 +85,7 @@ func (s *RevisionState) recordedContracts(key string, v *instanceVerdicts) ([]st
 // yet (not in their status.provides): r waits for them within the sync. A
 // provider that served a kind once is never waited on for it again (activation
 // latches), and an instance in a cycle waits on no provider (it fails instead).
-func (s *RevisionState) pendingProviders(r *instanceRun) []cairnv1.ContractRequirement {
+func (s *RevisionState) pendingProviders(r *instanceState) []cairnv1.ContractRequirement {
 	if !r.fast && s.cyclic[r.key()] { // a fast instance's are its own (contractsOf): s.cyclic may be being written
 		return nil
 	}
@@ -94,7 +94,7 @@ func (s *RevisionState) pendingProviders(r *instanceRun) []cairnv1.ContractRequi
 
 // pendingIn are the providers r requires by contracts c for kinds they have not
 // served yet (their status.provides, as the revision step found it).
-func (s *RevisionState) pendingIn(c contracts.Set, r *instanceRun) []cairnv1.ContractRequirement {
+func (s *RevisionState) pendingIn(c contracts.Set, r *instanceState) []cairnv1.ContractRequirement {
 	return c.Unserved(r.key(), func(provider string) []string {
 		if p := s.byKey[provider]; p != nil && p.was != nil {
 			return p.was.Status.Provides
@@ -170,7 +170,7 @@ func (s *RevisionState) dependentsRemain(live *cairnv1.ModuleInstance) *outcome.
 }
 
 // usesKinds tells whether r, which stays in Git, uses one of kinds of provider.
-func usesKinds(r *instanceRun, provider string, kinds map[schema.GroupKind]bool) bool {
+func usesKinds(r *instanceState, provider string, kinds map[schema.GroupKind]bool) bool {
 	if r.rendered != nil {
 		return r.shape.uses(kinds)
 	}

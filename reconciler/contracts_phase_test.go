@@ -41,7 +41,7 @@ type contractRun struct {
 // given, each rendered or not, with the status its CR records.
 func contractsFixture(runs ...contractRun) *RevisionState {
 	s := &RevisionState{revisionInput: revisionInput{set: &declarations.Set{}}, verdicts: verdicts{conflicted: map[string]bool{}},
-		byKey: map[string]*instanceRun{}}
+		byKey: map[string]*instanceState{}}
 	for _, c := range runs {
 		ns, name := splitKey(c.key)
 		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -49,7 +49,7 @@ func contractsFixture(runs ...contractRun) *RevisionState {
 		for _, d := range c.dependsOn {
 			mi.Spec.DependsOn = append(mi.Spec.DependsOn, cairnv1.InstanceReference{Name: d})
 		}
-		r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: !c.unchanged}}
+		r := &instanceState{instancePlan: instancePlan{mi: mi, affected: !c.unchanged}}
 		if c.objects != nil {
 			r.rendered, r.objects, r.shape = &render.Result{}, c.objects, shapeOf(c.objects)
 		}

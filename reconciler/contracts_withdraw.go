@@ -32,7 +32,7 @@ type withdrawal struct {
 // (provideWithdrawn), and says so (ContractWithdrawn). Each dropped CRD is read,
 // as r's identity (which applied it), for its kind; one that is gone is not
 // kept, and one that cannot be read fails r for now (nothing in use is deleted).
-func (s *RevisionState) keepWithdrawn(ctx context.Context, r *instanceRun, stale apply.Inventory) (apply.Inventory, error) {
+func (s *RevisionState) keepWithdrawn(ctx context.Context, r *instanceState, stale apply.Inventory) (apply.Inventory, error) {
 	kept := apply.Inventory{}
 	r.withdrawn = nil
 	var c client.Client
@@ -87,8 +87,8 @@ func namedSome(keys []string) string {
 // instance provides, naming the kind and both: the instance that provided it
 // before (its status says so) goes on, the newcomers are refused; when none
 // provided it, all are. It returns the instances it failed.
-func (s *RevisionState) failConflicts() []*instanceRun {
-	var failed []*instanceRun
+func (s *RevisionState) failConflicts() []*instanceState {
+	var failed []*instanceState
 	for _, gk := range s.contracts.Conflicts() {
 		keys := s.contracts.Conflicting(gk)
 		var owner string

@@ -102,7 +102,7 @@ func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
 
 func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
-	r := &instanceRun{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
+	r := &instanceState{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
 	if usesCapabilities(mi) {
 		s.capabilities(ctx)
 	}

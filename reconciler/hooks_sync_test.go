@@ -39,9 +39,9 @@ func TestPlanMarkdownListsHooks(t *testing.T) {
 // runs those of hooks.Events.
 func TestHookEventsOfARun(t *testing.T) {
 	g := NewWithT(t)
-	pre, post := (&instanceRun{}).reconcileOn(nil).hookEvents()
+	pre, post := (&instanceState{}).reconcileOn(nil).hookEvents()
 	g.Expect([]string{pre, post}).To(Equal([]string{"", ""}))
-	r := &instanceRun{placedRender: placedRender{rendered: &render.Result{Digest: "hmac-sha256:1", Hooks: []render.Hook{
+	r := &instanceState{placedRender: placedRender{rendered: &render.Result{Digest: "hmac-sha256:1", Hooks: []render.Hook{
 		chartHook("v1", "Secret", "s", 0, render.HookPreInstall)}}}}
 	pre, post = r.reconcileOn(nil).hookEvents()
 	g.Expect([]string{pre, post}).To(Equal([]string{render.HookPreInstall, render.HookPostInstall}))

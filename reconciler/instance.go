@@ -31,7 +31,7 @@ import (
 // release gives back: it takes the CR the revision step wrote, then applies,
 // prunes and waits, and records the outcome (an instanceReconcile); e keeps its
 // result.
-func (s *RevisionState) syncInstance(ctx context.Context, e *instanceRun, release func()) {
+func (s *RevisionState) syncInstance(ctx context.Context, e *instanceState, release func()) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, max(s.timeout(e.mi)-e.render.took, time.Second)) // the render took its share
 	defer cancel()
@@ -100,7 +100,7 @@ func (in *revisionInput) timeout(mi *cairnv1.ModuleInstance) time.Duration {
 // writeInput writes r's input into its CR, creating its namespace when missing: the
 // spec from Git and the annotations that say which input it is (see
 // instanceAnnotations). It returns the CR as written.
-func (s *RevisionState) writeInput(ctx context.Context, r *instanceRun) (*cairnv1.ModuleInstance, error) {
+func (s *RevisionState) writeInput(ctx context.Context, r *instanceState) (*cairnv1.ModuleInstance, error) {
 	if err := s.ensureNamespace(ctx, r.mi.Namespace); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (s *RevisionState) writeInputs(ctx context.Context) {
 
 // takeMirrored is the CR the revision step wrote r's input into, which r's
 // reconcile works on, or why there is none.
-func (s *RevisionState) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, error) {
+func (s *RevisionState) takeMirrored(r *instanceState) (*cairnv1.ModuleInstance, error) {
 	if r.mirrorErr != nil {
 		return nil, r.mirrorErr
 	}
@@ -150,7 +150,7 @@ func (s *RevisionState) takeMirrored(r *instanceRun) (*cairnv1.ModuleInstance, e
 // none yet). A replica's state may take it while other instances render (see
 // RevisionState.Take), so it is read under s.mu (the cluster view's lock, which
 // also guards the plan's mirrored CRs: see clusterView).
-func (s *RevisionState) mirroredCR(r *instanceRun) *cairnv1.ModuleInstance {
+func (s *RevisionState) mirroredCR(r *instanceState) *cairnv1.ModuleInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return r.mirrored

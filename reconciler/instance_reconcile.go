@@ -15,7 +15,7 @@ import (
 // it goes, and its failure. It reads the instance's plan, placed render and the
 // revision's verdicts on it, and writes none of them. RevisionState.apply makes it,
 // and it lives for that call: no other reconcile and no verdict over the revision
-// reads it, and the revision keeps only its result (instanceRun.final). A plan
+// reads it, and the revision keeps only its result (instanceState.final). A plan
 // previews a reconcile the same way, on the CR it found (previewRendered).
 type instanceReconcile struct {
 	*instancePlan
@@ -45,7 +45,7 @@ type instanceReconcile struct {
 }
 
 // reconcileOn starts a reconcile of r on live, its CR.
-func (r *instanceRun) reconcileOn(live *cairnv1.ModuleInstance) *instanceReconcile {
+func (r *instanceState) reconcileOn(live *cairnv1.ModuleInstance) *instanceReconcile {
 	return &instanceReconcile{instancePlan: &r.instancePlan, placedRender: &r.placedRender,
 		instanceVerdicts: &r.instanceVerdicts, render: &r.render,
 		live: live, failure: r.failure, warnings: slices.Clone(r.warnings)}
@@ -68,12 +68,12 @@ func (r *instanceReconcile) result() InstanceResult { return r.view().result() }
 
 // view is what the result of r reads when no reconcile of it ran at this revision
 // (unaffected, suspended, failed before its apply, or not reconciled yet).
-func (r *instanceRun) view() resultView {
+func (r *instanceState) view() resultView {
 	return resultView{instancePlan: &r.instancePlan, live: r.was, failure: r.failure, warnings: r.warnings,
 		objects: len(r.objects), withheld: r.withheld, prune: r.prune, wrote: &written{}, secretNote: r.secretNote}
 }
 
-func (r *instanceRun) setFailure(f *outcome.Failure) {
+func (r *instanceState) setFailure(f *outcome.Failure) {
 	if r.failure == nil {
 		r.failure = f
 	}
@@ -81,7 +81,7 @@ func (r *instanceRun) setFailure(f *outcome.Failure) {
 
 // done ends x, r's reconcile at this revision: its result is kept (final), then
 // r's render is released (releaseRender).
-func (r *instanceRun) done(x *instanceReconcile) {
+func (r *instanceState) done(x *instanceReconcile) {
 	res := x.result()
 	r.final = &res
 	r.releaseRender()

@@ -25,7 +25,7 @@ import (
 func TestFailedInventoryIsTheLastOneWhenNothingStayedWritten(t *testing.T) {
 	g := NewWithT(t)
 	old := apply.Inventory{"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h1"}}
-	r := (&instanceRun{instanceVerdicts: instanceVerdicts{oldInv: old}}).reconcileOn(nil)
+	r := (&instanceState{instanceVerdicts: instanceVerdicts{oldInv: old}}).reconcileOn(nil)
 	r.wrote = written{desired: apply.Inventory{
 		"ns_a_apps_Deployment": {ID: "ns_a_apps_Deployment", Version: "apps/v1", Hash: "h2"},
 		"_fresh__Namespace":    {ID: "_fresh__Namespace", Version: "v1", Hash: "h3"},

@@ -24,7 +24,7 @@ func interruption(ctx context.Context, key string) *outcome.Failure {
 
 // interrupt makes r's outcome Interrupted when ctx was stopped: whatever failed after
 // that failed because of it, and is reported once, as that.
-func (r *instanceRun) interrupt(ctx context.Context) {
+func (r *instanceState) interrupt(ctx context.Context) {
 	if interrupted(ctx) {
 		r.failure = interruption(ctx, r.key())
 	}
@@ -48,7 +48,7 @@ func markPlatformInterrupted(ctx context.Context, p *cairnv1.Platform, sha strin
 
 // reportInterrupted reports, once, an instance the interrupted sync never started;
 // its CR keeps the state of its last sync.
-func (in *revisionInput) reportInterrupted(ctx context.Context, r *instanceRun) {
+func (in *revisionInput) reportInterrupted(ctx context.Context, r *instanceState) {
 	r.interrupt(ctx)
 	in.step(r.key(), "%s %s", r.key(), r.view().outcome())
 	in.logOutcome(ctx, r.view())

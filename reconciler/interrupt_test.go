@@ -40,7 +40,7 @@ func TestInterruptedIsACancellationNotADeadline(t *testing.T) {
 				g.Expect(ok).To(BeTrue())
 				g.Expect(time.Until(deadline)).To(BeNumerically("<=", apply.FinishTimeout))
 			}
-			r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}, failure: outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, tc.ctx.Err())}
+			r := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}, failure: outcome.NewStalled(cairnv1.ReasonHealthCheckFailed, tc.ctx.Err())}
 			r.mi.Namespace, r.mi.Name = "team-a", "web"
 			r.interrupt(tc.ctx)
 			if !tc.interrupted {

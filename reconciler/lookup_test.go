@@ -12,7 +12,7 @@ import (
 // as cairn reads only its own namespace (RBAC decides for one with a ServiceAccount).
 func TestLookupAllowed(t *testing.T) {
 	in := &revisionInput{e: &Engine{}}
-	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
+	r := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
 	r.mi.Namespace, r.mi.Name = "team-a", "web"
 	for _, tc := range []struct {
 		name, sa, namespace, want string

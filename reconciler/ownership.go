@@ -23,7 +23,7 @@ import (
 // others fail with OwnershipConflict; when none holds it, all of them fail, since
 // either may be the one meant.
 func (s *RevisionState) claimShared() {
-	claims := map[string][]*instanceRun{}
+	claims := map[string][]*instanceState{}
 	for _, r := range s.runs {
 		if r.rendered == nil || r.failure != nil {
 			continue
@@ -45,7 +45,7 @@ func (s *RevisionState) claimShared() {
 	sort.Strings(ids)
 	for _, id := range ids {
 		rs := claims[id]
-		var owner *instanceRun
+		var owner *instanceState
 		for _, r := range rs {
 			if _, ok := r.oldInv[id]; ok {
 				owner = r
@@ -59,7 +59,7 @@ func (s *RevisionState) claimShared() {
 	}
 }
 
-func sharedConflict(id string, r, owner *instanceRun, rs []*instanceRun) *outcome.Failure {
+func sharedConflict(id string, r, owner *instanceState, rs []*instanceState) *outcome.Failure {
 	what := describeID(id)
 	if owner != nil {
 		return outcome.Failuref(outcome.Stalled, cairnv1.ReasonOwnershipConflict,

@@ -50,11 +50,11 @@ type instancePlan struct {
 
 func (p *instancePlan) key() string { return p.mi.Namespace + "/" + p.mi.Name }
 
-// instanceRun is one instance in the revision's state: its plan, the CR the
+// instanceState is one instance in the revision's state: its plan, the CR the
 // revision step wrote, its render as settled and the revision's verdicts on it,
 // and, once its reconcile is done, its result. The reconcile itself (what it reads
 // and writes of the CR, what its phases return) is an instanceReconcile of its own.
-type instanceRun struct {
+type instanceState struct {
 	// The plan: set by plan, before any reconcile.
 	instancePlan
 	// mirrored is the CR as the revision step wrote the instance's input into it
@@ -141,8 +141,8 @@ func (s *RevisionState) plan() {
 	s.findRemoved()
 }
 
-func (s *RevisionState) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceRun {
-	return &instanceRun{instancePlan: s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])}
+func (s *RevisionState) newInstanceRun(mi *cairnv1.ModuleInstance) *instanceState {
+	return &instanceState{instancePlan: s.planInstance(mi, s.live[mi.Namespace+"/"+mi.Name])}
 }
 
 // planInstance is the plan of mi, whose CR is was (nil: none): its digests and
@@ -256,7 +256,7 @@ func inputChange(p *instancePlan) string {
 	return "input written at " + gitsource.ShortSHA(p.was.Annotations[inputRevisionAnnotation]) + " not synced yet"
 }
 
-func (s *RevisionState) markDependents(r *instanceRun) {
+func (s *RevisionState) markDependents(r *instanceState) {
 	for _, dep := range s.set.Dependents(r.mi.Namespace, r.mi.Name) {
 		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.suspended() {
 			d.affected, d.why = true, "dependency "+r.key()+" changed"

@@ -145,14 +145,14 @@ func (e *Engine) Plan(ctx context.Context, rev Revision) (*Plan, error) {
 	return plan, nil
 }
 
-func (s *RevisionState) previewInstance(ctx context.Context, r *instanceRun) InstancePlan {
+func (s *RevisionState) previewInstance(ctx context.Context, r *instanceState) InstancePlan {
 	ip := s.previewRendered(ctx, r)
 	ip.Error = valuesfrom.Mask(ip.Error, r.render.masks)
 	ip.Provides, ip.Requires = s.contracts.ProvidedNames(r.key()), s.contracts.Requirements(r.key())
 	return ip
 }
 
-func (s *RevisionState) previewRendered(ctx context.Context, r *instanceRun) InstancePlan {
+func (s *RevisionState) previewRendered(ctx context.Context, r *instanceState) InstancePlan {
 	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.render.artifacts, Warnings: r.warnings}
 	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
 		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),

@@ -58,7 +58,7 @@ func (s *RevisionState) countRefusals() {
 	}
 }
 
-func (s *RevisionState) instancePrune(ctx context.Context, r *instanceRun, desired apply.Inventory) *prune.Set {
+func (s *RevisionState) instancePrune(ctx context.Context, r *instanceState, desired apply.Inventory) *prune.Set {
 	if r.rendered == nil {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (s *RevisionState) instancePrune(ctx context.Context, r *instanceRun, desir
 
 // lastInventory is the inventory of r's CR, or, without a CR, what it left behind in
 // the cluster (see adoptedInventory).
-func (s *RevisionState) lastInventory(ctx context.Context, r *instanceRun) (apply.Inventory, error) {
+func (s *RevisionState) lastInventory(ctx context.Context, r *instanceState) (apply.Inventory, error) {
 	if r.was == nil {
 		return s.adoptedInventory(ctx, r)
 	}

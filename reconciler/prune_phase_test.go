@@ -49,7 +49,7 @@ func prunePhaseFixture(t *testing.T, c client.Client, last, renders map[string][
 	s.e = &Engine{cluster: &Cluster{client: c, managers: map[string]*ssa.ResourceManager{"": ssa.NewResourceManager(c, nil, ssa.Owner{})}}}
 	for _, mi := range s.set.Instances {
 		key := mi.Namespace + "/" + mi.Name
-		r := &instanceRun{instancePlan: instancePlan{mi: mi}}
+		r := &instanceState{instancePlan: instancePlan{mi: mi}}
 		if objs, ok := last[key]; ok {
 			r.was = synced(s, mi.Namespace, mi.Name)
 			r.was.Status.Inventory = &cairnv1.Inventory{Entries: apply.InventoryOf(objs, nil).Entries()}

@@ -13,7 +13,7 @@ import (
 // artifact tagged by the render digest, signed with that Registry's key (see
 // supply.Chain.Publish), and returns it. Failing to publish fails the instance
 // before anything is applied: every applied state has its signed artifact.
-func (s *RevisionState) publish(ctx context.Context, r *instanceRun, objects []*unstructured.Unstructured, renderDigest string) (*cairnv1.PublishedArtifact, *outcome.Failure) {
+func (s *RevisionState) publish(ctx context.Context, r *instanceState, objects []*unstructured.Unstructured, renderDigest string) (*cairnv1.PublishedArtifact, *outcome.Failure) {
 	target := s.platform.Spec.Render.Publish
 	if target == nil || s.readOnly {
 		return nil, nil
@@ -35,7 +35,7 @@ func (s *RevisionState) publish(ctx context.Context, r *instanceRun, objects []*
 }
 
 // previousPublishRevision keeps the revision the artifact was first published for.
-func (in *revisionInput) previousPublishRevision(r *instanceRun, dgst string) string {
+func (in *revisionInput) previousPublishRevision(r *instanceState, dgst string) string {
 	if r.was != nil && r.was.Status.Published != nil && r.was.Status.Published.Digest == dgst && r.was.Status.Published.Revision != "" {
 		return r.was.Status.Published.Revision
 	}

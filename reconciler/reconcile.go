@@ -27,7 +27,7 @@ import (
 // RevisionState is the state of one revision, which the revision step, the
 // instance reconciles and the finish share (docs/architecture.md, "The state of a
 // revision"): its plan (runs, byKey: which instances the revision affects, each
-// with its entry, an instanceRun) and three values, each with its own rule of
+// with its entry, an instanceState) and three values, each with its own rule of
 // access: what the revision gives every phase (revisionInput, never written once
 // the plan starts), what it learns of the cluster (clusterView, filled lazily under
 // its locks) and what it decides over all of its renders (verdicts, at the render
@@ -41,8 +41,8 @@ type RevisionState struct {
 
 	// runs and byKey are the plan: plan fills them once, before any instance
 	// reconcile starts, and nothing changes them after.
-	runs  []*instanceRun          // in dependsOn order
-	byKey map[string]*instanceRun // namespace/name
+	runs  []*instanceState          // in dependsOn order
+	byKey map[string]*instanceState // namespace/name
 
 	// unusable is the result of a revision whose declarations could not be used at
 	// all: nothing is reconciled, Finish returns it.
@@ -115,7 +115,7 @@ func (e *Engine) PrepareRevision(ctx context.Context, rev Revision) (*RevisionSt
 // each affected instance's meeting points, the apply and render slots and the
 // outcomes (a plan has none of these: it renders and decides in one goroutine).
 func (s *RevisionState) forReconciles() *RevisionState {
-	s.claims = map[string]*instanceRun{}
+	s.claims = map[string]*instanceState{}
 	for _, r := range s.runs {
 		if r.affected {
 			r.placed, r.settled = make(chan struct{}), make(chan struct{})
@@ -249,7 +249,7 @@ func (s *RevisionState) startRenders(ctx context.Context) {
 // renderRun renders and settles r once, in a render slot of its tenant, and returns
 // once it has settled: an instance reconcile renders its own instance, whether or
 // not the others' renders were started.
-func (s *RevisionState) renderRun(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) renderRun(ctx context.Context, r *instanceState) {
 	if isClosed(r.settled) {
 		return
 	}
@@ -260,7 +260,7 @@ func (s *RevisionState) renderRun(ctx context.Context, r *instanceRun) {
 
 // renderHeld renders and settles r unless that is done or under way, holding a render
 // slot of tenant, which it gives back as soon as the render is done.
-func (s *RevisionState) renderHeld(ctx context.Context, r *instanceRun, tenant string) {
+func (s *RevisionState) renderHeld(ctx context.Context, r *instanceState, tenant string) {
 	ran := false
 	r.renderOnce.Do(func() {
 		ran = true
@@ -302,7 +302,7 @@ func (s *RevisionState) passBarrier(ctx context.Context) {
 
 // apply takes an apply slot (given back early by a health wait, see applyInstance)
 // and syncs r.
-func (s *RevisionState) apply(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) apply(ctx context.Context, r *instanceState) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -325,7 +325,7 @@ func (s *RevisionState) outcome(key string) *InstanceOutcome {
 }
 
 // keep records r's outcome and returns it.
-func (s *RevisionState) keep(r *instanceRun) InstanceOutcome {
+func (s *RevisionState) keep(r *instanceState) InstanceOutcome {
 	out := outcomeOf(r)
 	s.outcomesMu.Lock()
 	defer s.outcomesMu.Unlock()
@@ -363,7 +363,7 @@ func (s *RevisionState) awaitOutcomes(ctx context.Context, keys []string) {
 
 // outcomeOf is r's outcome as it stands: requeued when its result says when it is
 // retried (a failure, a deferred retry, a health recheck).
-func outcomeOf(r *instanceRun) InstanceOutcome {
+func outcomeOf(r *instanceState) InstanceOutcome {
 	res := r.result()
 	return InstanceOutcome{Result: res, SatisfiesDependents: r.satisfiesDependents(), RequeueAfter: requeueAt(res.NextRetryAt, time.Now())}
 }
@@ -389,7 +389,7 @@ type dependencyState struct {
 	kinds []string
 }
 
-func (s *RevisionState) dependencies(ctx context.Context, r *instanceRun) []dependencyState {
+func (s *RevisionState) dependencies(ctx context.Context, r *instanceState) []dependencyState {
 	var out []dependencyState
 	for _, key := range declarations.DependencyIDs(r.mi) {
 		out = append(out, s.dependency(ctx, key, nil))

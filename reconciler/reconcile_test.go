@@ -144,7 +144,7 @@ func planFixture(t *testing.T, changed []string) *RevisionState {
 		revisionInput: revisionInput{set: set, rev: rev, changes: newChanges(rev, "."), now: time.Now()},
 		clusterView: clusterView{live: map[string]*cairnv1.ModuleInstance{},
 			moduleDigests: map[string]string{"modules/api": "digest-now"}},
-		byKey: map[string]*instanceRun{}}
+		byKey: map[string]*instanceState{}}
 }
 
 // synced is the CR of mi after a successful sync of revision "old" whose spec is
@@ -343,12 +343,12 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	now := time.Now()
 	// mk edits a reconcile of the instance, which runs when the edit leaves the
 	// instance affected (the others keep the CR as the revision step found it).
-	mk := func(edit func(r *instanceReconcile)) *instanceRun {
+	mk := func(edit func(r *instanceReconcile)) *instanceState {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
 		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
-		e := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: live}}
+		e := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: live}}
 		x := e.reconcileOn(live)
 		edit(x)
 		if x.affected {
@@ -358,7 +358,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		run       *instanceRun
+		run       *instanceState
 		action    outcome.Action
 		retry     outcome.Kind
 		ready     bool

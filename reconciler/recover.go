@@ -67,7 +67,7 @@ func (in *revisionInput) recovered(ctx context.Context, key, phase string, v any
 }
 
 // recoverInto, deferred, turns a panic of r's phase into r's failure.
-func (in *revisionInput) recoverInto(ctx context.Context, r *instanceRun, phase string) {
+func (in *revisionInput) recoverInto(ctx context.Context, r *instanceState, phase string) {
 	if v := recover(); v != nil {
 		r.failure = in.recovered(ctx, r.key(), phase, v)
 	}

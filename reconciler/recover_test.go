@@ -21,7 +21,7 @@ func TestRecoveredPanicFailsOnlyTheInstance(t *testing.T) {
 	var logs strings.Builder
 	e := &Engine{opts: Options{Log: funcr.New(func(_, args string) { logs.WriteString(args + "\n") }, funcr.Options{})}}
 	in := &revisionInput{e: e, rev: Revision{SHA: "abc123"}}
-	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
+	r := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
 	r.mi.Namespace, r.mi.Name = "team-a", "app"
 
 	func() {

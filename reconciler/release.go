@@ -114,7 +114,7 @@ func (sh *renderShape) kindObjects() []*unstructured.Unstructured {
 // shapeInventory is the ids of everything r owns after this sync (its rendered
 // objects and generated Secrets, as desiredInventory) without their hashes: what
 // another instance's prune leaves out.
-func (r *instanceRun) shapeInventory() apply.Inventory {
+func (r *instanceState) shapeInventory() apply.Inventory {
 	inv := apply.Inventory{}
 	for _, e := range r.shape.all() {
 		inv[e.ID] = e
@@ -124,7 +124,7 @@ func (r *instanceRun) shapeInventory() apply.Inventory {
 
 // releaseRender drops r's render's objects once its reconcile is done (see done):
 // only r's own phases read them, and they are done; the verdicts read r.shape.
-func (r *instanceRun) releaseRender() {
+func (r *instanceState) releaseRender() {
 	r.objects = nil
 	if r.rendered != nil {
 		r.rendered.Objects = nil // r's own copy (keyedDigest), the hooks and digests stay

@@ -89,7 +89,7 @@ func TestReleaseRenderKeepsTheResult(t *testing.T) {
 	live := mi.DeepCopy()
 	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok", time.Now())
 	res := &render.Result{Objects: objects, Digest: "hmac-sha256:abc", ModuleDigest: "sha256:def"}
-	r := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: live},
+	r := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: live},
 		placedRender: placedRender{rendered: res, objects: objects, shape: shapeOf(objects), warnings: []string{"skew"}}}
 	x := r.reconcileOn(live)
 	x.wrote.report.Changes = ssa.NewChangeSet()
@@ -131,9 +131,9 @@ func TestAReleasedInstanceStillAnswersTheVerdicts(t *testing.T) {
 	mi.Namespace, mi.Name = "team-a", "web"
 	placed := make(chan struct{})
 	close(placed)
-	o := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: mi.DeepCopy()}, placed: placed,
+	o := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: mi.DeepCopy()}, placed: placed,
 		placedRender: placedRender{rendered: &render.Result{Objects: objects}, objects: objects, shape: shapeOf(objects)}}
-	s := &RevisionState{byKey: map[string]*instanceRun{"team-a/web": o}, runs: []*instanceRun{o}}
+	s := &RevisionState{byKey: map[string]*instanceState{"team-a/web": o}, runs: []*instanceState{o}}
 	deployment, gone := apply.ObjectID(objects[1]), "team-a_old_apps_Deployment"
 	before := o.desiredInventory([]byte("k"))
 

@@ -54,8 +54,8 @@ func (s *RevisionState) renderAll(ctx context.Context) {
 
 // affectedByTenant returns the affected instances by the tenant that declares
 // them ("" for the platform team's), each in the order of s.runs.
-func (s *RevisionState) affectedByTenant() map[string][]*instanceRun {
-	out := map[string][]*instanceRun{}
+func (s *RevisionState) affectedByTenant() map[string][]*instanceState {
+	out := map[string][]*instanceState{}
 	for _, r := range s.runs {
 		if r.affected {
 			t := tenantOf(s.set, r.mi)
@@ -108,7 +108,7 @@ func (s *RevisionState) placeAll(ctx context.Context) {
 // do they give their kinds' scope to the other instances' objects (a tenant that
 // renders a CRD it may not place cannot make another tenant's objects of that
 // kind cluster-scoped; its own render fails on it).
-func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
+func (in *revisionInput) mayPlaceCRDs(r *instanceState) bool {
 	pl := in.placementFor(r.mi)
 	for _, u := range r.render.res.Objects {
 		if crds.Is(u) && pl.Check(u, false) != nil {
@@ -121,7 +121,7 @@ func (in *revisionInput) mayPlaceCRDs(r *instanceRun) bool {
 // renderInstance runs the render phase of r (renderOne) and keeps its result for
 // the placement. renderOne recovers its own panics; the recover here covers the
 // test hook and the progress line before it.
-func (s *RevisionState) renderInstance(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) renderInstance(ctx context.Context, r *instanceState) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
@@ -208,7 +208,7 @@ func (s *RevisionState) renderOne(ctx context.Context, mi *cairnv1.ModuleInstanc
 
 // placeInstance runs the placement phase of r's render (place) and keeps what it
 // returns.
-func (s *RevisionState) placeInstance(ctx context.Context, r *instanceRun, scopes map[schema.GroupKind]bool) {
+func (s *RevisionState) placeInstance(ctx context.Context, r *instanceState, scopes map[schema.GroupKind]bool) {
 	defer s.recoverInto(ctx, r, "placement")
 	res := r.render.res
 	r.render.res = nil
@@ -230,7 +230,7 @@ type placedRender struct {
 	warnings []string
 	// shape is what the verdicts over the revision read of objects (see
 	// shapeOf): it stays once the instance's reconcile is done and objects
-	// are released (see instanceRun.releaseRender).
+	// are released (see instanceState.releaseRender).
 	shape *renderShape
 	// published is the signed artifact the render was published as (nil: not
 	// published).
@@ -242,7 +242,7 @@ type placedRender struct {
 // define, checks its generated Secrets, claims its objects for r in the revision
 // (claimObjects), and publishes it. It returns the placed render, or why it may not
 // be applied; a render that failed to publish is returned placed, with the failure.
-func (s *RevisionState) place(ctx context.Context, r *instanceRun, res *render.Result, scopes map[schema.GroupKind]bool) (placedRender, *outcome.Failure) {
+func (s *RevisionState) place(ctx context.Context, r *instanceState, res *render.Result, scopes map[schema.GroupKind]bool) (placedRender, *outcome.Failure) {
 	pl := s.placementFor(r.mi)
 	// Hooks are placed and checked like the objects: no hook goes where an object
 	// of the instance may not.

@@ -36,7 +36,7 @@ func TestRendersKnowTheirTenant(t *testing.T) {
 
 	s := &RevisionState{revisionInput: revisionInput{set: set}}
 	for _, mi := range set.Instances {
-		s.runs = append(s.runs, &instanceRun{instancePlan: instancePlan{mi: mi, affected: true}})
+		s.runs = append(s.runs, &instanceState{instancePlan: instancePlan{mi: mi, affected: true}})
 	}
 	byTenant := s.affectedByTenant()
 	g.Expect(byTenant).To(HaveLen(2))
@@ -230,14 +230,14 @@ func TestPlacementPhase(t *testing.T) {
 			mapper.Add(schema.GroupVersionKind{Group: "cairn.dev", Version: "v1alpha1", Kind: "ModuleInstance"}, meta.RESTScopeNamespace)
 			s.kinds = newMissMemo(mapper)
 			s.digestKey = []byte("key")
-			s.claims = map[string]*instanceRun{}
+			s.claims = map[string]*instanceState{}
 			ns, name := splitKey(tc.instance)
-			r := &instanceRun{instancePlan: instancePlan{mi: s.set.Instance(ns, name)}}
+			r := &instanceState{instancePlan: instancePlan{mi: s.set.Instance(ns, name)}}
 			for _, sec := range tc.secrets {
 				r.mi.Spec.Secrets = append(r.mi.Spec.Secrets, cairnv1.GeneratedSecret{Name: sec})
 			}
 			if tc.claimed {
-				first := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "first"}}}}
+				first := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "first"}}}}
 				g.Expect(s.claimObjects(first, tc.objects)).To(BeNil())
 			}
 			res := &render.Result{Objects: tc.objects, Digest: "sha256:render", Warnings: []string{"skew"}}

@@ -63,7 +63,7 @@ func (e *Engine) PrepareInstances(ctx context.Context, rev Revision) (*RevisionS
 // heldInput tells whether r's CR holds the input of this state's revision; a
 // replica reconciles no other (its CR is at another revision: the state of that one
 // reconciles it).
-func (s *RevisionState) heldInput(r *instanceRun) bool {
+func (s *RevisionState) heldInput(r *instanceState) bool {
 	return !s.replica || s.mirroredCR(r) != nil
 }
 
@@ -89,7 +89,7 @@ func (s *RevisionState) Take(mi *cairnv1.ModuleInstance) bool {
 // planned as a new instance, as the revision step planned it, so that the replica
 // finds what a deleted CR left (its kept inventory, its labelled objects) as the
 // revision step's own process would.
-func (s *RevisionState) holdInput(r *instanceRun, cr *cairnv1.ModuleInstance) bool {
+func (s *RevisionState) holdInput(r *instanceState, cr *cairnv1.ModuleInstance) bool {
 	if cr.Annotations[inputDigestAnnotation] != r.inputDigest {
 		return false
 	}
@@ -115,7 +115,7 @@ func neverAttempted(mi *cairnv1.ModuleInstance) bool {
 
 // attempted is the outcome of d, which this replica has not reconciled, as its CR
 // records it once it has attempted its input at this revision (nil: not yet).
-func (s *RevisionState) attempted(ctx context.Context, d *instanceRun) *InstanceOutcome {
+func (s *RevisionState) attempted(ctx context.Context, d *instanceState) *InstanceOutcome {
 	var mi cairnv1.ModuleInstance
 	if err := s.e.instances().Get(ctx, client.ObjectKey{Namespace: d.mi.Namespace, Name: d.mi.Name}, &mi); err != nil {
 		return nil // not readable now: the reconcile asks again
@@ -128,7 +128,7 @@ func (s *RevisionState) attempted(ctx context.Context, d *instanceRun) *Instance
 // when this process knows it: an attempt of it, or of a later generation, counts,
 // so that an edit of the CR after the attempt (a kubectl edit the next sync reverts)
 // does not hide it; without it the CR's own generation must have been attempted.
-func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceRun, written *cairnv1.ModuleInstance) *InstanceOutcome {
+func attemptedIn(mi *cairnv1.ModuleInstance, d *instanceState, written *cairnv1.ModuleInstance) *InstanceOutcome {
 	want := mi.Generation
 	if written != nil {
 		want = written.Generation
@@ -162,7 +162,7 @@ func (s *RevisionState) awaitAttempts(ctx context.Context) {
 	if s.unusable != nil {
 		return
 	}
-	var wait []*instanceRun
+	var wait []*instanceState
 	deadline := time.Duration(0)
 	for _, r := range s.runs {
 		switch {
@@ -196,7 +196,7 @@ func (s *RevisionState) awaitAttempts(ctx context.Context) {
 // takeAttempts reads the CRs once (one LIST a poll, not a GET an instance), takes
 // and reports the outcome of each instance of wait that has attempted its input,
 // and returns the others (all of them when the CRs could not be read).
-func (s *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) []*instanceRun {
+func (s *RevisionState) takeAttempts(ctx context.Context, wait []*instanceState) []*instanceState {
 	var list cairnv1.ModuleInstanceList
 	// Read only (attemptedIn copies what it keeps): from the informer cache, no copy
 	// of every CR twice a second while the sync waits, which at 10,000 instances was
@@ -209,7 +209,7 @@ func (s *RevisionState) takeAttempts(ctx context.Context, wait []*instanceRun) [
 	for i := range list.Items {
 		live[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 	}
-	var left []*instanceRun
+	var left []*instanceState
 	for _, r := range wait {
 		out := (*InstanceOutcome)(nil)
 		if mi := live[r.key()]; mi != nil {

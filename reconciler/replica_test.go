@@ -69,7 +69,7 @@ func TestDue(t *testing.T) {
 // does not hide it. Without the written CR, the CR's own generation must have been
 // attempted.
 func TestAttemptedIn(t *testing.T) {
-	d := &instanceRun{instancePlan: instancePlan{inputDigest: "sha256:in"}}
+	d := &instanceState{instancePlan: instancePlan{inputDigest: "sha256:in"}}
 	cr := func(generation, observed int64, input string) *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "team", Generation: generation}}
 		mi.Status.ObservedGeneration, mi.Status.LastAttemptedInput = observed, input
@@ -110,7 +110,7 @@ func TestHoldsInput(t *testing.T) {
 		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name,
 			Annotations: map[string]string{inputDigestAnnotation: digest}}}
 	}
-	st := &RevisionState{replica: true, byKey: map[string]*instanceRun{
+	st := &RevisionState{replica: true, byKey: map[string]*instanceState{
 		"team/unchanged": {instancePlan: instancePlan{inputDigest: "sha256:before"}},
 		"team/held":      {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}, mirrored: cr("held", "sha256:new")},
 		"team/waiting":   {instancePlan: instancePlan{inputDigest: "sha256:new", affected: true}},
@@ -148,7 +148,7 @@ func TestUnrefreshed(t *testing.T) {
 		return &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{refreshAnnotation: token}}}
 	}
 	failed := errors.New("the API server refused the write")
-	s := &RevisionState{runs: []*instanceRun{
+	s := &RevisionState{runs: []*instanceState{
 		{instancePlan: instancePlan{refresh: "modules@T2", was: held("modules@T1")}, mirrorErr: failed},
 		{instancePlan: instancePlan{refresh: "modules@T2"}, mirrorErr: failed}, // a new instance: the same Registry once
 		{mirrorErr: failed}, // no refresh

@@ -32,7 +32,7 @@ func TestCountRefusals(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := report.NewMetricsReporter(reg)
 	g.Expect(err).NotTo(HaveOccurred())
-	s := &RevisionState{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceRun{
+	s := &RevisionState{revisionInput: revisionInput{e: &Engine{opts: Options{Metrics: m}}}, runs: []*instanceState{
 		{instanceVerdicts: instanceVerdicts{pruneErr: prune.NewGuard(nil, "").Refuse(prune.LimitMaxPercent, "x")}}, {},
 		{instanceVerdicts: instanceVerdicts{pruneErr: prune.Refusal(prune.LimitEmptyRender, outcome.Failuref(outcome.Stalled, cairnv1.ReasonPruneGuard, "empty"))}}},
 		verdicts: verdicts{pruneErrs: []error{prune.NewGuard(nil, "").Refuse(prune.LimitMaxDeletions, "y")}}}

@@ -19,7 +19,7 @@ import (
 // resultView is what an instance's result at a revision reads: its plan, its CR
 // and failure, its render's size, prune verdict and warnings, and what its
 // reconcile wrote (nothing when none ran). instanceReconcile.view and
-// instanceRun.view give it.
+// instanceState.view give it.
 type resultView struct {
 	*instancePlan
 	live       *cairnv1.ModuleInstance
@@ -158,7 +158,7 @@ func (r resultView) result() InstanceResult {
 
 // result is r's result at this revision: as the replica that reconciled it
 // records it, as its reconcile left it, or, when none ran, as planned and rendered.
-func (r *instanceRun) result() InstanceResult {
+func (r *instanceState) result() InstanceResult {
 	if r.remote != nil {
 		return r.remote.Result
 	}
@@ -169,10 +169,10 @@ func (r *instanceRun) result() InstanceResult {
 }
 
 // suspended reports whether r is suspended as the revision step found it.
-func (r *instanceRun) suspended() bool { return r.view().suspended() }
+func (r *instanceState) suspended() bool { return r.view().suspended() }
 
 // satisfiesDependents reports whether the instances that depend on r may go ahead.
-func (r *instanceRun) satisfiesDependents() bool {
+func (r *instanceState) satisfiesDependents() bool {
 	if r.final != nil && !r.suspended() {
 		return r.final.Ready
 	}

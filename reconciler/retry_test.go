@@ -74,7 +74,7 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 	live := &cairnv1.ModuleInstance{}
 	status.Failed(live, "sha", outcome.Failuref(outcome.Stalled, cairnv1.ReasonRenderFailed, "bad module"), time.Unix(0, 0))
 	g.Expect(conditions.IsTrue(live, "Stalled")).To(BeTrue())
-	r := &instanceRun{instancePlan: instancePlan{mi: live, why: "not retried before x (Stalled)", was: live}}
+	r := &instanceState{instancePlan: instancePlan{mi: live, why: "not retried before x (Stalled)", was: live}}
 	res := r.result()
 	g.Expect(res.Action).To(BeEquivalentTo("Failed"))
 	g.Expect(res.Retry).To(Equal(outcome.Stalled))
@@ -92,7 +92,7 @@ func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	g.Expect(conditions.IsTrue(live, "Reconciling")).To(BeTrue())
 	g.Expect(conditions.Has(live, "Stalled")).To(BeFalse())
 	g.Expect(live.Status.History[0].Result).To(Equal("Progressing"))
-	r := &instanceRun{instancePlan: instancePlan{mi: live, why: "not retried before x (Progressing)", was: live}}
+	r := &instanceState{instancePlan: instancePlan{mi: live, why: "not retried before x (Progressing)", was: live}}
 	res := r.result()
 	g.Expect(res.Action).To(BeEquivalentTo("Progressing"))
 	g.Expect(res.Retry).To(Equal(outcome.Progressing))

@@ -25,7 +25,7 @@ type SecretPlan = secretgen.Plan
 
 // desiredInventory is everything r owns after this sync: its rendered objects and
 // its generated Secrets.
-func (r *instanceRun) desiredInventory(key []byte) apply.Inventory {
+func (r *instanceState) desiredInventory(key []byte) apply.Inventory {
 	return desiredInventory(r.mi, r.objects, key)
 }
 
@@ -121,7 +121,7 @@ func (s *RevisionState) rotateUnaffected(ctx context.Context) {
 
 // rotateDue writes the declarations of r with rotateAfter that must be generated
 // again (elapsed, or absent).
-func (in *revisionInput) rotateDue(ctx context.Context, r *instanceRun) error {
+func (in *revisionInput) rotateDue(ctx context.Context, r *instanceState) error {
 	m, err := in.e.cluster.Manager(r.mi.Namespace, in.serviceAccount(r.mi))
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (in *revisionInput) driftSecrets(ctx context.Context, c client.Client, mi, 
 // previewSecrets is what a sync would do to r's generated Secrets, read as its
 // identity and without generating anything. For an instance the revision does not
 // affect, a sync only rotates: its other Secrets are kept.
-func (in *revisionInput) previewSecrets(ctx context.Context, r *instanceRun) ([]SecretPlan, error) {
+func (in *revisionInput) previewSecrets(ctx context.Context, r *instanceState) ([]SecretPlan, error) {
 	if len(r.mi.Spec.Secrets) == 0 || r.suspended() {
 		return nil, nil
 	}
@@ -198,7 +198,7 @@ func (in *revisionInput) previewSecrets(ctx context.Context, r *instanceRun) ([]
 }
 
 // previewGenerated adds to ip what a sync would do to r's generated Secrets.
-func (in *revisionInput) previewGenerated(ctx context.Context, r *instanceRun, ip *InstancePlan) {
+func (in *revisionInput) previewGenerated(ctx context.Context, r *instanceState, ip *InstancePlan) {
 	plans, err := in.previewSecrets(ctx, r)
 	if err != nil {
 		f := outcome.Classify(cairnv1.ReasonApplyFailed, err)

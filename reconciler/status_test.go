@@ -62,7 +62,7 @@ func TestSuspension(t *testing.T) {
 			g := NewWithT(t)
 			mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
 			mi.Spec.Suspend = tc.inGit
-			r := &instanceRun{instancePlan: instancePlan{mi: mi}}
+			r := &instanceState{instancePlan: instancePlan{mi: mi}}
 			if tc.live != nil {
 				r.was = mi.DeepCopy()
 				r.was.Annotations = map[string]string{}

@@ -11,7 +11,7 @@ import (
 // that suspend: true itself reaches the cluster) and gets Ready=Unknown with reason
 // Suspended. Its objects are left as they are. An instance already recorded as
 // suspended with the same spec costs no request.
-func (s *RevisionState) recordSuspended(ctx context.Context, r *instanceRun) {
+func (s *RevisionState) recordSuspended(ctx context.Context, r *instanceState) {
 	if r.was != nil && r.was.Annotations[specDigestAnnotation] == r.specDigest && status.SuspendedAs(r.was) {
 		return
 	}

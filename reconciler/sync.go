@@ -157,7 +157,7 @@ type clusterView struct {
 	caps     *clusterCapabilities // see capabilities
 
 	// mu guards namespaces, createdNamespaces and moduleDigests. It also guards
-	// instanceRun.mirrored, which is the plan's, not the cluster view's (see
+	// instanceState.mirrored, which is the plan's, not the cluster view's (see
 	// RevisionState.mirroredCR and holdInput): one lock, as before the three values.
 	mu         sync.Mutex
 	namespaces map[string]bool // namespaces known to exist
@@ -208,7 +208,7 @@ type verdicts struct {
 	conflicted map[string]bool
 	// claims are the objects the instances of a sync have claimed so far, by id
 	// (see claimObjects); nil in a plan.
-	claims   map[string]*instanceRun
+	claims   map[string]*instanceState
 	claimsMu sync.Mutex
 }
 
@@ -233,7 +233,7 @@ func (e *Engine) newRevisionFrom(ctx context.Context, rev Revision, root *gitsou
 			managed:           map[schema.GroupKind]managedObjects{},
 		},
 		verdicts: verdicts{conflicted: map[string]bool{}},
-		byKey:    map[string]*instanceRun{},
+		byKey:    map[string]*instanceState{},
 	}
 	s.platform = set.Platform.DeepCopy()
 	if e.cluster != nil {

@@ -22,7 +22,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	g := NewWithT(t)
 	mi := &cairnv1.ModuleInstance{}
 	mi.Namespace, mi.Name = "team-a", "web"
-	e := &instanceRun{instancePlan: instancePlan{mi: mi, affected: true, was: mi}, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
+	e := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: mi}, placedRender: placedRender{rendered: &render.Result{Warnings: []string{skewWarning}}}}
 	e.warnings = e.rendered.Warnings
 	r := e.reconcileOn(mi)
 
@@ -45,7 +45,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 
 func TestReadyMessageWithoutWarningsHasNoNote(t *testing.T) {
 	g := NewWithT(t)
-	r := &instanceRun{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
+	r := &instanceState{instancePlan: instancePlan{mi: &cairnv1.ModuleInstance{}}}
 	g.Expect(r.view().readyMessage()).NotTo(ContainSubstring("warnings"))
 	g.Expect(r.result().Warnings).To(BeEmpty())
 }
