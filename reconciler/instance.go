@@ -54,7 +54,6 @@ func (s *RevisionState) syncInstance(ctx context.Context, e *instanceState, rele
 		r.setFailure(s.explainIdentity(r.mi, f))
 	}
 	s.record(ctx, r, before)
-	r.live.ManagedFields = nil // e.mirrored keeps this CR, read by no one (see mirror)
 	e.done(r)
 }
 
@@ -133,8 +132,9 @@ func (s *RevisionState) writeInputs(ctx context.Context) {
 	wg.Wait()
 }
 
-// takeMirrored is the CR the revision step wrote r's input into, which r's
-// reconcile works on, or why there is none.
+// takeMirrored is a copy of the CR the revision step wrote r's input into, for r's
+// reconcile to work on (the revision keeps the CR as written: a replica's may be
+// r.was, which the verdicts read), or why there is none.
 func (s *RevisionState) takeMirrored(r *instanceState) (*cairnv1.ModuleInstance, error) {
 	if r.mirrorErr != nil {
 		return nil, r.mirrorErr
@@ -143,7 +143,7 @@ func (s *RevisionState) takeMirrored(r *instanceState) (*cairnv1.ModuleInstance,
 	if mirrored == nil {
 		return nil, fmt.Errorf("the input of %s was not written at this revision", r.key())
 	}
-	return mirrored, nil
+	return mirrored.DeepCopy(), nil
 }
 
 // mirroredCR is the CR the revision step wrote for r as this process knows it (nil:
@@ -169,8 +169,8 @@ func (s *RevisionState) applyInstance(ctx context.Context, r *instanceReconcile)
 	}()
 	testHook(PhaseApply, r.key())
 	// Placement labelled the objects with the CR the revision step wrote; they are
-	// labelled again only if it has been replaced since (a new UID), as the verdicts
-	// over the revision may be reading them.
+	// labelled again only if it has been replaced since (a new UID). The verdicts
+	// over the revision read the render's shape, never these labels.
 	for _, u := range append(slices.Clone(r.objects), hooks.Objects(r.hooks())...) {
 		if u.GetLabels()[cairnv1.InstanceUIDLabel] != string(r.live.UID) {
 			setOwnerLabels(u, r.live)

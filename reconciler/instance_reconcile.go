@@ -13,10 +13,13 @@ import (
 // instanceReconcile is one reconcile of one instance at a revision, once its
 // render has settled (syncInstance): the CR it works on, what its phases return as
 // it goes, and its failure. It reads the instance's plan, placed render and the
-// revision's verdicts on it, and writes none of them. RevisionState.apply makes it,
-// and it lives for that call: no other reconcile and no verdict over the revision
-// reads it, and the revision keeps only its result (instanceState.final). A plan
-// previews a reconcile the same way, on the CR it found (previewRendered).
+// revision's verdicts on it, and writes none of them but the owner labels of its
+// placed objects when its CR was replaced since placement (a new UID: see
+// applyInstance), objects no other instance reads. syncInstance makes it, on a copy of
+// the CR the revision step wrote, and it lives for that call: no other reconcile and
+// no verdict over the revision reads it, and the revision keeps only its result
+// (instanceState.final). A plan previews a reconcile the same way, on the CR it found
+// (previewRendered).
 type instanceReconcile struct {
 	*instancePlan
 	*placedRender

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,11 +37,22 @@ type reconcileFixture struct {
 	s       *RevisionState
 	e       *instanceState
 	c       client.Client
-	rep     *recordingReporter
+	rep     *countingReporter
 	mu      sync.Mutex
 	writes  []string
 	refuse  func(op string, obj client.Object) error
 	objects []*unstructured.Unstructured // rendered
+}
+
+// countingReporter counts the results reported.
+type countingReporter struct {
+	recordingReporter
+	reports int
+}
+
+func (r *countingReporter) InstanceFinished(sha string, k report.InstanceKey, res InstanceResult) {
+	r.reports++
+	r.recordingReporter.InstanceFinished(sha, k, res)
 }
 
 func (f *reconcileFixture) record(op string, obj client.Object) error {
@@ -110,7 +122,7 @@ func newReconcileFixture(t *testing.T, synced bool, old ...*unstructured.Unstruc
 				return c.Delete(ctx, obj, opts...)
 			},
 		}).Build()
-	f.rep = &recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}
+	f.rep = &countingReporter{recordingReporter: recordingReporter{instances: map[report.InstanceKey]InstanceResult{}}}
 	engine := &Engine{cluster: &Cluster{client: f.c, managers: map[string]*ssa.ResourceManager{
 		"": ssa.NewResourceManager(f.c, nil, ssa.Owner{Field: cairnv1.FieldManager, Group: "cairn.dev"})}},
 		opts: Options{Reporter: f.rep, DefaultTimeout: 30 * time.Second, HealthWait: 5 * time.Second}}
@@ -154,7 +166,7 @@ func dataMap(name, value string) *unstructured.Unstructured {
 func (f *reconcileFixture) applies() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.DeleteFunc(slices.Clone(f.writes), func(w string) bool { return w == "apply web" || w[:8] == "dry-run " })
+	return slices.DeleteFunc(slices.Clone(f.writes), func(w string) bool { return w == "apply web" || strings.HasPrefix(w, "dry-run ") })
 }
 
 // TestInstanceReconcile is the instance reconcile (syncInstance) of one settled
@@ -183,10 +195,17 @@ func TestInstanceReconcile(t *testing.T) {
 		inventory   []string
 		lastApplied string
 		counts      [4]int // applied, unchanged, created, pruned
+		warnings    []string
 	}{{
 		name: "a new instance: both objects applied, its inventory and Ready recorded", action: outcome.ActionCreated,
 		reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-a", "apply web-b"},
 		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{2, 0, 2, 0},
+	}, {
+		name: "a render's warnings reach the result and the Ready message", synced: true,
+		edit:   func(f *reconcileFixture) { f.e.warnings = []string{"catalog skew"} },
+		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-b"},
+		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{1, 1, 1, 0},
+		warnings: []string{"catalog skew"},
 	}, {
 		name: "an update: the object whose hash is unchanged is not applied again", synced: true, action: outcome.ActionUpdated,
 		reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-b"},
@@ -234,17 +253,27 @@ func TestInstanceReconcile(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(f)
 			}
+			was, mirrored := f.e.was.DeepCopy(), f.e.mirrored.DeepCopy()
+			failure, warnings := f.e.failure, slices.Clone(f.e.warnings)
 			released := false
 			f.s.syncInstance(context.Background(), f.e, func() { released = true })
+
+			// The reconcile writes nothing of the instance's entry but its result.
+			g.Expect(f.e.was).To(Equal(was), "the CR the revision step found")
+			g.Expect(f.e.mirrored).To(Equal(mirrored), "the CR the revision step wrote")
+			g.Expect(f.e.failure).To(BeIdenticalTo(failure))
+			g.Expect(f.e.warnings).To(Equal(warnings))
 
 			res := f.e.result()
 			g.Expect(f.e.final).NotTo(BeNil(), "the revision keeps the result")
 			g.Expect(res.Action).To(Equal(tc.action), res.Message)
 			g.Expect(res.Reason).To(Equal(tc.reason))
-			g.Expect([4]int{res.Applied, res.Unchanged, res.Created, res.Pruned}).To(Equal(tc.counts), "applied, unchanged, created, pruned")
+			g.Expect([4]int{res.Applied, res.Unchanged, res.Created, res.Pruned}).To(Equal(tc.counts), "applied, unchanged, created, pruned: %+v", res)
 			reported := f.rep.instances[report.InstanceKey{Namespace: "team-a", Name: "web"}]
 			reported.Duration = res.Duration
 			g.Expect(reported).To(Equal(res), "reported once done")
+			g.Expect(f.rep.reports).To(Equal(1), "reported once")
+			g.Expect(res.Warnings).To(Equal(tc.warnings))
 			g.Expect(f.applies()).To(ConsistOf(tc.applies))
 			g.Expect(f.e.objects).To(BeNil(), "the render is released")
 			g.Expect(released).To(Equal(tc.action != outcome.ActionFailed), "its health wait gives its apply slot back")
@@ -263,6 +292,9 @@ func TestInstanceReconcile(t *testing.T) {
 			}
 			g.Expect(got.Status.LastAttemptedRevision).To(Equal("new"))
 			g.Expect(conditions.IsReady(&got)).To(Equal(tc.action != outcome.ActionFailed))
+			for _, w := range tc.warnings {
+				g.Expect(conditions.GetMessage(&got, "Ready")).To(ContainSubstring(w))
+			}
 			if tc.action == outcome.ActionFailed {
 				g.Expect(conditions.GetReason(&got, "Ready")).To(Equal(tc.reason))
 			}

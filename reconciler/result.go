@@ -173,7 +173,7 @@ func (r *instanceState) suspended() bool { return r.view().suspended() }
 
 // satisfiesDependents reports whether the instances that depend on r may go ahead.
 func (r *instanceState) satisfiesDependents() bool {
-	if r.final != nil && !r.suspended() {
+	if r.final != nil { // reconciled: affected, so not suspended when planned
 		return r.final.Ready
 	}
 	return r.view().satisfiesDependents()
