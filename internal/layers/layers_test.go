@@ -43,6 +43,7 @@ var layer = map[string]int{
 	"reconciler/prune":       3,
 	"reconciler/ownership":   3,
 	"reconciler/rendercache": 3,
+	"reconciler/rendertask":  3,
 	"reconciler":             4,
 	"reconciler/loop":        5,
 	"cmd/...":                6,

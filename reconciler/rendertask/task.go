@@ -1,0 +1,225 @@
+package rendertask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/sign"
+)
+
+// Media types and annotations of a task's result.
+const (
+	ResultArtifactType = "application/vnd.cairn.render-result.v1+json"
+	ResultMedia        = "application/vnd.cairn.render-result.v1+json"
+	ResultFile         = "result.json"
+
+	AnnotationInput    = "dev.cairn.render-input"
+	AnnotationInstance = "dev.cairn.instance"
+	AnnotationRevision = "org.opencontainers.image.revision"
+)
+
+// Spec is what one task renders: the config Secret of its Job holds it, as JSON. It
+// holds no credential: the Job's pod mounts the publish Registry's docker config
+// (and the module registry's, for a render that reads it) beside it.
+type Spec struct {
+	// Namespace and Name are the instance's.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// InputDigest is the digest of everything the render reads (the instance's
+	// input digest): the result names it, and the controller takes no result that
+	// names another. Revision is the commit rendered.
+	InputDigest string `json:"inputDigest"`
+	Revision    string `json:"revision"`
+	// Registry is the publish Registry, which serves the source and takes the
+	// result; Source is the source artifact's repository in it and Digest its
+	// manifest's digest; Result is the repository the result is pushed to.
+	Registry     Endpoint `json:"registry"`
+	Source       string   `json:"source"`
+	SourceDigest string   `json:"sourceDigest"`
+	Result       string   `json:"result"`
+	// ModuleRegistry serves CUE modules and catalogs to the render (nil: it reads
+	// none).
+	ModuleRegistry *ModuleRegistry `json:"moduleRegistry,omitempty"`
+	// Request is the render request, without what the pod supplies: the source
+	// (the artifact), the module registry's credentials and a cache directory.
+	Request Request `json:"request"`
+	// PublicKey seals the data of the rendered Secrets (see Seal), base64.
+	PublicKey string `json:"publicKey"`
+}
+
+// Endpoint is a registry the task talks to; its credentials and CA are mounted.
+type Endpoint struct {
+	Host      string `json:"host"`
+	PlainHTTP bool   `json:"plainHTTP,omitempty"`
+}
+
+// ModuleRegistry is the registry of CUE modules.
+type ModuleRegistry struct {
+	Endpoint
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// Request is the part of a render.Request a Spec carries.
+type Request struct {
+	LocalPath     string               `json:"localPath,omitempty"`
+	KustomizePath string               `json:"kustomizePath,omitempty"`
+	Values        json.RawMessage      `json:"values,omitempty"`
+	Catalogs      []render.Catalog     `json:"catalogs,omitempty"`
+	SkewPolicy    string               `json:"skewPolicy,omitempty"`
+	Tenants       []render.TenantPaths `json:"tenants,omitempty"`
+	Tenant        string               `json:"tenant,omitempty"`
+	Limits        render.Limits        `json:"limits"`
+}
+
+// RequestOf is the part of req a Spec carries. Only local CUE modules and
+// kustomize directories render in a task so far; any other request is refused.
+func RequestOf(req render.Request) (Request, error) {
+	if req.CUEModule != nil || req.Timoni != nil || req.Capabilities != nil {
+		return Request{}, errors.New("only local CUE modules and kustomize directories render in a Job so far")
+	}
+	return Request{LocalPath: req.LocalPath, KustomizePath: req.KustomizePath, Values: req.Values, Catalogs: req.Catalogs,
+		SkewPolicy: req.SkewPolicy, Tenants: req.Tenants, Tenant: req.Tenant, Limits: req.Limits}, nil
+}
+
+// renderRequest is the render.Request of s over source.
+func (s *Spec) renderRequest(source fs.FS, reg *render.ModuleRegistry, cacheDir string) render.Request {
+	q := s.Request
+	return render.Request{Name: s.Name, Namespace: s.Namespace, Source: source, Tenants: q.Tenants, LocalPath: q.LocalPath,
+		KustomizePath: q.KustomizePath, Values: q.Values, Catalogs: q.Catalogs, SkewPolicy: q.SkewPolicy, Registry: reg,
+		CacheDir: cacheDir, Limits: q.Limits, Tenant: q.Tenant}
+}
+
+// Env is what a task's pod gives it besides its Spec.
+type Env struct {
+	// Registry talks to the publish Registry with its push credentials.
+	Registry *sign.Client
+	// ModuleRegistry is the module registry with its credentials, for a Spec
+	// that names one.
+	ModuleRegistry *render.ModuleRegistry
+	// Renderer renders, as the controller's own renders do.
+	Renderer *render.Renderer
+	// TempDir takes the unpacked source and the module cache.
+	TempDir string
+}
+
+// Run renders s: it pulls the source artifact, renders it, seals the rendered
+// Secrets' data to s.PublicKey and pushes the whole render as the result artifact,
+// tagged by the input digest and annotated with it, the instance and the revision.
+// It returns the result's manifest digest; a render error is returned as the
+// render returned it (with its file and line).
+func Run(ctx context.Context, s *Spec, env Env) (digest.Digest, error) {
+	pub, err := DecodeKey(s.PublicKey)
+	if err != nil {
+		return "", err
+	}
+	dgst, err := digest.Parse(s.SourceDigest)
+	if err != nil {
+		return "", fmt.Errorf("source digest: %w", err)
+	}
+	files, _, err := env.Registry.PullArtifact(ctx, s.Source, dgst)
+	if err != nil {
+		return "", fmt.Errorf("failed to pull the source: %w", err)
+	}
+	var tarball []byte
+	for _, f := range files {
+		if f.Name == SourceFile {
+			tarball = f.Data
+		}
+	}
+	if tarball == nil {
+		return "", fmt.Errorf("the source artifact %s@%s holds no %s", s.Source, dgst, SourceFile)
+	}
+	srcDir, err := os.MkdirTemp(env.TempDir, "source-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(srcDir)
+	source, err := UnpackSource(tarball, srcDir)
+	if err != nil {
+		return "", err
+	}
+	cacheDir, err := os.MkdirTemp(env.TempDir, "cache-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(cacheDir)
+	var reg *render.ModuleRegistry
+	if s.ModuleRegistry != nil {
+		reg = env.ModuleRegistry
+	}
+	res, err := env.Renderer.Render(ctx, s.renderRequest(source, reg, cacheDir))
+	if err != nil {
+		return "", err
+	}
+	if err := Seal(res, pub); err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return "", err
+	}
+	desc, _, err := env.Registry.PushArtifact(ctx, s.Result, tagOf(s.InputDigest), ResultArtifactType,
+		[]sign.File{{Name: ResultFile, MediaType: ResultMedia, Data: data}}, s.annotations())
+	if err != nil {
+		return "", fmt.Errorf("failed to push the result: %w", err)
+	}
+	return desc.Digest, nil
+}
+
+func (s *Spec) annotations() map[string]string {
+	return map[string]string{AnnotationInput: s.InputDigest, AnnotationInstance: s.Namespace + "/" + s.Name, AnnotationRevision: s.Revision}
+}
+
+// tagOf is the tag of a digest ("sha256:..." -> "sha256-...").
+func tagOf(d string) string { return strings.ReplaceAll(d, ":", "-") }
+
+// Fetch pulls the result dgst of the task s from the publish Registry, checks
+// that its annotations name s's input, instance and revision, and opens its
+// sealed data with key: the render as the task made it.
+func Fetch(ctx context.Context, c *sign.Client, s *Spec, dgst digest.Digest, key Key) (*render.Result, error) {
+	files, ann, err := c.PullArtifact(ctx, s.Result, dgst)
+	if err != nil {
+		return nil, fmt.Errorf("failed to pull the render: %w", err)
+	}
+	for k, want := range s.annotations() {
+		if ann[k] != want {
+			return nil, fmt.Errorf("the render %s@%s is not of this task: its %s is %q, not %q", s.Result, dgst, k, ann[k], want)
+		}
+	}
+	var data []byte
+	for _, f := range files {
+		if f.Name == ResultFile {
+			data = f.Data
+		}
+	}
+	if data == nil {
+		return nil, fmt.Errorf("the render %s@%s holds no %s", s.Result, dgst, ResultFile)
+	}
+	var res render.Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("the render %s@%s: %w", s.Result, dgst, err)
+	}
+	if err := Open(&res, key); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// PushSource pushes the source tar PackSource made to repo, tagged by its own
+// content, and returns its manifest digest.
+func PushSource(ctx context.Context, c *sign.Client, repo string, tarball []byte) (digest.Digest, error) {
+	tag := tagOf(digest.FromBytes(tarball).String())
+	desc, _, err := c.PushArtifact(ctx, repo, tag, SourceArtifactType, []sign.File{{Name: SourceFile, MediaType: SourceMedia, Data: tarball}}, nil)
+	if err != nil {
+		return "", err
+	}
+	return desc.Digest, nil
+}
