@@ -67,6 +67,7 @@ func newRootCommand() *cobra.Command {
 		newInstallCommand(kube),
 		newUninstallCommand(kube),
 		newPushCommand(),
+		newRenderTaskCommand(),
 		newVersionCommand(),
 	)
 	addSupplyChainCommands(root)

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"cairn.dev/cairn/reconciler/rendertask"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/sign"
+)
+
+// maxTerminationMessage is what the kubelet keeps of a container's termination
+// message (4096 bytes).
+const maxTerminationMessage = 4096
+
+// renderTaskFlags are the paths a render Job's pod mounts (docs/render-jobs.md).
+type renderTaskFlags struct {
+	spec, registryConfig, registryCA, moduleRegistryConfig, moduleRegistryCA, terminationLog, tmpDir string
+}
+
+func newRenderTaskCommand() *cobra.Command {
+	var f renderTaskFlags
+	cmd := &cobra.Command{
+		Use:   "render-task",
+		Short: "Render one instance in a render Job (Platform render.mode: Job; run by the controller's Jobs, not by hand)",
+		Long: `render-task is the command of a render Job's pod: it reads the task's Spec, pulls its source
+artifact from the publish Registry, renders it as the controller would in-process, seals the
+rendered Secrets' data to the controller's key, pushes the render as an OCI artifact and writes
+its digest, or the render's error, to the termination message. It holds no API token and no
+signing key: the controller verifies, signs and applies what it pushed.`,
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dgst, err := f.run(cmd)
+			msg := "digest: " + dgst
+			if err != nil {
+				msg = "error: " + err.Error()
+			}
+			if len(msg) > maxTerminationMessage {
+				msg = msg[:maxTerminationMessage]
+			}
+			if f.terminationLog != "" {
+				if werr := os.WriteFile(f.terminationLog, []byte(msg), 0o644); werr != nil && err == nil {
+					err = fmt.Errorf("failed to write the termination message: %w", werr)
+				}
+			}
+			if err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), msg)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&f.spec, "spec", "/etc/cairn/task/spec.json", "the task's Spec (its config Secret)")
+	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "/etc/cairn/registries/publish/.dockerconfigjson",
+		"docker config with the publish Registry's credentials")
+	cmd.Flags().StringVar(&f.registryCA, "registry-ca", "", "PEM CA bundle of the publish Registry")
+	cmd.Flags().StringVar(&f.moduleRegistryConfig, "module-registry-config", "/etc/cairn/registries/modules/.dockerconfigjson",
+		"docker config with the module registry's credentials (read when the Spec names a module registry)")
+	cmd.Flags().StringVar(&f.moduleRegistryCA, "module-registry-ca", "", "PEM CA bundle of the module registry")
+	cmd.Flags().StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "where the digest or the error is written")
+	cmd.Flags().StringVar(&f.tmpDir, "tmp-dir", os.TempDir(), "a writable directory for the source and the module cache")
+	return cmd
+}
+
+func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
+	data, err := os.ReadFile(f.spec)
+	if err != nil {
+		return "", fmt.Errorf("failed to read the task's Spec: %w", err)
+	}
+	var spec rendertask.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return "", fmt.Errorf("the task's Spec: %w", err)
+	}
+	ep, err := endpoint(spec.Registry, f.registryConfig, f.registryCA)
+	if err != nil {
+		return "", fmt.Errorf("publish Registry: %w", err)
+	}
+	client, err := sign.NewClient(ep)
+	if err != nil {
+		return "", err
+	}
+	env := rendertask.Env{Registry: client, TempDir: f.tmpDir}
+	if mr := spec.ModuleRegistry; mr != nil {
+		mep, err := endpoint(mr.Endpoint, f.moduleRegistryConfig, f.moduleRegistryCA)
+		if err != nil {
+			return "", fmt.Errorf("module registry: %w", err)
+		}
+		env.ModuleRegistry = &render.ModuleRegistry{Host: mr.Host, PlainHTTP: mr.PlainHTTP, Prefix: mr.Prefix, CAPEM: string(mep.CAPEM)}
+		if c := mep.Credentials; c != nil {
+			env.ModuleRegistry.Username, env.ModuleRegistry.Password = c.Username, c.Password
+		}
+	}
+	env.Renderer = newRenderer()
+	defer env.Renderer.Close()
+	dgst, err := rendertask.Run(cmd.Context(), &spec, env)
+	return dgst.String(), err
+}
+
+// endpoint is the registry e with the credentials for its host in the docker
+// config at configPath (none when the file does not exist) and the CA at caPath.
+func endpoint(e rendertask.Endpoint, configPath, caPath string) (sign.Endpoint, error) {
+	ep := sign.Endpoint{Host: e.Host, PlainHTTP: e.PlainHTTP}
+	if data, err := os.ReadFile(configPath); err == nil {
+		if ep.Credentials, err = sign.DockerConfigCredentials(data, e.Host); err != nil {
+			return ep, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return ep, err
+	}
+	if caPath != "" {
+		ca, err := os.ReadFile(caPath)
+		if err != nil {
+			return ep, err
+		}
+		ep.CAPEM = ca
+	}
+	if strings.TrimSpace(ep.Host) == "" {
+		return ep, errors.New("no host")
+	}
+	return ep, nil
+}
