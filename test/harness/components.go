@@ -3,7 +3,9 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,9 +73,37 @@ func (s *starter) startKwok() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	stages, err := kwokStages(filepath.Join(s.bins, "kwok-stages.yaml"), s.dir)
+	if err != nil {
+		return nil, err
+	}
 	return s.launch.start("kwok", filepath.Join(s.bins, "kwok"),
 		"--kubeconfig="+kubeconfig, "--manage-all-nodes=true",
-		"--config="+filepath.Join(s.bins, "kwok-stages.yaml"), "--cidr=10.244.0.0/16")
+		"--config="+stages, "--cidr=10.244.0.0/16")
+}
+
+// kwokStages writes, into dir, kwok's stages (the file at path) with every pod
+// stage but the deletion's kept off the pods labelled RunPodLabel, which a
+// PodRunner runs: kwok would report them Running, then complete a Job's pod at
+// once. It returns the file written.
+func kwokStages(path, dir string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	const selector = "    matchExpressions:\n"
+	docs := strings.Split(string(data), "\n---\n")
+	for i, d := range docs {
+		if !strings.Contains(d, "kind: Pod\n") || strings.Contains(d, "name: pod-delete\n") {
+			continue
+		}
+		if !strings.Contains(d, selector) {
+			return "", fmt.Errorf("%s: a pod stage without matchExpressions: its selector cannot be kept off the pods a PodRunner runs", path)
+		}
+		docs[i] = strings.Replace(d, selector, selector+"    - key: '.metadata.labels[\""+RunPodLabel+"\"]'\n      operator: 'DoesNotExist'\n", 1)
+	}
+	out := filepath.Join(dir, "kwok-stages.yaml")
+	return out, os.WriteFile(out, []byte(strings.Join(docs, "\n---\n")), 0o644)
 }
 
 // componentKubeconfig writes a kubeconfig for a control-plane component. Each
