@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,7 @@ signing key: the controller verifies, signs and applies what it pushed.`,
 		Args:   cobra.NoArgs,
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.underRoot()
 			dgst, err := f.run(cmd)
 			msg := "digest: " + dgst
 			if err != nil {
@@ -65,6 +67,25 @@ signing key: the controller verifies, signs and applies what it pushed.`,
 	cmd.Flags().StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "where the digest or the error is written")
 	cmd.Flags().StringVar(&f.tmpDir, "tmp-dir", os.TempDir(), "a writable directory for the source and the module cache")
 	return cmd
+}
+
+// taskRootEnv names a directory that stands for the pod's root filesystem: every
+// path of a render task is read under it. Unset in a real pod; the end-to-end
+// harness's stand-in kubelet sets it, as it writes the pod's volumes under a
+// temporary root (kwok runs no containers).
+const taskRootEnv = "CAIRN_TASK_ROOT"
+
+// underRoot puts the task's paths under $CAIRN_TASK_ROOT, when it is set.
+func (f *renderTaskFlags) underRoot() {
+	root := os.Getenv(taskRootEnv)
+	if root == "" {
+		return
+	}
+	for _, p := range []*string{&f.spec, &f.registryConfig, &f.registryCA, &f.moduleRegistryConfig, &f.moduleRegistryCA, &f.terminationLog} {
+		if *p != "" {
+			*p = filepath.Join(root, *p)
+		}
+	}
 }
 
 func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
