@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/cairn/reconciler/rendercache"
+	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/reconciler/report"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -48,6 +49,10 @@ type Options struct {
 	// timeout, counted from the apply, has passed. Zero waits the whole timeout in line
 	// (a one-off sync that reports final health).
 	HealthWait time.Duration
+	// RenderJob is how render Jobs run (Platform.spec.render.mode: Job): the image,
+	// the command of `cairn render-task` in it, pull Secrets, backoff (see
+	// docs/render-jobs.md).
+	RenderJob rendertask.JobOptions
 	// RenderCacheDir caches CUE modules fetched from registries.
 	RenderCacheDir string
 	// RenderLimits bound each render.

@@ -200,8 +200,11 @@ const (
 
 // RenderPolicy sets where rendering runs and where its output is published.
 type RenderPolicy struct {
-	// Mode is InProcess (the default) or Job. Job (render Jobs, RenderTask) is not
-	// available yet: a Platform that sets it is refused with reason NotAvailable.
+	// Mode is InProcess (the default) or Job: each render runs in a Kubernetes Job
+	// of cairn's namespace (a RenderTask) that holds no API token and no signing
+	// key, and pushes its render to Publish, which Job needs (docs/render-jobs.md).
+	// Local modules and kustomize directories render in Jobs so far; other kinds
+	// fail with reason NotAvailable.
 	// +kubebuilder:validation:Enum=InProcess;Job
 	// +optional
 	Mode RenderMode `json:"mode,omitempty"`

@@ -24,6 +24,7 @@ import (
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/lease"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/reconciler/report"
 )
 
@@ -44,6 +45,7 @@ type controllerFlags struct {
 	shards        int
 	concurrent    int
 	render        renderFlags
+	renderer      rendertask.JobOptions
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -63,6 +65,12 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.shards, "shards", 1, "divide the instances into this many shards (Leases cairn-shard-<i>) spread over the replicas, each replica reconciling the instances of the shards it holds from their CRs on its queue; 0: the leader reconciles every instance in its sync (the default, and the only mode, with a directory as --repo)")
 	fl.IntVar(&f.concurrent, "concurrent", 0, "instance reconciles at once in each replica with --shards (0: twice the engine's apply slots, as a reconcile waiting for health gives its slot back)")
 	f.render.register(cmd)
+	fl.StringVar(&f.renderer.Image, "renderer-image", "", "the image of render Jobs (Platform render.mode: Job); the Deployment passes its own")
+	fl.StringSliceVar(&f.renderer.Command, "renderer-command", []string{"/cairn"}, "the command of render Jobs' container")
+	fl.StringSliceVar(&f.renderer.Args, "renderer-args", []string{"render-task"}, "the arguments of render Jobs' container, before the paths cairn adds")
+	fl.StringSliceVar(&f.renderer.ImagePullSecrets, "renderer-image-pull-secrets", nil, "Secrets of cairn's namespace render Jobs pull their image with")
+	fl.Int32Var(&f.renderer.BackoffLimit, "renderer-backoff-limit", 0, "render Jobs' backoffLimit (a failed render is retried by the instance's own retry)")
+	fl.StringVar(&f.renderer.CPU, "renderer-cpu", "", "render Jobs' CPU request and limit (empty: none)")
 }
 
 // leaderNamespace is --leader-election-namespace, else $POD_NAMESPACE, else cairn's.
@@ -151,7 +159,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	e, closeFn, err := engineWith(rendererOptions(sizing), kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
 		func(o *reconciler.Options) {
-			o.HealthWait, o.Metrics = cf.healthWait, metrics
+			o.HealthWait, o.Metrics, o.RenderJob = cf.healthWait, metrics, cf.renderer
 			o.Events = mgr.GetEventRecorder(report.EventReportingController)
 			o.Sharded = cf.shards > 0
 			if o.Sharded {

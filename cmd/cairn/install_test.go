@@ -48,10 +48,11 @@ func TestInstallControllerDryRun(t *testing.T) {
 	for _, doc := range yamlDocuments(g, r.stdout) {
 		kinds[doc["kind"].(string)]++
 	}
-	g.Expect(kinds).To(Equal(map[string]int{"CustomResourceDefinition": 3, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1,
+	g.Expect(kinds).To(Equal(map[string]int{"CustomResourceDefinition": 4, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1, "Deployment": 1}))
 	image, args := deploymentArgs(g, r.stdout)
 	g.Expect(image).To(Equal(digestRef))
+	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--renderer-image "+digestRef), "render Jobs run the controller's own image")
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--repo https://git.example.com/platform.git --branch prod --path . --interval 30s"))
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--git-username cairn --git-password-file /etc/cairn/git/password"))
 	g.Expect(r.stdout).To(ContainSubstring("- deployments\n  - statefulsets\n  - daemonsets\n  verbs:\n  - list\n  - watch"))
@@ -100,5 +101,5 @@ func TestInstallWithoutControllerIsUnchanged(t *testing.T) {
 	for _, doc := range yamlDocuments(g, r.stdout) {
 		kinds = append(kinds, doc["kind"].(string))
 	}
-	g.Expect(kinds).To(ConsistOf("CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Namespace"))
+	g.Expect(kinds).To(ConsistOf("CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Namespace"))
 }

@@ -122,16 +122,35 @@ func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
 	return dgst.String(), err
 }
 
-// endpoint is the registry e with the credentials for its host in the docker
-// config at configPath (none when the file does not exist) and the CA at caPath.
+// endpoint is the registry e with the credentials for its host at configPath (none
+// when nothing is there) and the CA at caPath. configPath is a docker config file,
+// or the directory a Registry's Secret is mounted at (username and password, or a
+// .dockerconfigjson: the keys sign.CredentialsFromSecret reads).
 func endpoint(e rendertask.Endpoint, configPath, caPath string) (sign.Endpoint, error) {
 	ep := sign.Endpoint{Host: e.Host, PlainHTTP: e.PlainHTTP}
-	if data, err := os.ReadFile(configPath); err == nil {
+	info, err := os.Stat(configPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return ep, err
+	case info.IsDir():
+		data := map[string][]byte{}
+		for _, k := range []string{sign.SecretKeyUsername, sign.SecretKeyPassword, sign.SecretKeyDockerConfigJSON, sign.SecretKeyDockerConfig} {
+			if b, err := os.ReadFile(filepath.Join(configPath, k)); err == nil {
+				data[k] = b
+			}
+		}
+		if ep.Credentials, err = sign.CredentialsFromSecret(e.Host, "", data); err != nil {
+			return ep, err
+		}
+	default:
+		data, err := os.ReadFile(configPath)
+		if err != nil {
+			return ep, err
+		}
 		if ep.Credentials, err = sign.DockerConfigCredentials(data, e.Host); err != nil {
 			return ep, err
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return ep, err
 	}
 	if caPath != "" {
 		ca, err := os.ReadFile(caPath)

@@ -215,6 +215,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	g.Expect(workloadRules(find[*rbacv1.ClusterRole](unwatched, Name))).To(BeEmpty(), "--no-workload-watch")
 	role := find[*rbacv1.Role](objs, Name)
 	g.Expect(role.Namespace).To(Equal(DefaultNamespace))
+	for _, r := range role.Rules {
+		g.Expect(r.Verbs).NotTo(ContainElement("*"))
+		if slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "jobs") {
+			g.Expect(r.Verbs).NotTo(ContainElements("update", "patch"), "render Jobs are made and removed, never changed")
+		}
+	}
 	g.Expect(find[*rbacv1.ClusterRoleBinding](objs, ApplyAsControllerBinding)).To(BeNil())
 
 	opted, err := Objects(withCredentials())

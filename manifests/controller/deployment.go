@@ -121,7 +121,8 @@ func Args(o Options) []string {
 		"--repo", o.Repo, "--branch", o.Branch, "--path", o.Path, "--interval", o.Interval.String(),
 		"--cache-dir", CacheDir, "--log-format", "json",
 		"--render-workers", fmt.Sprint(rs.Workers), "--render-memory", formatBytes(rs.Budget),
-		"--metrics-bind-address", fmt.Sprintf(":%d", MetricsPort), "--health-probe-bind-address", fmt.Sprintf(":%d", ProbePort)}
+		"--metrics-bind-address", fmt.Sprintf(":%d", MetricsPort), "--health-probe-bind-address", fmt.Sprintf(":%d", ProbePort),
+		"--renderer-image", o.Image} // render Jobs run the controller's own image
 	if o.GitUsername != "" {
 		args = append(args, "--git-username", o.GitUsername)
 	}

@@ -38,7 +38,7 @@ func clusterRules(workloadWatch bool) []rbacv1.PolicyRule {
 	return rules
 }
 
-// namespaceRules are what cairn does in its own namespace only: the sync Lease and,
+// namespaceRules are what cairn does in its own namespace only: its render Jobs, the sync Lease and,
 // with --shards, the shard and membership Leases (listed, and a replica's own deleted
 // as it leaves), the
 // Secrets and ConfigMaps Registries name (read and watched), and its own Secrets (the
@@ -48,6 +48,12 @@ func namespaceRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		// Render Jobs (render.mode: Job, docs/render-jobs.md): the RenderTasks, their
+		// Jobs, and their pods' termination messages.
+		{APIGroups: []string{"cairn.dev"}, Resources: []string{"rendertasks"}, Verbs: []string{"get", "create", "delete"}},
+		{APIGroups: []string{"cairn.dev"}, Resources: []string{"rendertasks/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 	}
 }
 

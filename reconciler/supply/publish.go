@@ -178,3 +178,18 @@ func redactSecret(u *unstructured.Unstructured) {
 		}
 	}
 }
+
+// Registry is the client of the declared Registry name, with its credentials and
+// CAs, and its declaration, for what pushes and pulls beside a publication (the
+// sources and results of render Jobs); a Registry that did not load gives its
+// failure.
+func (sc *Chain) Registry(name string) (*sign.Client, *cairnv1.Registry, *outcome.Failure) {
+	st := sc.regs[name]
+	if st == nil {
+		return nil, nil, outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s is not declared", name))
+	}
+	if st.failure != nil {
+		return nil, nil, st.failure
+	}
+	return st.client, st.reg, nil
+}

@@ -42,8 +42,8 @@ func TestInvalidPlatform(t *testing.T) {
 			reason: ReasonInvalidDeclaration, line: 17, field: "spec.prune.maxDeletions", message: "at least 0"},
 		{name: "render mode enum", old: "mode: InProcess", replacement: "mode: Remote",
 			reason: ReasonInvalidDeclaration, line: 21, field: "spec.render.mode", message: `unsupported value "Remote"`},
-		{name: "render mode Job is not available yet", old: "mode: InProcess", replacement: "mode: Job",
-			reason: ReasonNotAvailable, line: 21, field: "spec.render.mode", message: "render mode Job is not available yet"},
+		{name: "render mode Job needs publish", old: "    mode: InProcess\n    publish: {registry: internal, repository: rendered/cluster}", replacement: "    mode: Job",
+			reason: ReasonInvalidDeclaration, line: 21, field: "spec.render.mode", message: "render mode Job needs spec.render.publish"},
 		{name: "publish registry not declared", old: "{registry: internal,", replacement: "{registry: other,",
 			reason: ReasonDanglingReference, line: 22, field: "spec.render.publish.registry", message: `Registry "other" is not declared`},
 	}

@@ -19,7 +19,7 @@ func validatePlatform(p *cairnv1.Platform, registry registryLookup, cairnNS stri
 	ps = append(ps, oneOf("spec.verify.mode", string(s.Verify.Mode),
 		string(cairnv1.VerifyEnforce), string(cairnv1.VerifyWarn), string(cairnv1.VerifyOff))...)
 	ps = append(ps, oneOf("spec.render.mode", string(s.Render.Mode), string(cairnv1.RenderInProcess), string(cairnv1.RenderJob))...)
-	ps = append(ps, renderModeAvailable(s.Render.Mode)...)
+	ps = append(ps, renderJobNeedsPublish(s.Render)...)
 	ps = append(ps, validatePrune(s.Prune)...)
 	ps = append(ps, validatePatterns("spec.namespaces.allow", s.Namespaces.Allow)...)
 	ps = append(ps, validatePatterns("spec.namespaces.deny", s.Namespaces.Deny)...)
@@ -31,14 +31,15 @@ func validatePlatform(p *cairnv1.Platform, registry registryLookup, cairnNS stri
 	return append(ps, validatePublish(s.Render.Publish, registry)...)
 }
 
-// renderModeAvailable refuses render mode Job until render Jobs (RenderTask) are
-// built: accepting it would silently render in process.
-func renderModeAvailable(mode cairnv1.RenderMode) []problem {
-	if mode != cairnv1.RenderJob {
+// renderJobNeedsPublish refuses render mode Job without render.publish: a render
+// Job pushes its render there, and the controller fetches it from there
+// (docs/render-jobs.md).
+func renderJobNeedsPublish(r cairnv1.RenderPolicy) []problem {
+	if r.Mode != cairnv1.RenderJob || r.Publish != nil {
 		return nil
 	}
-	return []problem{{ReasonNotAvailable, "spec.render.mode",
-		"render mode Job is not available yet (render Jobs are not built): use InProcess or leave it unset"}}
+	return []problem{{ReasonInvalidDeclaration, "spec.render.mode",
+		"render mode Job needs spec.render.publish: a render Job pushes its render to that repository, and cairn fetches it from there"}}
 }
 
 func validateCatalogs(catalogs []cairnv1.Catalog) []problem {

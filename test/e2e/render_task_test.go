@@ -17,6 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -183,4 +185,86 @@ func jobEnded(e *env, name string, typ batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// TestInstancesRenderInJobs: with render.mode Job, the engine renders each instance
+// in a render Job of cairn's namespace (a RenderTask, its config Secret and its Job,
+// the pod run by the stand-in kubelet) and applies what the Job pushed: the
+// instance is Ready, its render published and signed by the engine, the task
+// records the artifact it pushed, and its Job and config Secret are gone. The same
+// input rendered in-process gives the same render digest. An instance whose module
+// does not render fails with the render's file and line, its objects untouched,
+// and its task says the Job failed.
+func TestInstancesRenderInJobs(t *testing.T) {
+	e := newEnv(t)
+	e.withEngine(render.RendererOptions{}, func(o *reconciler.Options) {
+		o.RenderJob = rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}
+	})
+	e.ensureCairnNamespace()
+	runner, err := e.cluster.RunPods(e.ctx, reconciler.DefaultNamespace, map[string]string{"/cairn": buildCairn(t)})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(runner.Stop)
+	pub := startRegistry(t, true, false)
+	keys := newKeyPair(t)
+	suffix := e.ns
+	e.putCairnSecret("pub-creds-"+suffix, corev1.SecretTypeBasicAuth, basicAuthData())
+	e.putCairnSecret("signing-"+suffix, corev1.SecretTypeOpaque, map[string][]byte{
+		"cosign.key": keys.private, "cosign.password": []byte(testKeyPassword)})
+	files := appRepo("  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n",
+		inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a")})
+	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
+		"  secretRef: {name: pub-creds-"+suffix+"}\n  signing:\n    keySecretRef: {name: signing-"+suffix+"}\n")
+	repo := newGitRepo(t, files)
+	res := e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil())
+	mi := e.instanceCR(e.ns, "web")
+	e.g.Expect(mi.Status.Published).NotTo(BeNil())
+	jobDigest := mi.Status.RenderDigest
+
+	var tasks cairnv1.RenderTaskList
+	e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
+		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
+	e.g.Expect(tasks.Items).To(HaveLen(1))
+	task := tasks.Items[0]
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), &task) })
+	e.g.Expect(task.Status.ArtifactDigest).To(HavePrefix("sha256:"))
+	edited := task.DeepCopy()
+	edited.Spec.SourceArtifact = pub.Host + "/elsewhere@sha256:" + strings.Repeat("b", 64)
+	e.g.Expect(e.c.Update(e.ctx, edited)).To(MatchError(ContainSubstring("immutable")), "a task's input never changes")
+	e.g.Expect(isTrueCondition(&task, cairnv1.JobSucceededCondition)).To(BeTrue(), "%+v", task.Status)
+	e.g.Eventually(func() bool {
+		return e.get("batch/v1", "Job", reconciler.DefaultNamespace, task.Name) == nil &&
+			e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+task.Name) == nil
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the Job and its config Secret are removed once it succeeded")
+
+	// The same input in-process: the same render.
+	repo.commit("render in process", map[string]string{"platform.yaml": platformYAML(
+		"  render:\n    publish: {registry: rendered, repository: rendered/cluster}\n")})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.instanceCR(e.ns, "web").Status.RenderDigest).To(Equal(jobDigest), "a Job render and an in-process render of the same input")
+
+	// Back to Jobs, with a module that does not render.
+	repo.commit("broken", map[string]string{
+		"platform.yaml":       platformYAML("  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n"),
+		"modules/app/app.cue": appModule + "\nobjects: broken: 1 & 2\n",
+	})
+	res = e.sync(repo)
+	got := result(res, e.ns, "web")
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", got)
+	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonRenderFailed))
+	e.g.Expect(got.Message).To(ContainSubstring("app.cue:"))
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil(), "a failed render changes nothing")
+	e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
+		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
+	failed := 0
+	for _, tk := range tasks.Items {
+		t.Cleanup(func() { _ = e.c.Delete(context.Background(), &tk) })
+		if isTrueCondition(&tk, cairnv1.JobFailedCondition) {
+			failed++
+			e.g.Expect(tk.Status.Message).To(ContainSubstring("app.cue:"))
+		}
+	}
+	e.g.Expect(failed).To(Equal(1), "the failed task says so")
 }

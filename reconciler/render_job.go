@@ -1,0 +1,299 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/opencontainers/go-digest"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/rendertask"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// Render Jobs (Platform.spec.render.mode: Job, docs/render-jobs.md): the render of
+// an instance runs in a Kubernetes Job of cairn's namespace, which holds no API
+// token, no signing key and only the publish Registry's credentials; the instance's
+// reconcile waits for it (holding no render slot: the Job runs elsewhere) and goes
+// on with what it fetched, as after an in-process render.
+
+// jobPoll is how often a reconcile looks at its render Job.
+const jobPoll = 250 * time.Millisecond
+
+// renderJobKinds says which module kinds render in a Job so far.
+func renderJobKinds(mi *cairnv1.ModuleInstance) bool {
+	m := mi.Spec.Module
+	return m.Local != nil || m.Kustomize != nil
+}
+
+// renderInJob renders req, the request of mi, in a render Job and returns the
+// render the Job pushed, fetched by digest and opened with the task's key.
+func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request) (*render.Result, error) {
+	pub := s.platform.Spec.Render.Publish
+	if pub == nil {
+		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, errors.New("render mode Job needs spec.render.publish: the Job pushes its render there"))
+	}
+	if !renderJobKinds(mi) {
+		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, errors.New("render mode Job renders local modules and kustomize directories only so far"))
+	}
+	if req.Registry != nil || len(req.Catalogs) > 0 {
+		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, errors.New("a render Job reads no module registry so far (catalogs, CUE registry modules): render this instance InProcess"))
+	}
+	q, err := rendertask.RequestOf(req)
+	if err != nil {
+		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, err)
+	}
+	oci, reg, f := s.supplyChain(ctx).Registry(pub.Registry)
+	if f != nil {
+		return nil, f
+	}
+	_, dirs := s.repositorySource(mi)
+	tarball, err := rendertask.PackSource(req.Source, dirs)
+	if err != nil {
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, err)
+	}
+	base := strings.Trim(pub.Repository, "/") + "/" + mi.Namespace + "/" + mi.Name
+	sourceDigest, err := rendertask.PushSource(ctx, oci, base+"/source", tarball)
+	if err != nil {
+		return nil, outcome.NewTransient(cairnv1.ReasonPublishFailed, fmt.Errorf("failed to push the render Job's source: %w", err))
+	}
+	spec := &rendertask.Spec{Namespace: mi.Namespace, Name: mi.Name, Revision: s.rev.SHA,
+		Registry: rendertask.Endpoint{Host: reg.Spec.Hostname, PlainHTTP: reg.Spec.PlainHTTP},
+		Source:   base + "/source", SourceDigest: sourceDigest.String(), Result: base + "/render", Request: q}
+	in, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	spec.InputDigest = digest.FromBytes(in).String() // the request and the source, by digest
+	mounts := rendertask.Mounts{PublishCA: reg.Spec.CAConfigMap}
+	if reg.Spec.SecretRef != nil {
+		mounts.PublishSecret = reg.Spec.SecretRef.Name
+	}
+	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts,
+		limits: req.Limits, name: rendertask.Name(mi.Namespace, mi.Name, spec.InputDigest)}
+	res, err := job.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// renderJob is the work of one render task.
+type renderJob struct {
+	s      *RevisionState
+	c      client.Client
+	ns     string
+	name   string
+	spec   *rendertask.Spec
+	mounts rendertask.Mounts
+	limits render.Limits
+}
+
+// run gets the task (made, or found from an earlier attempt: a restarted controller
+// finds the same task by name), waits for its Job and fetches what it pushed.
+func (j *renderJob) run(ctx context.Context) (*render.Result, error) {
+	task, key, err := j.ensureTask(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limits := j.limits
+	if limits.Timeout <= 0 {
+		limits.Timeout = render.DefaultLimits().Timeout
+	}
+	if limits.Memory <= 0 {
+		limits.Memory = render.DefaultLimits().Memory
+	}
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout+30*time.Second) // the Job's own deadline ends it first
+	defer cancel()
+	msg, succeeded, err := j.await(ctx, task, limits)
+	if err != nil {
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, j.name, err))
+	}
+	if !succeeded {
+		j.finish(ctx, task, false, "", msg)
+		return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, strings.TrimPrefix(msg, "error: "))
+	}
+	dgst, err := digest.Parse(strings.TrimPrefix(msg, "digest: "))
+	if err != nil {
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s ended without a digest: %q", j.ns, j.name, msg))
+	}
+	oci, _, f := j.s.supplyChain(ctx).Registry(j.s.platform.Spec.Render.Publish.Registry)
+	if f != nil {
+		return nil, f
+	}
+	res, err := rendertask.Fetch(ctx, oci, j.spec, dgst, key)
+	if err != nil {
+		return nil, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, j.name, err))
+	}
+	j.finish(ctx, task, true, dgst.String(), "")
+	return res, nil
+}
+
+func (j *renderJob) secretName() string { return "render-" + j.name }
+func (j *renderJob) keyName() string    { return "render-" + j.name + "-key" }
+
+// ensureTask creates the RenderTask, its key Secret and its config Secret, or
+// finds them, and returns the task and its key.
+func (j *renderJob) ensureTask(ctx context.Context) (*cairnv1.RenderTask, rendertask.Key, error) {
+	task := &cairnv1.RenderTask{ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.ns,
+		Labels: map[string]string{cairnv1.InstanceLabel: cairnv1.InstanceKey(j.spec.Namespace, j.spec.Name)}},
+		Spec: cairnv1.RenderTaskSpec{Instance: cairnv1.InstanceReference{Namespace: j.spec.Namespace, Name: j.spec.Name},
+			InputDigest: j.spec.InputDigest, Revision: j.spec.Revision,
+			SourceArtifact:   j.spec.Registry.Host + "/" + j.spec.Source + "@" + j.spec.SourceDigest,
+			ResultRepository: j.spec.Registry.Host + "/" + j.spec.Result}}
+	err := j.c.Create(ctx, task)
+	if apierrors.IsAlreadyExists(err) {
+		err = j.c.Get(ctx, client.ObjectKeyFromObject(task), task)
+	}
+	if err != nil {
+		return nil, rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to create RenderTask %s/%s: %w", j.ns, j.name, err))
+	}
+	key, err := j.ensureKey(ctx, task)
+	if err != nil {
+		return nil, rendertask.Key{}, err
+	}
+	j.spec.PublicKey = rendertask.EncodeKey(key.Public)
+	data, err := json.Marshal(j.spec)
+	if err != nil {
+		return nil, rendertask.Key{}, err
+	}
+	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: j.secretName(), Namespace: j.ns,
+		OwnerReferences: []metav1.OwnerReference{rendertask.Owned(task)}}, Data: map[string][]byte{"spec.json": data}}
+	if err := j.c.Create(ctx, config); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to create Secret %s/%s: %w", j.ns, config.Name, err))
+	}
+	return task, key, nil
+}
+
+// ensureKey makes the task's key pair, kept in a Secret the task owns (the pod
+// mounts only the public half, in its Spec), or reads it back.
+func (j *renderJob) ensureKey(ctx context.Context, task *cairnv1.RenderTask) (rendertask.Key, error) {
+	var sec corev1.Secret
+	err := j.c.Get(ctx, client.ObjectKey{Namespace: j.ns, Name: j.keyName()}, &sec)
+	if err == nil {
+		pub, perr := rendertask.DecodeKey(string(sec.Data["public"]))
+		priv, kerr := rendertask.DecodeKey(string(sec.Data["private"]))
+		if perr == nil && kerr == nil {
+			return rendertask.Key{Public: pub, Private: priv}, nil
+		}
+		err = errors.New("it does not hold a key pair")
+	}
+	if !apierrors.IsNotFound(err) {
+		return rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render task %s/%s: key Secret: %w", j.ns, j.name, err))
+	}
+	key, err := rendertask.NewKey()
+	if err != nil {
+		return rendertask.Key{}, err
+	}
+	sec = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: j.keyName(), Namespace: j.ns,
+		OwnerReferences: []metav1.OwnerReference{rendertask.Owned(task)}},
+		Data: map[string][]byte{"public": []byte(rendertask.EncodeKey(key.Public)), "private": []byte(rendertask.EncodeKey(key.Private))}}
+	if err := j.c.Create(ctx, &sec); err != nil {
+		return rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render task %s/%s: key Secret: %w", j.ns, j.name, err))
+	}
+	return key, nil
+}
+
+// await runs the task's Job until it ends and returns its pod's termination
+// message and whether it succeeded. A Job that is missing before the task ended
+// (never made, or deleted while it ran) is made again.
+func (j *renderJob) await(ctx context.Context, task *cairnv1.RenderTask, limits render.Limits) (string, bool, error) {
+	want := rendertask.Job(task, j.secretName(), j.mounts, j.s.e.opts.RenderJob, limits.Timeout, limits.Memory)
+	scheduled := false
+	for {
+		var job batchv1.Job
+		err := j.c.Get(ctx, client.ObjectKeyFromObject(want), &job)
+		switch {
+		case apierrors.IsNotFound(err):
+			if err := j.c.Create(ctx, want.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+				return "", false, fmt.Errorf("failed to create the Job: %w", err)
+			}
+			if !scheduled {
+				j.mark(ctx, task, func(t *cairnv1.RenderTask) {
+					t.Status.JobName = want.Name
+					conditions.MarkTrue(t, cairnv1.JobScheduledCondition, "JobCreated", "Job %s renders %s", want.Name, j.spec.InputDigest)
+				})
+				scheduled = true
+			}
+		case err != nil:
+			return "", false, err
+		default:
+			for _, c := range job.Status.Conditions {
+				if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
+					continue
+				}
+				msg := j.terminationMessage(ctx, job.Name)
+				if msg == "" && c.Type == batchv1.JobFailed {
+					msg = "error: " + c.Reason + ": " + c.Message
+				}
+				return msg, c.Type == batchv1.JobComplete, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, context.Cause(ctx)
+		case <-time.After(jobPoll):
+		}
+	}
+}
+
+// terminationMessage is the termination message of the last pod of the Job name
+// that ended ("" when none did).
+func (j *renderJob) terminationMessage(ctx context.Context, name string) string {
+	var pods corev1.PodList
+	if err := j.c.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{rendertask.PodLabel: name}); err != nil {
+		return ""
+	}
+	msg, last := "", time.Time{}
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			if t := st.State.Terminated; t != nil && !t.FinishedAt.Time.Before(last) {
+				msg, last = t.Message, t.FinishedAt.Time
+			}
+		}
+	}
+	return msg
+}
+
+// finish records the task's end on its status and removes what it no longer
+// needs: on success its Job, config Secret and key; on failure its config
+// Secret (it holds the values, perhaps from Secrets), the Job kept for its logs
+// until its TTL.
+func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok bool, dgst, msg string) {
+	j.mark(ctx, task, func(t *cairnv1.RenderTask) {
+		conditions.MarkFalse(t, cairnv1.JobScheduledCondition, "JobFinished", "the Job ended")
+		if ok {
+			t.Status.ArtifactDigest = dgst
+			conditions.MarkTrue(t, cairnv1.JobSucceededCondition, cairnv1.ReasonSucceeded, "pushed %s", dgst)
+			return
+		}
+		t.Status.Message = msg
+		conditions.MarkTrue(t, cairnv1.JobFailedCondition, cairnv1.ReasonRenderFailed, "%s", truncate(msg, 1024))
+	})
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	_ = j.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.secretName()}})
+	if ok {
+		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}}, bg)
+		_ = j.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.keyName()}})
+	}
+}
+
+// mark patches task's status as edit leaves it (best effort: the status reports,
+// nothing reads it back).
+func (j *renderJob) mark(ctx context.Context, task *cairnv1.RenderTask, edit func(*cairnv1.RenderTask)) {
+	before := task.DeepCopy()
+	edit(task)
+	_ = j.c.Status().Patch(ctx, task, client.MergeFrom(before))
+}
