@@ -2,9 +2,13 @@ package reconciler
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,15 +23,20 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/rendertask"
+	"cairn.dev/cairn/reconciler/valuesfrom"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/render/declarations"
+	"cairn.dev/cairn/sign"
 )
 
 // Render Jobs (Platform.spec.render.mode: Job, docs/render-jobs.md): the render of
 // an instance runs in a Kubernetes Job of cairn's namespace, which holds no API
 // token, no signing key and only the publish Registry's credentials; the instance's
-// reconcile waits for it (holding no render slot: the Job runs elsewhere) and goes
-// on with what it fetched, as after an in-process render.
+// reconcile waits for it, in its render slot as an in-process render would, and goes
+// on with what it fetched, as after an in-process render. Nothing the Job reports is
+// taken on trust: its result is fetched by digest, must name the task's input, open
+// with the task's key and have the digest of its objects (rendertask.Fetch), and
+// what it says in its termination message is masked before anyone sees it.
 
 // jobPoll is how often a reconcile looks at its render Job.
 const jobPoll = 250 * time.Millisecond
@@ -40,7 +49,7 @@ func renderJobKinds(mi *cairnv1.ModuleInstance) bool {
 
 // renderInJob renders req, the request of mi, in a render Job and returns the
 // render the Job pushed, fetched by digest and opened with the task's key.
-func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request) (*render.Result, error) {
+func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, masks []string) (*render.Result, error) {
 	pub := s.platform.Spec.Render.Publish
 	if pub == nil {
 		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, errors.New("render mode Job needs spec.render.publish: the Job pushes its render there"))
@@ -55,9 +64,13 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	if err != nil {
 		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, err)
 	}
-	oci, reg, f := s.supplyChain(ctx).Registry(pub.Registry)
+	access, f := s.supplyChain(ctx).Registry(pub.Registry)
 	if f != nil {
 		return nil, f
+	}
+	oci, reg := access.Client, access.Registry
+	if c := access.Credentials; c != nil {
+		masks = append(slices.Clone(masks), c.Password) // a pod that escaped its render could report them
 	}
 	_, dirs := s.repositorySource(mi)
 	tarball, err := rendertask.PackSource(req.Source, dirs)
@@ -76,12 +89,16 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	if err != nil {
 		return nil, err
 	}
-	spec.InputDigest = digest.FromBytes(in).String() // the request and the source, by digest
+	// The request (values from Secrets among it) and the source, keyed: the digest is
+	// public (the task's name, the result's tag), its input is not.
+	mac := hmac.New(sha256.New, s.digestKey)
+	mac.Write(in)
+	spec.InputDigest = "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))
 	mounts := rendertask.Mounts{PublishCA: reg.Spec.CAConfigMap}
 	if reg.Spec.SecretRef != nil {
 		mounts.PublishSecret = reg.Spec.SecretRef.Name
 	}
-	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts,
+	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts, oci: oci, masks: masks,
 		limits: req.Limits, name: rendertask.Name(mi.Namespace, mi.Name, spec.InputDigest)}
 	res, err := job.run(ctx)
 	if err != nil {
@@ -99,14 +116,26 @@ type renderJob struct {
 	spec   *rendertask.Spec
 	mounts rendertask.Mounts
 	limits render.Limits
+	oci    *sign.Client
+	masks  []string // what never shows in a message of the task
 }
 
 // run gets the task (made, or found from an earlier attempt: a restarted controller
-// finds the same task by name), waits for its Job and fetches what it pushed.
+// finds the same task by name), waits for its Job and fetches what it pushed. A
+// task that succeeded before is fetched again without a Job; one whose render
+// failed fails the same way (the same input renders the same); one that failed for
+// another reason (the registry, the Job's deadline, its pod killed) is removed, so
+// that the next attempt runs a new Job.
 func (j *renderJob) run(ctx context.Context) (*render.Result, error) {
 	task, key, err := j.ensureTask(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if d := task.Status.ArtifactDigest; d != "" {
+		return j.fetch(ctx, task, key, digest.Digest(d))
+	}
+	if msg, failed := renderFailed(task); failed {
+		return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, msg)
 	}
 	limits := j.limits
 	if limits.Timeout <= 0 {
@@ -115,29 +144,50 @@ func (j *renderJob) run(ctx context.Context) (*render.Result, error) {
 	if limits.Memory <= 0 {
 		limits.Memory = render.DefaultLimits().Memory
 	}
-	ctx, cancel := context.WithTimeout(ctx, limits.Timeout+30*time.Second) // the Job's own deadline ends it first
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout+rendertask.JobStartup+30*time.Second) // the Job's own deadline ends it first
 	defer cancel()
 	msg, succeeded, err := j.await(ctx, task, limits)
 	if err != nil {
 		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, j.name, err))
 	}
+	msg = valuesfrom.Mask(msg, j.masks)
 	if !succeeded {
 		j.finish(ctx, task, false, "", msg)
-		return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, strings.TrimPrefix(msg, "error: "))
+		if rest, ok := strings.CutPrefix(msg, "error: "); ok { // the render's own failure
+			return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, rest)
+		}
+		// Not the render's: the registry, the deadline, a killed pod. Retried with a
+		// new task and Job (the Job goes first: the next task takes its name).
+		bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}}, bg)
+		_ = j.c.Delete(ctx, task, bg)
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, j.name,
+			strings.TrimPrefix(msg, "unavailable: ")))
 	}
 	dgst, err := digest.Parse(strings.TrimPrefix(msg, "digest: "))
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s ended without a digest: %q", j.ns, j.name, msg))
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s ended without a digest: %q", j.ns, j.name, truncate(msg, 256)))
 	}
-	oci, _, f := j.s.supplyChain(ctx).Registry(j.s.platform.Spec.Render.Publish.Registry)
-	if f != nil {
-		return nil, f
+	res, err := j.fetch(ctx, task, key, dgst)
+	if err == nil {
+		j.finish(ctx, task, true, dgst.String(), "")
 	}
-	res, err := rendertask.Fetch(ctx, oci, j.spec, dgst, key)
+	return res, err
+}
+
+// renderFailed tells whether task failed with its render's own error, and which.
+func renderFailed(task *cairnv1.RenderTask) (string, bool) {
+	rest, ok := strings.CutPrefix(task.Status.Message, "error: ")
+	return rest, ok && conditions.IsTrue(task, cairnv1.JobFailedCondition)
+}
+
+// fetch pulls the render dgst the task pushed and checks it (rendertask.Fetch).
+func (j *renderJob) fetch(ctx context.Context, task *cairnv1.RenderTask, key rendertask.Key, dgst digest.Digest) (*render.Result, error) {
+	res, err := rendertask.Fetch(ctx, j.oci, j.spec, dgst, key)
 	if err != nil {
-		return nil, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, j.name, err))
+		return nil, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, j.name,
+			valuesfrom.Mask(err.Error(), j.masks)))
 	}
-	j.finish(ctx, task, true, dgst.String(), "")
 	return res, nil
 }
 
@@ -169,10 +219,17 @@ func (j *renderJob) ensureTask(ctx context.Context) (*cairnv1.RenderTask, render
 	if err != nil {
 		return nil, rendertask.Key{}, err
 	}
+	if task.Status.ArtifactDigest != "" || conditions.IsTrue(task, cairnv1.JobFailedCondition) {
+		return task, key, nil // ended: no Job runs it again
+	}
 	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: j.secretName(), Namespace: j.ns,
 		OwnerReferences: []metav1.OwnerReference{rendertask.Owned(task)}}, Data: map[string][]byte{"spec.json": data}}
-	if err := j.c.Create(ctx, config); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to create Secret %s/%s: %w", j.ns, config.Name, err))
+	err = j.c.Create(ctx, config)
+	if apierrors.IsAlreadyExists(err) { // an earlier attempt's: the Spec with this key
+		err = j.c.Update(ctx, config)
+	}
+	if err != nil {
+		return nil, rendertask.Key{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("failed to write Secret %s/%s: %w", j.ns, config.Name, err))
 	}
 	return task, key, nil
 }
@@ -217,6 +274,11 @@ func (j *renderJob) await(ctx context.Context, task *cairnv1.RenderTask, limits 
 		err := j.c.Get(ctx, client.ObjectKeyFromObject(want), &job)
 		switch {
 		case apierrors.IsNotFound(err):
+			// Another reconcile of the same input may have ended the task meanwhile.
+			var now cairnv1.RenderTask
+			if err := j.c.Get(ctx, client.ObjectKeyFromObject(task), &now); err == nil && now.Status.ArtifactDigest != "" {
+				return "digest: " + now.Status.ArtifactDigest, true, nil
+			}
 			if err := j.c.Create(ctx, want.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 				return "", false, fmt.Errorf("failed to create the Job: %w", err)
 			}
@@ -229,6 +291,9 @@ func (j *renderJob) await(ctx context.Context, task *cairnv1.RenderTask, limits 
 			}
 		case err != nil:
 			return "", false, err
+		case !ownedBy(&job, task):
+			// An earlier task's of the same name, being collected: not this one's.
+			_ = j.c.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		default:
 			for _, c := range job.Status.Conditions {
 				if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
@@ -247,6 +312,16 @@ func (j *renderJob) await(ctx context.Context, task *cairnv1.RenderTask, limits 
 		case <-time.After(jobPoll):
 		}
 	}
+}
+
+// ownedBy tells whether task owns job.
+func ownedBy(job *batchv1.Job, task *cairnv1.RenderTask) bool {
+	for _, o := range job.OwnerReferences {
+		if o.UID == task.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // terminationMessage is the termination message of the last pod of the Job name
@@ -268,9 +343,9 @@ func (j *renderJob) terminationMessage(ctx context.Context, name string) string 
 }
 
 // finish records the task's end on its status and removes what it no longer
-// needs: on success its Job, config Secret and key; on failure its config
-// Secret (it holds the values, perhaps from Secrets), the Job kept for its logs
-// until its TTL.
+// needs: its config Secret (it holds the values, perhaps from Secrets) and, on
+// success, its Job; a failed Job is kept for its logs until its TTL. The key stays
+// with the task, so a later attempt at the same input fetches its render again.
 func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok bool, dgst, msg string) {
 	j.mark(ctx, task, func(t *cairnv1.RenderTask) {
 		conditions.MarkFalse(t, cairnv1.JobScheduledCondition, "JobFinished", "the Job ended")
@@ -279,14 +354,38 @@ func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok boo
 			conditions.MarkTrue(t, cairnv1.JobSucceededCondition, cairnv1.ReasonSucceeded, "pushed %s", dgst)
 			return
 		}
-		t.Status.Message = msg
 		conditions.MarkTrue(t, cairnv1.JobFailedCondition, cairnv1.ReasonRenderFailed, "%s", truncate(msg, 1024))
+		t.Status.Message = truncate(msg, 4096)
 	})
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	_ = j.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.secretName()}})
 	if ok {
 		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}}, bg)
-		_ = j.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.keyName()}})
+	}
+	j.collect(ctx, task)
+}
+
+// keptTasks is how many RenderTasks of an instance are kept, the newest.
+const keptTasks = 3
+
+// collect deletes the instance's older RenderTasks beyond the newest keptTasks
+// (each takes its Job and Secrets with it: they are its own).
+func (j *renderJob) collect(ctx context.Context, task *cairnv1.RenderTask) {
+	var tasks cairnv1.RenderTaskList
+	if err := j.c.List(ctx, &tasks, client.InNamespace(j.ns), client.MatchingLabels{cairnv1.InstanceLabel: task.Labels[cairnv1.InstanceLabel]}); err != nil {
+		return
+	}
+	items := tasks.Items
+	slices.SortFunc(items, func(a, b cairnv1.RenderTask) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
+	kept := 0
+	for i := range items {
+		if items[i].Name == task.Name || kept < keptTasks-1 {
+			if items[i].Name != task.Name {
+				kept++
+			}
+			continue
+		}
+		_ = j.c.Delete(ctx, &items[i], client.PropagationPolicy(metav1.DeletePropagationBackground))
 	}
 }
 

@@ -194,7 +194,7 @@ func (s *RevisionState) renderOne(ctx context.Context, mi *cairnv1.ModuleInstanc
 		out.res, out.cached, err = renderChart(ctx, s.e.renderer, cache, out.chart, req, s.chartLookup(ctx, mi))
 	case s.platform.Spec.Render.Mode == cairnv1.RenderJob:
 		out.res, out.cached, err = rendercache.Through(cache, cacheKey(req, moduleID(mi, source, out.artifacts)),
-			func() (*render.Result, error) { return s.renderInJob(ctx, mi, req) }, nil)
+			func() (*render.Result, error) { return s.renderInJob(ctx, mi, req, out.masks) }, nil)
 	default:
 		out.res, out.cached, err = s.e.renderCached(ctx, cache, req, moduleID(mi, source, out.artifacts))
 	}

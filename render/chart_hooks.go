@@ -181,6 +181,12 @@ func objectKey(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s/%s %s/%s", u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
 }
 
+// ResultDigest is the Digest of a Result of objs and hooks: a render made elsewhere
+// (a render Job) is checked against it.
+func ResultDigest(objs []*unstructured.Unstructured, hooks []Hook) (string, error) {
+	return resultDigest(objs, hooks)
+}
+
 // resultDigest is objectsDigest when there are no hooks; with hooks, it also covers
 // each hook's object, events, weight, delete policies and source, so that a changed
 // hook changes the digest.

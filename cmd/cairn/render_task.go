@@ -40,7 +40,10 @@ signing key: the controller verifies, signs and applies what it pushed.`,
 			f.underRoot()
 			dgst, err := f.run(cmd)
 			msg := "digest: " + dgst
-			if err != nil {
+			switch {
+			case errors.Is(err, rendertask.ErrUnavailable):
+				msg = "unavailable: " + err.Error()
+			case err != nil:
 				msg = "error: " + err.Error()
 			}
 			if len(msg) > maxTerminationMessage {

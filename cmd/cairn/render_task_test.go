@@ -97,6 +97,6 @@ objects: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: instance.name
 	g.Expect(res.code).To(Equal(1))
 	msg, err = os.ReadFile(termination)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(msg)).To(HavePrefix("error: failed to pull the source"))
+	g.Expect(string(msg)).To(HavePrefix("unavailable: registry unavailable: failed to pull the source"), "not the render's failure: retried")
 	g.Expect(string(msg)).NotTo(ContainSubstring("Task-Push-Pa55"), "no credential in the termination message")
 }

@@ -28,6 +28,19 @@ const (
 	tmpDir     = "/tmp"
 )
 
+// What a render Job's pod gets beside the render's own limits.
+const (
+	// JobStartup is the time its pod may take to start (scheduling, the image pull)
+	// on top of the render's deadline: the Job's activeDeadlineSeconds.
+	JobStartup = time.Minute
+	// podOverhead is the memory of the process around the render.
+	podOverhead = 128 << 20
+	// tmpBytes bounds its writable directory: the source and the module cache.
+	tmpBytes = 4 * MaxSourceBytes
+	// nonRootUID is the user it runs as (the controller image's).
+	nonRootUID = 65532
+)
+
 // JobOptions are the controller's settings of its render Jobs.
 type JobOptions struct {
 	// Image runs the Job; Command and Args start `cairn render-task` in it.
@@ -73,7 +86,7 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 	args := append([]string{}, opts.Args...)
 	volumes := []corev1.Volume{
 		secretVolume("task", configSecret),
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(tmpBytes, resource.BinarySI)}}},
 	}
 	mounts := []corev1.VolumeMount{{Name: "task", MountPath: specDir, ReadOnly: true}, {Name: "tmp", MountPath: tmpDir}}
 	add := func(name, secret, dir string) {
@@ -85,6 +98,14 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 	}
 	add("publish", m.PublishSecret, publishDir)
 	add("modules", m.ModulesSecret, modulesDir)
+	for i := range volumes { // of a Registry's Secret, only its credential keys (never a signing key kept beside them)
+		if v := volumes[i].Secret; v != nil && volumes[i].Name != "task" {
+			v.Optional = ptr.To(true)
+			for _, k := range []string{"username", "password", ".dockerconfigjson", ".dockercfg"} {
+				v.Items = append(v.Items, corev1.KeyToPath{Key: k, Path: k})
+			}
+		}
+	}
 	addCA := func(name, configMap, flag string) {
 		if configMap == "" {
 			return
@@ -99,7 +120,9 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 	args = append(args, "--registry-config", publishDir, "--module-registry-config", modulesDir, "--tmp-dir", tmpDir)
 	resources := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
 	if memory > 0 {
-		q := *resource.NewQuantity(memory, resource.BinarySI)
+		// The render's budget is its own (it fails LimitExceeded within it); the
+		// pod's limit adds the process around it, so the kernel does not kill first.
+		q := *resource.NewQuantity(memory+podOverhead, resource.BinarySI)
 		resources.Limits[corev1.ResourceMemory], resources.Requests[corev1.ResourceMemory] = q, q
 	}
 	if opts.CPU != "" {
@@ -110,7 +133,7 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 	for _, s := range opts.ImagePullSecrets {
 		pull = append(pull, corev1.LocalObjectReference{Name: s})
 	}
-	deadline := int64(timeout.Seconds())
+	deadline := int64((timeout + JobStartup).Seconds())
 	if deadline < 1 {
 		deadline = 1
 	}
@@ -120,6 +143,9 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(opts.BackoffLimit),
 			ActiveDeadlineSeconds: ptr.To(deadline),
+			// A failed Job stays an hour for its logs (a succeeded one is removed
+			// by the controller once it fetched the render).
+			TTLSecondsAfterFinished: ptr.To[int32](3600),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
@@ -128,6 +154,7 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 					EnableServiceLinks:           ptr.To(false),
 					ImagePullSecrets:             pull,
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+						RunAsUser: ptr.To[int64](nonRootUID), RunAsGroup: ptr.To[int64](nonRootUID), FSGroup: ptr.To[int64](nonRootUID),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Volumes: volumes,
 					Containers: []corev1.Container{{

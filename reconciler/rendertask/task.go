@@ -26,6 +26,12 @@ const (
 	AnnotationRevision = "org.opencontainers.image.revision"
 )
 
+// ErrUnavailable marks a task's failure that is not its render's: the publish
+// Registry could not be read or written. The task's termination message says
+// "unavailable: " for it, "error: " for a render's own failure, so that the
+// controller retries the first as transient.
+var ErrUnavailable = errors.New("registry unavailable")
+
 // Spec is what one task renders: the config Secret of its Job holds it, as JSON. It
 // holds no credential: the Job's pod mounts the publish Registry's docker config
 // (and the module registry's, for a render that reads it) beside it.
@@ -126,7 +132,7 @@ func Run(ctx context.Context, s *Spec, env Env) (digest.Digest, error) {
 	}
 	files, _, err := env.Registry.PullArtifact(ctx, s.Source, dgst)
 	if err != nil {
-		return "", fmt.Errorf("failed to pull the source: %w", err)
+		return "", fmt.Errorf("%w: failed to pull the source: %w", ErrUnavailable, err)
 	}
 	var tarball []byte
 	for _, f := range files {
@@ -169,7 +175,7 @@ func Run(ctx context.Context, s *Spec, env Env) (digest.Digest, error) {
 	desc, _, err := env.Registry.PushArtifact(ctx, s.Result, tagOf(s.InputDigest), ResultArtifactType,
 		[]sign.File{{Name: ResultFile, MediaType: ResultMedia, Data: data}}, s.annotations())
 	if err != nil {
-		return "", fmt.Errorf("failed to push the result: %w", err)
+		return "", fmt.Errorf("%w: failed to push the result: %w", ErrUnavailable, err)
 	}
 	return desc.Digest, nil
 }
@@ -207,10 +213,55 @@ func Fetch(ctx context.Context, c *sign.Client, s *Spec, dgst digest.Digest, key
 	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, fmt.Errorf("the render %s@%s: %w", s.Result, dgst, err)
 	}
-	if err := Open(&res, key); err != nil {
-		return nil, err
+	if err := check(&res, key); err != nil {
+		return nil, fmt.Errorf("the render %s@%s: %w", s.Result, dgst, err)
 	}
 	return &res, nil
+}
+
+// Bounds of what a task's result may say besides its objects.
+const (
+	maxWarnings     = 32
+	maxWarningBytes = 1024
+)
+
+// check opens res with key and takes nothing the task says of it on trust: every
+// object is one (no null), every Secret's data was sealed (a result whose Secret
+// data is in the clear was not made for this task's key), the digest is the
+// digest of the objects, there are no hooks (no kind a task renders has any), no
+// lookups, and the warnings are bounded.
+func check(res *render.Result, key Key) error {
+	for _, u := range resultObjects(res) {
+		if u == nil || u.Object == nil {
+			return errors.New("it holds an empty object")
+		}
+		if isSecret(u) && (u.Object["data"] != nil || u.Object["stringData"] != nil) {
+			return fmt.Errorf("Secret %s/%s carries its data unsealed", u.GetNamespace(), u.GetName())
+		}
+	}
+	if len(res.Hooks) > 0 {
+		return errors.New("it holds Helm hooks, which no module a render Job renders has")
+	}
+	if err := Open(res, key); err != nil {
+		return err
+	}
+	d, err := render.ResultDigest(res.Objects, res.Hooks)
+	if err != nil {
+		return err
+	}
+	if d != res.Digest {
+		return fmt.Errorf("its digest %q is not the digest of its objects", res.Digest)
+	}
+	res.Lookups = 0
+	if len(res.Warnings) > maxWarnings {
+		res.Warnings = append(res.Warnings[:maxWarnings], fmt.Sprintf("%d more warnings left out", len(res.Warnings)-maxWarnings))
+	}
+	for i, w := range res.Warnings {
+		if len(w) > maxWarningBytes {
+			res.Warnings[i] = w[:maxWarningBytes] + "…"
+		}
+	}
+	return nil
 }
 
 // PushSource pushes the source tar PackSource made to repo, tagged by its own

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -79,6 +80,11 @@ func (sc *Chain) Publish(ctx context.Context, p Publication) (Published, *outcom
 	if err != nil && sign.Reason(err) != sign.ReasonNotFound {
 		return Published{}, publishFailure(ref, err)
 	}
+	if existed && !holdsRender(ctx, st.client, repo, desc.Digest, data, p) {
+		// Someone else's content under the render's tag (anyone with the Registry's
+		// push credentials, a render Job's pod among them): never signed, replaced.
+		existed = false
+	}
 	if !existed {
 		desc, _, err = st.client.PushArtifact(ctx, repo, tag, RenderArtifactType,
 			[]sign.File{{Name: RenderObjectsFile, MediaType: RenderObjectsMedia, Data: data}},
@@ -101,6 +107,17 @@ func (sc *Chain) Publish(ctx context.Context, p Publication) (Published, *outcom
 		}
 	}
 	return Published{Ref: ref, Digest: desc.Digest.String(), Existed: existed}, nil
+}
+
+// holdsRender tells whether the artifact dgst of repo holds exactly the render p
+// (its objects as published, data, and its instance and render digest): what a
+// publication finds under a render's tag is signed only when it is that render.
+func holdsRender(ctx context.Context, c *sign.Client, repo string, dgst digest.Digest, data []byte, p Publication) bool {
+	files, ann, err := c.PullArtifact(ctx, repo, dgst)
+	if err != nil || len(files) != 1 || files[0].Name != RenderObjectsFile || !bytes.Equal(files[0].Data, data) {
+		return false
+	}
+	return ann[annotationInstance] == p.Namespace+"/"+p.Name && ann[annotationRenderDig] == p.RenderDigest
 }
 
 func publishFailure(ref string, err error) *outcome.Failure {
@@ -179,17 +196,26 @@ func redactSecret(u *unstructured.Unstructured) {
 	}
 }
 
-// Registry is the client of the declared Registry name, with its credentials and
-// CAs, and its declaration, for what pushes and pulls beside a publication (the
-// sources and results of render Jobs); a Registry that did not load gives its
-// failure.
-func (sc *Chain) Registry(name string) (*sign.Client, *cairnv1.Registry, *outcome.Failure) {
+// RegistryAccess is a declared Registry as a sync reaches it.
+type RegistryAccess struct {
+	// Client talks to it with its credentials and CAs.
+	Client *sign.Client
+	// Registry is its declaration; Credentials its credentials (nil: none), for
+	// masking them in what others report of it.
+	Registry    *cairnv1.Registry
+	Credentials *sign.Credentials
+}
+
+// Registry is the declared Registry name, for what pushes and pulls beside a
+// publication (the sources and results of render Jobs); a Registry that did not
+// load gives its failure.
+func (sc *Chain) Registry(name string) (RegistryAccess, *outcome.Failure) {
 	st := sc.regs[name]
 	if st == nil {
-		return nil, nil, outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s is not declared", name))
+		return RegistryAccess{}, outcome.NewStalled(cairnv1.ReasonPublishFailed, fmt.Errorf("Registry %s is not declared", name))
 	}
 	if st.failure != nil {
-		return nil, nil, st.failure
+		return RegistryAccess{}, st.failure
 	}
-	return st.client, st.reg, nil
+	return RegistryAccess{Client: st.client, Registry: st.reg, Credentials: st.creds}, nil
 }

@@ -90,6 +90,25 @@ func TestPublish(t *testing.T) {
 	_, err = c.Verify(ctx, repo, pre.Digest, []*sign.PublicKey{pub})
 	g.Expect(err).NotTo(HaveOccurred())
 
+	// Other content under a render's tag (pushed by anyone with the Registry's
+	// credentials, a render Job's pod among them) is never signed: it is replaced
+	// by the render, which is.
+	p.RenderDigest = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	forged := strings.ReplaceAll(p.RenderDigest, ":", "-")
+	planted, _, err := c.PushArtifact(ctx, repo, forged, RenderArtifactType,
+		[]sign.File{{Name: RenderObjectsFile, MediaType: RenderObjectsMedia, Data: []byte("kind: ClusterRoleBinding\n")}},
+		map[string]string{annotationInstance: "team-a/web", annotationRenderDig: p.RenderDigest})
+	g.Expect(err).NotTo(HaveOccurred())
+	got, f = New(ctx, Config{Secrets: cluster, Verifier: &sign.Verifier{}}, regs).Publish(ctx, p)
+	g.Expect(f).To(BeNil())
+	g.Expect(got.Existed).To(BeFalse())
+	g.Expect(got.Digest).NotTo(Equal(planted.Digest.String()))
+	_, err = c.Verify(ctx, repo, planted.Digest, []*sign.PublicKey{pub})
+	g.Expect(err).To(HaveOccurred(), "the planted content is not signed")
+	files, _, err := c.PullArtifact(ctx, repo, digest.Digest(got.Digest))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files[0].Data).To(Equal(data), "the tag holds the render")
+
 	// A new render is pushed and signed, and published once.
 	p.RenderDigest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
 	p.Revision = "def456"

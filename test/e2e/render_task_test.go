@@ -14,11 +14,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -97,7 +97,7 @@ func TestARenderJobRendersAsInProcess(t *testing.T) {
 		e.g.Expect(err).NotTo(HaveOccurred())
 		e.g.Expect(e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "render-" + tc.name, Namespace: e.ns},
 			Data: map[string][]byte{"spec.json": b}})).To(Succeed())
-		e.g.Expect(e.c.Create(ctx, renderJob(e.ns, tc.name))).To(Succeed())
+		e.g.Expect(e.c.Create(ctx, renderJob(e, tc.name))).To(Succeed())
 
 		pod := awaitRenderPod(e, tc.name)
 		st := pod.Status.ContainerStatuses[0].State.Terminated
@@ -125,39 +125,15 @@ func TestARenderJobRendersAsInProcess(t *testing.T) {
 	}
 }
 
-// renderJob is a render Job as docs/render-jobs.md describes its pod: the task's
-// config Secret and the publish Registry's docker config mounted, no API token,
-// non-root, a read-only root filesystem, no capability, a deadline.
-func renderJob(ns, name string) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "render-" + name, Namespace: ns},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: ptr.To[int64](120),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{harness.RunPodLabel: name}},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					Volumes: []corev1.Volume{
-						{Name: "task", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "render-" + name}}},
-						{Name: "publish", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "publish-registry"}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
-					Containers: []corev1.Container{{
-						Name: "render", Image: "example.invalid/cairn:test", Command: []string{"/cairn", "render-task"}, Args: []string{"--tmp-dir", "/tmp"},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "task", MountPath: "/etc/cairn/task", ReadOnly: true},
-							{Name: "publish", MountPath: "/etc/cairn/registries/publish", ReadOnly: true},
-							{Name: "tmp", MountPath: "/tmp"},
-						},
-						SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), ReadOnlyRootFilesystem: ptr.To(true),
-							AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-					}},
-				},
-			},
-		},
-	}
+// renderJob is the render Job the controller makes (rendertask.Job) for a task of
+// its own, in ns, with the publish Registry's Secret publish-registry.
+func renderJob(e *env, name string) *batchv1.Job {
+	task := &cairnv1.RenderTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: cairnv1.RenderTaskSpec{Instance: cairnv1.InstanceReference{Namespace: e.ns, Name: name}, InputDigest: "hmac-sha256:test",
+			SourceArtifact: "example.invalid/source@sha256:" + strings.Repeat("0", 64), ResultRepository: "example.invalid/render"}}
+	e.g.Expect(e.c.Create(context.Background(), task)).To(Succeed())
+	return rendertask.Job(task, "render-"+name, rendertask.Mounts{PublishSecret: "publish-registry"},
+		rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}, 30*time.Second, 256<<20)
 }
 
 // awaitRenderPod waits until the pod of the render Job name has ended and returns it.
@@ -166,6 +142,10 @@ func awaitRenderPod(e *env, name string) *corev1.Pod {
 	e.g.Eventually(func(g Gomega) {
 		var pods corev1.PodList
 		g.Expect(e.c.List(context.Background(), &pods, client.InNamespace(e.ns), client.MatchingLabels{harness.RunPodLabel: name})).To(Succeed())
+		for _, p := range pods.Items {
+			g.Expect(*p.Spec.AutomountServiceAccountToken).To(BeFalse(), "no API token")
+			g.Expect(p.Spec.Volumes).NotTo(ContainElement(HaveField("Projected", Not(BeNil()))), "no token volume")
+		}
 		g.Expect(pods.Items).To(HaveLen(1))
 		pod = pods.Items[0]
 		g.Expect(pod.Status.ContainerStatuses).To(HaveLen(1))
@@ -176,7 +156,7 @@ func awaitRenderPod(e *env, name string) *corev1.Pod {
 
 func jobEnded(e *env, name string, typ batchv1.JobConditionType) bool {
 	var job batchv1.Job
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "render-" + name}, &job); err != nil {
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, &job); err != nil {
 		return false
 	}
 	for _, c := range job.Status.Conditions {
@@ -197,24 +177,7 @@ func jobEnded(e *env, name string, typ batchv1.JobConditionType) bool {
 // and its task says the Job failed.
 func TestInstancesRenderInJobs(t *testing.T) {
 	e := newEnv(t)
-	e.withEngine(render.RendererOptions{}, func(o *reconciler.Options) {
-		o.RenderJob = rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}
-	})
-	e.ensureCairnNamespace()
-	runner, err := e.cluster.RunPods(e.ctx, reconciler.DefaultNamespace, map[string]string{"/cairn": buildCairn(t)})
-	e.g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(runner.Stop)
-	pub := startRegistry(t, true, false)
-	keys := newKeyPair(t)
-	suffix := e.ns
-	e.putCairnSecret("pub-creds-"+suffix, corev1.SecretTypeBasicAuth, basicAuthData())
-	e.putCairnSecret("signing-"+suffix, corev1.SecretTypeOpaque, map[string][]byte{
-		"cosign.key": keys.private, "cosign.password": []byte(testKeyPassword)})
-	files := appRepo("  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n",
-		inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a")})
-	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
-		"  secretRef: {name: pub-creds-"+suffix+"}\n  signing:\n    keySecretRef: {name: signing-"+suffix+"}\n")
-	repo := newGitRepo(t, files)
+	_, pub, repo := renderJobsEnv(e)
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil())
@@ -238,10 +201,18 @@ func TestInstancesRenderInJobs(t *testing.T) {
 			e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+task.Name) == nil
 	}).WithTimeout(30*time.Second).Should(BeTrue(), "the Job and its config Secret are removed once it succeeded")
 
-	// The same input in-process: the same render.
+	// One change rendered in a Job, then the same input in-process: the same render.
+	repo.commit("b", map[string]string{"instances/web.yaml": inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a", "b")}.yaml()})
+	began := time.Now()
+	res = e.sync(repo)
+	inJob := time.Since(began)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	jobDigest = e.instanceCR(e.ns, "web").Status.RenderDigest
 	repo.commit("render in process", map[string]string{"platform.yaml": platformYAML(
 		"  render:\n    publish: {registry: rendered, repository: rendered/cluster}\n")})
+	began = time.Now()
 	res = e.sync(repo)
+	t.Logf("a sync of one instance rendered in a Job took %v, in-process %v", inJob.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.instanceCR(e.ns, "web").Status.RenderDigest).To(Equal(jobDigest), "a Job render and an in-process render of the same input")
 
@@ -267,4 +238,120 @@ func TestInstancesRenderInJobs(t *testing.T) {
 		}
 	}
 	e.g.Expect(failed).To(Equal(1), "the failed task says so")
+}
+
+// TestRenderJobFaults: what happens to a render Job is never lost and never
+// applies half a render. A Job deleted while it runs is made again and the
+// instance goes Ready; an engine stopped while its Job runs leaves the task, and
+// the next engine's sync takes the same task (no second one) and goes Ready; a
+// publish registry that goes down while the Job runs fails the instance as
+// transient, nothing applied, and the sync after it is back applies the change.
+func TestRenderJobFaults(t *testing.T) {
+	e := newEnv(t)
+	runner, pub, repo := renderJobsEnv(e)
+	instance := func(configs map[string]string) string {
+		return inst{name: "web", ns: e.ns, replicas: 1, configs: configs}.yaml()
+	}
+	tasks := func() []cairnv1.RenderTask {
+		var list cairnv1.RenderTaskList
+		e.g.Expect(e.c.List(e.ctx, &list, client.InNamespace(reconciler.DefaultNamespace),
+			client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
+		for i := range list.Items {
+			t.Cleanup(func() { _ = e.c.Delete(context.Background(), &list.Items[i]) })
+		}
+		return list.Items
+	}
+	// running waits until a render pod runs and returns its Job's name.
+	running := func() string {
+		var name string
+		e.g.Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(e.c.List(e.ctx, &pods, client.InNamespace(reconciler.DefaultNamespace), client.HasLabels{rendertask.PodLabel})).To(Succeed())
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					name = p.Labels[rendertask.PodLabel]
+				}
+			}
+			g.Expect(name).NotTo(BeEmpty())
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		return name
+	}
+	syncAsync := func(ctx context.Context) <-chan *reconciler.SyncResult {
+		done := make(chan *reconciler.SyncResult, 1)
+		rev, err := e.revision(repo)
+		e.g.Expect(err).NotTo(HaveOccurred())
+		go func() {
+			res, _ := e.engine.Sync(ctx, rev)
+			done <- res
+		}()
+		return done
+	}
+
+	// A Job deleted while it runs.
+	runner.SetDelay(3 * time.Second)
+	done := syncAsync(e.ctx)
+	job := running()
+	e.g.Expect(e.c.Delete(e.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: job}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+	res := <-done
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil())
+	e.g.Expect(tasks()).To(HaveLen(1), "the same task, its Job made again")
+
+	// An engine stopped while its Job runs; the next one takes the same task.
+	repo.commit("b", map[string]string{"instances/web.yaml": instance(configs("a", "b"))})
+	ctx, cancel := context.WithCancel(e.ctx)
+	done = syncAsync(ctx)
+	running()
+	cancel()
+	<-done
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-b")).To(BeNil(), "nothing applied by the stopped engine")
+	e.withEngine(render.RendererOptions{}, withRenderJobs)
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-b")).NotTo(BeNil())
+	e.g.Expect(tasks()).To(HaveLen(2), "the restarted engine took the task the stopped one made")
+
+	// The publish registry down while the Job runs.
+	repo.commit("c", map[string]string{"instances/web.yaml": instance(configs("a", "b", "c"))})
+	done = syncAsync(e.ctx)
+	running()
+	pub.Stop()
+	res = <-done
+	got := result(res, e.ns, "web")
+	e.g.Expect(got.Action).To(BeEquivalentTo("Failed"), "%+v", got)
+	e.g.Expect(got.Retry).To(Equal(outcome.Transient), got.Message)
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-c")).To(BeNil(), "nothing applied")
+	runner.SetDelay(0)
+	restartRegistry(t, pub)
+	e.g.Eventually(func() bool { return result(e.sync(repo), e.ns, "web").Ready }, time.Minute, 2*time.Second).Should(BeTrue())
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-c")).NotTo(BeNil())
+}
+
+// withRenderJobs runs render Jobs with the image the stand-in kubelet knows.
+func withRenderJobs(o *reconciler.Options) {
+	o.RenderJob = rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}
+}
+
+// renderJobsEnv readies e for render Jobs: an engine that runs them, a stand-in
+// kubelet for their pods in cairn's namespace, a publish registry with basic auth
+// and a signing key, and a repository whose Platform renders in Jobs with one
+// instance, web, of the app module.
+func renderJobsEnv(e *env) (*harness.PodRunner, *testRegistry, *gitRepo) {
+	e.withEngine(render.RendererOptions{}, withRenderJobs)
+	e.ensureCairnNamespace()
+	runner, err := e.cluster.RunPods(e.ctx, reconciler.DefaultNamespace, map[string]string{"/cairn": buildCairn(e.t)})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.t.Cleanup(runner.Stop)
+	pub := startRegistry(e.t, true, false)
+	keys := newKeyPair(e.t)
+	suffix := e.ns
+	e.putCairnSecret("pub-creds-"+suffix, corev1.SecretTypeBasicAuth, basicAuthData())
+	e.putCairnSecret("signing-"+suffix, corev1.SecretTypeOpaque, map[string][]byte{
+		"cosign.key": keys.private, "cosign.password": []byte(testKeyPassword)})
+	files := appRepo("  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n",
+		inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a")})
+	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
+		"  secretRef: {name: pub-creds-"+suffix+"}\n  signing:\n    keySecretRef: {name: signing-"+suffix+"}\n")
+	return runner, pub, newGitRepo(e.t, files)
 }

@@ -43,6 +43,15 @@ type PodRunner struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // by namespace/name
+	delay   time.Duration
+}
+
+// SetDelay makes each pod started from now on run for d before its command starts
+// (a slow container: for tests that act while a pod runs).
+func (r *PodRunner) SetDelay(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delay = d
 }
 
 // RunPods starts a PodRunner over the pods of namespace ("" for all) labelled
@@ -161,6 +170,14 @@ func (r *PodRunner) run(ctx context.Context, pod *corev1.Pod) {
 		st.ContainerStatuses = []corev1.ContainerStatus{{Name: ctr.Name, Image: ctr.Image, Ready: true, Started: ptrTo(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
 	})
+	r.mu.Lock()
+	delay := r.delay
+	r.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
 	out, runErr := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		return // the pod is gone, or the runner stopped
@@ -286,6 +303,9 @@ func (r *PodRunner) materialise(ctx context.Context, pod *corev1.Pod, ctr corev1
 			}
 		}
 		for _, it := range items {
+			if _, ok := data[it.Key]; !ok {
+				continue // an optional key the object lacks, as the kubelet leaves it out
+			}
 			p := filepath.Join(dir, filepath.FromSlash(it.Path))
 			if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
 				return fmt.Errorf("volume %s: item path %s leaves the mount", m.Name, it.Path)
