@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
+	"github.com/opencontainers/go-digest"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cairn.dev/cairn/render"
 	"cairn.dev/cairn/sign"
@@ -227,4 +230,79 @@ func tarNames(t *testing.T, data []byte) []string {
 		}
 		out = append(out, h.Name)
 	}
+}
+
+// TestFetchTakesNothingOnTrust: a result that names the task's input is still
+// refused when its digest is not its objects', a Secret's data is in the clear (it
+// would open with any key), it holds hooks, or an object is empty; its warnings
+// are bounded.
+func TestFetchTakesNothingOnTrust(t *testing.T) {
+	ctx := context.Background()
+	c := newRegistry(t)
+	key, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &Spec{Namespace: "team-a", Name: "web", InputDigest: "hmac-sha256:in", Revision: "abc", Result: "p/render"}
+	secret := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata": map[string]any{"name": "s", "namespace": "team-a"}, "stringData": map[string]any{"k": "v"}}}
+	}
+	good := func() *render.Result {
+		res := &render.Result{Objects: []*unstructured.Unstructured{secret()}}
+		res.Digest, _ = render.ResultDigest(res.Objects, nil)
+		return res
+	}
+	push := func(g *WithT, res *render.Result, sealed bool) digest.Digest {
+		if sealed {
+			g.Expect(Seal(res, key.Public)).To(Succeed())
+		}
+		data, err := json.Marshal(res)
+		g.Expect(err).NotTo(HaveOccurred())
+		desc, _, err := c.PushArtifact(ctx, spec.Result, "t-"+digest.FromBytes(data).Encoded()[:12], ResultArtifactType,
+			[]sign.File{{Name: ResultFile, MediaType: ResultMedia, Data: data}}, spec.annotations())
+		g.Expect(err).NotTo(HaveOccurred())
+		return desc.Digest
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func(*render.Result)
+		sealed bool
+		err    string
+	}{
+		{"a digest that is not its objects'", func(r *render.Result) { r.Digest = "sha256:" + strings.Repeat("1", 64) }, true, "not the digest of its objects"},
+		{"Secret data in the clear", nil, false, "carries its data unsealed"},
+		{"hooks", func(r *render.Result) {
+			r.Hooks = []render.Hook{{Object: testObject("batch/v1", "Job", "j"), Events: []string{"pre-install"}}}
+		}, true, "Helm hooks"},
+		{"an empty object", func(r *render.Result) { r.Objects = append([]*unstructured.Unstructured{nil}, r.Objects...) }, false, "empty object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			res := good()
+			if tc.edit != nil {
+				tc.edit(res)
+			}
+			_, err := Fetch(ctx, c, spec, push(g, res, tc.sealed), key)
+			g.Expect(err).To(MatchError(ContainSubstring(tc.err)))
+		})
+	}
+	g := NewWithT(t)
+	res := good()
+	for i := range 40 {
+		res.Warnings = append(res.Warnings, strings.Repeat("w", 2000)+fmt.Sprint(i))
+	}
+	got, err := Fetch(ctx, c, spec, push(g, res, true), key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Warnings).To(HaveLen(maxWarnings + 1))
+	g.Expect(len(got.Warnings[0])).To(BeNumerically("<=", maxWarningBytes+len("…")))
+	g.Expect(got.Objects[0].Object["stringData"]).To(Equal(map[string]any{"k": "v"}), "opened")
+}
+
+func testObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetName(name)
+	return u
 }
