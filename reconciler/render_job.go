@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -25,7 +26,6 @@ import (
 	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/reconciler/valuesfrom"
 	"cairn.dev/cairn/render"
-	"cairn.dev/cairn/render/declarations"
 	"cairn.dev/cairn/sign"
 )
 
@@ -41,28 +41,15 @@ import (
 // jobPoll is how often a reconcile looks at its render Job.
 const jobPoll = 250 * time.Millisecond
 
-// renderJobKinds says which module kinds render in a Job so far.
-func renderJobKinds(mi *cairnv1.ModuleInstance) bool {
-	m := mi.Spec.Module
-	return m.Local != nil || m.Kustomize != nil
-}
-
 // renderInJob renders req, the request of mi, in a render Job and returns the
-// render the Job pushed, fetched by digest and opened with the task's key.
-func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, masks []string) (*render.Result, error) {
+// render the Job pushed, fetched by digest and opened with the task's key. chart
+// is mi's verified chart or Timoni module pulled from a registry (nil: none): the
+// controller pulls it by digest, as it verified it, and the source artifact carries
+// it, so the pod needs no credential of the registry it came from.
+func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, chart *chartInput, masks []string) (*render.Result, error) {
 	pub := s.platform.Spec.Render.Publish
 	if pub == nil {
 		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, errors.New("render mode Job needs spec.render.publish: the Job pushes its render there"))
-	}
-	if !renderJobKinds(mi) {
-		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, errors.New("render mode Job renders local modules and kustomize directories only so far"))
-	}
-	if req.Registry != nil || len(req.Catalogs) > 0 {
-		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, errors.New("a render Job reads no module registry so far (catalogs, CUE registry modules): render this instance InProcess"))
-	}
-	q, err := rendertask.RequestOf(req)
-	if err != nil {
-		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, err)
 	}
 	access, f := s.supplyChain(ctx).Registry(pub.Registry)
 	if f != nil {
@@ -72,10 +59,31 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	if c := access.Credentials; c != nil {
 		masks = append(slices.Clone(masks), c.Password) // a pod that escaped its render could report them
 	}
-	_, dirs := s.repositorySource(mi)
-	tarball, err := rendertask.PackSource(req.Source, dirs)
+	tarball, q, err := s.jobSource(ctx, mi, req, chart)
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, err)
+		return nil, err
+	}
+	mounts := rendertask.Mounts{PublishCA: reg.Spec.CAConfigMap}
+	if reg.Spec.SecretRef != nil {
+		mounts.PublishSecret = reg.Spec.SecretRef.Name
+	}
+	var modules *rendertask.ModuleRegistry
+	if r := req.Registry; r != nil && chart == nil {
+		// A CUE module of the registry, or catalogs: the pod pulls them itself, with
+		// the module registry's credentials (and only those besides the publish
+		// Registry's).
+		macc, f := s.supplyChain(ctx).Registry(s.platform.Spec.ModuleRegistry)
+		if f != nil {
+			return nil, f
+		}
+		modules = &rendertask.ModuleRegistry{Endpoint: rendertask.Endpoint{Host: r.Host, PlainHTTP: r.PlainHTTP}, Prefix: r.Prefix}
+		mounts.ModulesCA = macc.Registry.Spec.CAConfigMap
+		if macc.Registry.Spec.SecretRef != nil {
+			mounts.ModulesSecret = macc.Registry.Spec.SecretRef.Name
+		}
+		if c := macc.Credentials; c != nil {
+			masks = append(slices.Clone(masks), c.Password)
+		}
 	}
 	base := strings.Trim(pub.Repository, "/") + "/" + mi.Namespace + "/" + mi.Name
 	sourceDigest, err := rendertask.PushSource(ctx, oci, base+"/source", tarball)
@@ -84,7 +92,7 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	}
 	spec := &rendertask.Spec{Namespace: mi.Namespace, Name: mi.Name, Revision: s.rev.SHA,
 		Registry: rendertask.Endpoint{Host: reg.Spec.Hostname, PlainHTTP: reg.Spec.PlainHTTP},
-		Source:   base + "/source", SourceDigest: sourceDigest.String(), Result: base + "/render", Request: q}
+		Source:   base + "/source", SourceDigest: sourceDigest.String(), Result: base + "/render", ModuleRegistry: modules, Request: q}
 	in, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -94,17 +102,57 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	mac := hmac.New(sha256.New, s.digestKey)
 	mac.Write(in)
 	spec.InputDigest = "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))
-	mounts := rendertask.Mounts{PublishCA: reg.Spec.CAConfigMap}
-	if reg.Spec.SecretRef != nil {
-		mounts.PublishSecret = reg.Spec.SecretRef.Name
-	}
 	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts, oci: oci, masks: masks,
 		limits: req.Limits, name: rendertask.Name(mi.Namespace, mi.Name, spec.InputDigest)}
 	res, err := job.run(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if chart != nil {
+		res.ModuleDigest = chart.Digest // the controller's to say: it verified it
+	}
 	return res, nil
+}
+
+// jobSource is the source a render Job of mi renders and the request it carries:
+// the module's files of the repository (the module directory and what its links
+// reach, or the kustomize tree), or, for a chart or a Timoni module of a registry,
+// the verified archive or files alone.
+func (s *RevisionState) jobSource(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, chart *chartInput) ([]byte, rendertask.Request, error) {
+	var (
+		tarball []byte
+		c       *rendertask.Chart
+		err     error
+	)
+	switch {
+	case chart != nil && chart.timoni != nil:
+		t := *req.Timoni
+		t.Ref, t.Digest, t.Path = chart.Display(), chart.Digest, ""
+		req.Timoni = &t
+		mod, perr := chart.PullTimoniModule(ctx)
+		if perr != nil {
+			return nil, rendertask.Request{}, perr
+		}
+		files := map[string][]byte{}
+		for name, data := range mod {
+			files[path.Join(rendertask.ModuleDir, name)] = data
+		}
+		tarball, err = rendertask.PackFiles(files)
+	case chart != nil:
+		archive, perr := chart.PullChart(ctx)
+		if perr != nil {
+			return nil, rendertask.Request{}, perr
+		}
+		c = &rendertask.Chart{Ref: chart.Display(), Digest: chart.Digest}
+		tarball, err = rendertask.PackFiles(map[string][]byte{rendertask.ChartFile: archive})
+	default:
+		_, dirs := s.repositorySource(mi)
+		tarball, err = rendertask.PackSource(req.Source, dirs)
+	}
+	if err != nil {
+		return nil, rendertask.Request{}, outcome.NewTransient(cairnv1.ReasonRenderFailed, err)
+	}
+	return tarball, rendertask.RequestOf(req, c), nil
 }
 
 // renderJob is the work of one render task.

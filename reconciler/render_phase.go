@@ -188,13 +188,19 @@ func (s *RevisionState) renderOne(ctx context.Context, mi *cairnv1.ModuleInstanc
 	began := time.Now()
 	var err error
 	switch {
+	case s.platform.Spec.Render.Mode == cairnv1.RenderJob:
+		// Every kind renders in the Job (docs/render-jobs.md); its cache key is its
+		// own: a chart's `lookup` sees nothing there.
+		id := moduleID(mi, source, out.artifacts)
+		if out.chart != nil {
+			id = out.chart.Display() // by digest
+		}
+		out.res, out.cached, err = rendercache.Through(cache, cacheKey(req, "job:"+id),
+			func() (*render.Result, error) { return s.renderInJob(ctx, mi, req, out.chart, out.masks) }, nil)
 	case out.chart != nil && out.chart.timoni != nil:
 		out.res, out.cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, out.chart, req)
 	case out.chart != nil:
 		out.res, out.cached, err = renderChart(ctx, s.e.renderer, cache, out.chart, req, s.chartLookup(ctx, mi))
-	case s.platform.Spec.Render.Mode == cairnv1.RenderJob:
-		out.res, out.cached, err = rendercache.Through(cache, cacheKey(req, moduleID(mi, source, out.artifacts)),
-			func() (*render.Result, error) { return s.renderInJob(ctx, mi, req, out.masks) }, nil)
 	default:
 		out.res, out.cached, err = s.e.renderCached(ctx, cache, req, moduleID(mi, source, out.artifacts))
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing/fstest"
 	"time"
 )
 
@@ -94,6 +95,17 @@ func PackSource(fsys fs.FS, dirs []string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// PackFiles packs files (slash paths to their contents) as PackSource packs a
+// tree: for a module pulled from a registry, which travels alone in its source.
+// fstest.MapFS is the standard library's in-memory fs.FS (no testing code).
+func PackFiles(files map[string][]byte) ([]byte, error) {
+	m := fstest.MapFS{}
+	for name, data := range files {
+		m[name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	return PackSource(m, []string{"."})
 }
 
 // UnpackSource writes the tar PackSource made into dir, which must be empty, and

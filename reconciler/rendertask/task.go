@@ -77,30 +77,118 @@ type ModuleRegistry struct {
 type Request struct {
 	LocalPath     string               `json:"localPath,omitempty"`
 	KustomizePath string               `json:"kustomizePath,omitempty"`
-	Values        json.RawMessage      `json:"values,omitempty"`
-	Catalogs      []render.Catalog     `json:"catalogs,omitempty"`
-	SkewPolicy    string               `json:"skewPolicy,omitempty"`
-	Tenants       []render.TenantPaths `json:"tenants,omitempty"`
-	Tenant        string               `json:"tenant,omitempty"`
-	Limits        render.Limits        `json:"limits"`
+	CUEModule     *render.CUEModuleRef `json:"cueModule,omitempty"`
+	// Timoni is a Timoni module: at its Path in the source, or, pulled from a
+	// registry (Ref and Digest set), its files under ModuleDir of the source.
+	Timoni *render.TimoniModule `json:"timoni,omitempty"`
+	// Chart is a chart, its archive ChartFile of the source.
+	Chart      *Chart               `json:"chart,omitempty"`
+	Values     json.RawMessage      `json:"values,omitempty"`
+	Catalogs   []render.Catalog     `json:"catalogs,omitempty"`
+	SkewPolicy string               `json:"skewPolicy,omitempty"`
+	Tenants    []render.TenantPaths `json:"tenants,omitempty"`
+	Tenant     string               `json:"tenant,omitempty"`
+	Limits     render.Limits        `json:"limits"`
 }
 
-// RequestOf is the part of req a Spec carries. Only local CUE modules and
-// kustomize directories render in a task so far; any other request is refused.
-func RequestOf(req render.Request) (Request, error) {
-	if req.CUEModule != nil || req.Timoni != nil || req.Capabilities != nil {
-		return Request{}, errors.New("only local CUE modules and kustomize directories render in a Job so far")
+// Chart is a chart a task renders: its archive, pulled and verified by the
+// controller, travels in the source artifact (ChartFile).
+type Chart struct {
+	// Ref names the chart in errors; Digest is its manifest digest.
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
+	// Capabilities are what the chart sees of the cluster, as in-process.
+	Capabilities *render.Capabilities `json:"capabilities,omitempty"`
+}
+
+// Where a module pulled from a registry sits in a task's source: a chart's
+// archive, a Timoni module's files. Such a source holds nothing else (no file
+// of the repository), so no repository path can take these names.
+const (
+	ChartFile = "chart.tgz"
+	ModuleDir = "module"
+)
+
+// RequestOf is the part of req a Spec carries; chart is the chart req renders
+// (nil: none), whose archive the source carries.
+func RequestOf(req render.Request, chart *Chart) Request {
+	q := Request{LocalPath: req.LocalPath, KustomizePath: req.KustomizePath, CUEModule: req.CUEModule, Values: req.Values,
+		Catalogs: req.Catalogs, SkewPolicy: req.SkewPolicy, Tenants: req.Tenants, Tenant: req.Tenant, Limits: req.Limits}
+	if req.Timoni != nil {
+		t := *req.Timoni
+		t.Files = nil
+		q.Timoni = &t
 	}
-	return Request{LocalPath: req.LocalPath, KustomizePath: req.KustomizePath, Values: req.Values, Catalogs: req.Catalogs,
-		SkewPolicy: req.SkewPolicy, Tenants: req.Tenants, Tenant: req.Tenant, Limits: req.Limits}, nil
+	if chart != nil {
+		c := *chart
+		c.Capabilities = req.Capabilities
+		q.Chart = &c
+	}
+	return q
 }
 
 // renderRequest is the render.Request of s over source.
-func (s *Spec) renderRequest(source fs.FS, reg *render.ModuleRegistry, cacheDir string) render.Request {
+func (s *Spec) renderRequest(source fs.FS, reg *render.ModuleRegistry, cacheDir string) (render.Request, error) {
 	q := s.Request
-	return render.Request{Name: s.Name, Namespace: s.Namespace, Source: source, Tenants: q.Tenants, LocalPath: q.LocalPath,
-		KustomizePath: q.KustomizePath, Values: q.Values, Catalogs: q.Catalogs, SkewPolicy: q.SkewPolicy, Registry: reg,
-		CacheDir: cacheDir, Limits: q.Limits, Tenant: q.Tenant}
+	req := render.Request{Name: s.Name, Namespace: s.Namespace, Source: source, Tenants: q.Tenants, LocalPath: q.LocalPath,
+		KustomizePath: q.KustomizePath, CUEModule: q.CUEModule, Values: q.Values, Catalogs: q.Catalogs, SkewPolicy: q.SkewPolicy,
+		Registry: reg, CacheDir: cacheDir, Limits: q.Limits, Tenant: q.Tenant}
+	if q.Timoni != nil {
+		t := *q.Timoni
+		if t.Digest != "" { // pulled from a registry: its files are ModuleDir of the source
+			files, err := readTree(source, ModuleDir)
+			if err != nil {
+				return req, err
+			}
+			t.Files = files
+		}
+		req.Timoni = &t
+	}
+	return req, nil
+}
+
+// readTree reads the regular files under dir of fsys, by their paths relative to
+// dir.
+func readTree(fsys fs.FS, dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err == nil {
+			files[strings.TrimPrefix(p, dir+"/")] = data
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source artifact: %w", err)
+	}
+	return files, nil
+}
+
+// render renders s over source, as the controller does in-process: a chart
+// through Renderer.RenderChart (its `lookup` sees nothing: the pod holds no API
+// token, as `helm template`), anything else through Renderer.Render.
+func (s *Spec) render(ctx context.Context, env Env, source fs.FS, cacheDir string) (*render.Result, error) {
+	if c := s.Request.Chart; c != nil {
+		archive, err := fs.ReadFile(source, ChartFile)
+		if err != nil {
+			return nil, fmt.Errorf("source artifact: %w", err)
+		}
+		q := s.Request
+		return env.Renderer.RenderChart(ctx, render.ChartRequest{Name: s.Name, Namespace: s.Namespace, Chart: c.Ref,
+			Archive: archive, Digest: c.Digest, Values: q.Values, Limits: q.Limits, Capabilities: c.Capabilities, Tenant: q.Tenant})
+	}
+	var reg *render.ModuleRegistry
+	if s.ModuleRegistry != nil {
+		reg = env.ModuleRegistry
+	}
+	req, err := s.renderRequest(source, reg, cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	return env.Renderer.Render(ctx, req)
 }
 
 // Env is what a task's pod gives it besides its Spec.
@@ -157,11 +245,7 @@ func Run(ctx context.Context, s *Spec, env Env) (digest.Digest, error) {
 		return "", err
 	}
 	defer os.RemoveAll(cacheDir)
-	var reg *render.ModuleRegistry
-	if s.ModuleRegistry != nil {
-		reg = env.ModuleRegistry
-	}
-	res, err := env.Renderer.Render(ctx, s.renderRequest(source, reg, cacheDir))
+	res, err := s.render(ctx, env, source, cacheDir)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +297,7 @@ func Fetch(ctx context.Context, c *sign.Client, s *Spec, dgst digest.Digest, key
 	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, fmt.Errorf("the render %s@%s: %w", s.Result, dgst, err)
 	}
-	if err := check(&res, key); err != nil {
+	if err := check(&res, key, s.Request.Chart != nil); err != nil {
 		return nil, fmt.Errorf("the render %s@%s: %w", s.Result, dgst, err)
 	}
 	return &res, nil
@@ -228,9 +312,9 @@ const (
 // check opens res with key and takes nothing the task says of it on trust: every
 // object is one (no null), every Secret's data was sealed (a result whose Secret
 // data is in the clear was not made for this task's key), the digest is the
-// digest of the objects, there are no hooks (no kind a task renders has any), no
-// lookups, and the warnings are bounded.
-func check(res *render.Result, key Key) error {
+// digest of the objects, there are no hooks unless a chart was rendered (no other
+// kind has any), no lookups, and the warnings are bounded.
+func check(res *render.Result, key Key, chart bool) error {
 	for _, u := range resultObjects(res) {
 		if u == nil || u.Object == nil {
 			return errors.New("it holds an empty object")
@@ -239,8 +323,8 @@ func check(res *render.Result, key Key) error {
 			return fmt.Errorf("Secret %s/%s carries its data unsealed", u.GetNamespace(), u.GetName())
 		}
 	}
-	if len(res.Hooks) > 0 {
-		return errors.New("it holds Helm hooks, which no module a render Job renders has")
+	if len(res.Hooks) > 0 && !chart {
+		return errors.New("it holds Helm hooks, which only a chart has")
 	}
 	if err := Open(res, key); err != nil {
 		return err

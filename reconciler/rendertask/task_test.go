@@ -107,8 +107,7 @@ func TestATaskRendersAsInProcess(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	key, err := NewKey()
 	g.Expect(err).NotTo(HaveOccurred())
-	q, err := RequestOf(req)
-	g.Expect(err).NotTo(HaveOccurred())
+	q := RequestOf(req, nil)
 	spec := &Spec{Namespace: "team-a", Name: "web", InputDigest: "sha256:input", Revision: "abc123",
 		Source: "platform/team-a/web/source", SourceDigest: sourceDigest.String(), Result: "platform/team-a/web/render",
 		Request: q, PublicKey: EncodeKey(key.Public)}
@@ -297,6 +296,23 @@ func TestFetchTakesNothingOnTrust(t *testing.T) {
 	g.Expect(got.Warnings).To(HaveLen(maxWarnings + 1))
 	g.Expect(len(got.Warnings[0])).To(BeNumerically("<=", maxWarningBytes+len("…")))
 	g.Expect(got.Objects[0].Object["stringData"]).To(Equal(map[string]any{"k": "v"}), "opened")
+
+	// A chart's render has hooks: taken when its digest covers them and a hook's
+	// Secret was sealed too; refused when a hook's Secret is in the clear.
+	chart := *spec
+	chart.Request.Chart = &Chart{Ref: "oci://r/charts/c@sha256:" + strings.Repeat("c", 64), Digest: "sha256:" + strings.Repeat("c", 64)}
+	hooked := func() *render.Result {
+		res := good()
+		res.Hooks = []render.Hook{{Object: secret(), Events: []string{"pre-install"}}}
+		res.Digest, _ = render.ResultDigest(res.Objects, res.Hooks)
+		return res
+	}
+	got, err = Fetch(ctx, c, &chart, push(g, hooked(), true), key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Hooks).To(HaveLen(1))
+	g.Expect(got.Hooks[0].Object.Object["stringData"]).To(Equal(map[string]any{"k": "v"}), "a hook's Secret opened")
+	_, err = Fetch(ctx, c, &chart, push(g, hooked(), false), key)
+	g.Expect(err).To(MatchError(ContainSubstring("carries its data unsealed")))
 }
 
 func testObject(apiVersion, kind, name string) *unstructured.Unstructured {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,4 +355,113 @@ func renderJobsEnv(e *env) (*harness.PodRunner, *testRegistry, *gitRepo) {
 	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
 		"  secretRef: {name: pub-creds-"+suffix+"}\n  signing:\n    keySecretRef: {name: signing-"+suffix+"}\n")
 	return runner, pub, newGitRepo(e.t, files)
+}
+
+// TestEveryModuleKindRendersInAJob: with render.mode Job, a chart and a Timoni
+// module of a registry that asks for credentials, a CUE module of that registry
+// with a catalog, and a local module render in Jobs and go Ready, each with its
+// task's artifact; a chart and a Timoni module reach the pod in the source the
+// controller pushed (pulled and verified by it), so their Jobs mount no module
+// registry credential, while the CUE module's Job mounts that registry's Secret
+// (and only the module renders that read the registry do). Rendered in-process
+// afterwards, every instance has the same render digest.
+func TestEveryModuleKindRendersInAJob(t *testing.T) {
+	e := newEnv(t)
+	_, pub, repo := renderJobsEnv(e)
+	mods := startRegistry(t, true, false)
+	rc := registryClient(t, mods, true)
+	mr := render.ModuleRegistry{Host: mods.Host, PlainHTTP: true, Username: testRegistryUser, Password: testRegistryPassword}
+	for _, m := range []struct{ dir, version string }{
+		{"../../examples/registry/catalog", "v0.1.0"}, {"../../examples/registry/redis", "v0.1.0"},
+	} {
+		_, err := render.PushModule(e.ctx, m.dir, mr, m.version)
+		e.g.Expect(err).NotTo(HaveOccurred())
+	}
+	pushChart(t, e.ctx, rc, "charts/hello", chartArchive(t, "hello", "0.1.0", "from a Job"), nil)
+	_, err := harness.PushTimoniArtifact(e.ctx, mods.Host, "modules/webapp", "1.0.0",
+		harness.TimoniArtifact{Layers: timoniLayers(copyDir(t, timoniModuleDir, "")), Username: testRegistryUser, Password: testRegistryPassword})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.putCairnSecret("mod-creds-"+e.ns, corev1.SecretTypeOpaque, basicAuthData())
+
+	platform := func(render string) string {
+		return platformYAML("  moduleRegistry: modules\n  catalogs:\n    - {module: cairn.dev/examples/catalog@v0, version: v0.1.0}\n" + render)
+	}
+	files := map[string]string{
+		"platform.yaml": platform("  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n"),
+		"registries.yaml": registryYAML("rendered", pub.Host, true, "  secretRef: {name: pub-creds-"+e.ns+"}\n"+
+			"  signing:\n    keySecretRef: {name: signing-"+e.ns+"}\n") + "---\n" +
+			registryYAML("modules", mods.Host, true, "  secretRef: {name: mod-creds-"+e.ns+"}\n"),
+		"instances/hello.yaml": chartInstanceYAML("hello", e.ns, "oci://"+mods.Host+"/charts/hello", "0.1.0", ""),
+		"instances/oci.yaml": timoniInstance("oci", e.ns, "url: 'oci://"+mods.Host+"/modules/webapp', version: '1.0.0'",
+			`{replicas: 2, env: {COLOR: teal}}`),
+		"instances/cache.yaml": "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: cache\n  namespace: " + e.ns +
+			"\nspec:\n  module:\n    cue: {path: cairn.dev/examples/redis@v0, version: v0.1.0}\n  timeout: 1m\n",
+	}
+	repo.commit("every kind", files)
+
+	// Which Secrets each render pod mounts, seen as the pods run.
+	mounted := map[string][]string{}
+	var mu sync.Mutex
+	watchCtx, stopWatch := context.WithCancel(e.ctx)
+	defer stopWatch()
+	go func() {
+		for watchCtx.Err() == nil {
+			var pods corev1.PodList
+			if e.c.List(watchCtx, &pods, client.InNamespace(reconciler.DefaultNamespace), client.HasLabels{rendertask.PodLabel}) == nil {
+				mu.Lock()
+				for _, p := range pods.Items {
+					var secrets []string
+					for _, v := range p.Spec.Volumes {
+						if v.Secret != nil {
+							secrets = append(secrets, v.Secret.SecretName)
+						}
+					}
+					mounted[p.Labels[rendertask.PodLabel]] = secrets
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	names := []string{"web", "hello", "oci", "cache"}
+	res := e.sync(repo)
+	jobDigests := map[string]string{}
+	for _, name := range names {
+		e.g.Expect(result(res, e.ns, name).Ready).To(BeTrue(), "%s: %+v", name, result(res, e.ns, name))
+		mi := e.instanceCR(e.ns, name)
+		jobDigests[name] = mi.Status.RenderDigest
+		var tasks cairnv1.RenderTaskList
+		e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
+			client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, name)})).To(Succeed())
+		e.g.Expect(tasks.Items).NotTo(BeEmpty(), "%s rendered in a Job", name)
+		for i := range tasks.Items {
+			t.Cleanup(func() { _ = e.c.Delete(context.Background(), &tasks.Items[i]) })
+			e.g.Expect(tasks.Items[i].Status.ArtifactDigest).To(HavePrefix("sha256:"), name)
+			mu.Lock()
+			secrets, seen := mounted[tasks.Items[i].Name]
+			mu.Unlock()
+			if !seen {
+				continue // its pod came and went between two looks
+			}
+			if name == "hello" || name == "oci" {
+				e.g.Expect(secrets).NotTo(ContainElement("mod-creds-"+e.ns), "%s: its module travels in the source", name)
+			} else {
+				e.g.Expect(secrets).To(ContainElement("mod-creds-"+e.ns), "%s: it reads the module registry", name)
+			}
+		}
+	}
+	stopWatch()
+	mu.Lock()
+	e.g.Expect(mounted).NotTo(BeEmpty(), "the render pods were seen")
+	mu.Unlock()
+	e.g.Expect(e.configMap(e.ns, "oci").Data).To(HaveKeyWithValue("COLOR", "teal"))
+
+	repo.commit("in process", map[string]string{"platform.yaml": platform(
+		"  render:\n    publish: {registry: rendered, repository: rendered/cluster}\n")})
+	res = e.sync(repo)
+	for _, name := range names {
+		e.g.Expect(result(res, e.ns, name).Ready).To(BeTrue(), "%s: %+v", name, result(res, e.ns, name))
+		e.g.Expect(e.instanceCR(e.ns, name).Status.RenderDigest).To(Equal(jobDigests[name]), "%s: a Job render and an in-process one", name)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/memory"
 	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // TimoniArtifact is a module artifact shaped as `timoni mod push` shapes it, for
@@ -30,10 +31,12 @@ type TimoniArtifact struct {
 	Layers []map[string][]byte
 	// Symlinks are added to the last layer: name -> target.
 	Symlinks map[string]string
+	// Username and Password log in to the registry (none when empty).
+	Username, Password string
 }
 
-// PushTimoniArtifact pushes a with oras-go to host/repo:tag (plain HTTP, no
-// credentials) and returns the manifest digest.
+// PushTimoniArtifact pushes a with oras-go to host/repo:tag (plain HTTP, with
+// a's credentials if any) and returns the manifest digest.
 func PushTimoniArtifact(ctx context.Context, host, repo, tag string, a TimoniArtifact) (string, error) {
 	store := memory.New()
 	config := pushed(ctx, store, orDefault(a.ConfigMediaType, "application/vnd.timoni.config.v1+json"), []byte("{}"))
@@ -68,6 +71,9 @@ func PushTimoniArtifact(ctx context.Context, host, repo, tag string, a TimoniArt
 		return "", err
 	}
 	dst.PlainHTTP = true
+	if a.Username != "" {
+		dst.Client = &auth.Client{Credential: auth.StaticCredential(host, auth.Credential{Username: a.Username, Password: a.Password})}
+	}
 	if _, err := oras.Copy(ctx, store, tag, dst, tag, oras.DefaultCopyOptions); err != nil {
 		return "", fmt.Errorf("failed to push %s/%s:%s: %w", host, repo, tag, err)
 	}
