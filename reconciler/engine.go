@@ -122,6 +122,9 @@ type Engine struct {
 	// deletedCRs: a sync deleted a ModuleInstance since the last revision step
 	// listed them, so the informer cache may still hold it (see revisionStepLive).
 	deletedCRs atomic.Bool
+	// lastSweep is when the config Secrets of failed render tasks were last swept
+	// (Unix nanoseconds; see sweepConfigs).
+	lastSweep atomic.Int64
 
 	keyMu    sync.Mutex
 	key      []byte // the cluster's digest key (see DigestKeySecret), once read

@@ -553,6 +553,9 @@ func (s *RevisionState) Finish(ctx context.Context) (*SyncResult, error) {
 		}
 		s.rotateUnaffected(ctx)
 		s.removeInstances(ctx)
+		if !s.readOnly {
+			s.e.sweepConfigs(ctx, s.e.cluster.client, s.e.namespace()) // failed render tasks' config Secrets, past their TTL
+		}
 	}
 	return s.finish(ctx)
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -102,6 +103,7 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	mac := hmac.New(sha256.New, s.digestKey)
 	mac.Write(in)
 	spec.InputDigest = "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))
+	s.e.sweepConfigs(ctx, s.e.cluster.client, s.e.namespace())
 	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts, oci: oci, masks: masks,
 		limits: req.Limits, name: rendertask.Name(mi.Namespace, mi.Name, spec.InputDigest)}
 	res, err := job.run(ctx)
@@ -271,6 +273,7 @@ func (j *renderJob) ensureTask(ctx context.Context) (*cairnv1.RenderTask, render
 		return task, key, nil // ended: no Job runs it again
 	}
 	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: j.secretName(), Namespace: j.ns,
+		Labels:          map[string]string{rendertask.ConfigLabel: task.Name},
 		OwnerReferences: []metav1.OwnerReference{rendertask.Owned(task)}}, Data: map[string][]byte{"spec.json": data}}
 	err = j.c.Create(ctx, config)
 	if apierrors.IsAlreadyExists(err) { // an earlier attempt's: the Spec with this key
@@ -391,8 +394,10 @@ func (j *renderJob) terminationMessage(ctx context.Context, name string) string 
 }
 
 // finish records the task's end on its status and removes what it no longer
-// needs: its config Secret (it holds the values, perhaps from Secrets) and, on
-// success, its Job; a failed Job is kept for its logs until its TTL. The key stays
+// needs: on success its config Secret (it holds the values, perhaps from Secrets)
+// and its Job. A failed task's Job stays for its logs until its TTL
+// (FailedJobTTL, the Job's ttlSecondsAfterFinished), and so does its config
+// Secret, marked with the time it is deleted (see sweepConfigs). The key stays
 // with the task, so a later attempt at the same input fetches its render again.
 func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok bool, dgst, msg string) {
 	j.mark(ctx, task, func(t *cairnv1.RenderTask) {
@@ -405,12 +410,46 @@ func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok boo
 		conditions.MarkTrue(t, cairnv1.JobFailedCondition, cairnv1.ReasonRenderFailed, "%s", truncate(msg, 1024))
 		t.Status.Message = truncate(msg, 4096)
 	})
-	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	_ = j.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.secretName()}})
+	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.secretName()}}
 	if ok {
-		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}}, bg)
+		_ = j.c.Delete(ctx, config)
+		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}},
+			client.PropagationPolicy(metav1.DeletePropagationBackground))
+	} else {
+		expires := time.Now().Add(j.s.e.opts.RenderJob.FailedTTL()).UTC().Format(time.RFC3339)
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, rendertask.ExpiresAnnotation, expires)
+		if err := j.c.Patch(ctx, config, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			_ = j.c.Delete(ctx, config) // not kept unmarked: nothing would ever delete it
+		}
 	}
 	j.collect(ctx, task)
+}
+
+// sweepConfigs deletes the config Secrets of failed tasks in ns whose time has
+// come (ExpiresAnnotation), at most once a minute (or once a FailedJobTTL, when
+// shorter): each revision's sync and each render Job sweeps.
+func (e *Engine) sweepConfigs(ctx context.Context, c client.Client, ns string) {
+	now := time.Now()
+	interval := min(time.Minute, e.opts.RenderJob.FailedTTL())
+	last := e.lastSweep.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < interval || !e.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	var secrets corev1.SecretList
+	if err := c.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{rendertask.ConfigLabel}); err != nil {
+		return
+	}
+	for i := range secrets.Items {
+		if expiredConfig(&secrets.Items[i], now) {
+			_ = c.Delete(ctx, &secrets.Items[i])
+		}
+	}
+}
+
+// expiredConfig tells whether the config Secret sec of a failed task is due at now.
+func expiredConfig(sec *corev1.Secret, now time.Time) bool {
+	at, err := time.Parse(time.RFC3339, sec.Annotations[rendertask.ExpiresAnnotation])
+	return err == nil && !now.Before(at)
 }
 
 // keptTasks is how many RenderTasks of an instance are kept, the newest.

@@ -70,7 +70,9 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.renderer.Args, "renderer-args", []string{"render-task"}, "the arguments of render Jobs' container, before the paths cairn adds")
 	fl.StringSliceVar(&f.renderer.ImagePullSecrets, "renderer-image-pull-secrets", nil, "Secrets of cairn's namespace render Jobs pull their image with")
 	fl.Int32Var(&f.renderer.BackoffLimit, "renderer-backoff-limit", 0, "render Jobs' backoffLimit (a failed render is retried by the instance's own retry)")
-	fl.StringVar(&f.renderer.CPU, "renderer-cpu", "", "render Jobs' CPU request and limit (empty: none)")
+	fl.StringVar(&f.renderer.CPU, "renderer-cpu", "", "render Jobs' CPU request and limit (empty: none; memory is the render's budget, limits.renderMemory)")
+	fl.StringVar(&f.renderer.CAConfigMap, "renderer-ca-configmap", "", "a ConfigMap of cairn's namespace whose ca.crt render Jobs trust for every registry (beside each Registry's CA)")
+	fl.DurationVar(&f.renderer.FailedJobTTL, "renderer-failed-job-ttl", rendertask.DefaultFailedJobTTL, "how long a failed render Job and its config Secret stay")
 }
 
 // leaderNamespace is --leader-election-namespace, else $POD_NAMESPACE, else cairn's.

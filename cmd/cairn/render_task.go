@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,7 +22,7 @@ const maxTerminationMessage = 4096
 
 // renderTaskFlags are the paths a render Job's pod mounts (docs/render-jobs.md).
 type renderTaskFlags struct {
-	spec, registryConfig, registryCA, moduleRegistryConfig, moduleRegistryCA, terminationLog, tmpDir string
+	spec, registryConfig, registryCA, moduleRegistryConfig, moduleRegistryCA, caBundle, terminationLog, tmpDir string
 }
 
 func newRenderTaskCommand() *cobra.Command {
@@ -67,6 +68,7 @@ signing key: the controller verifies, signs and applies what it pushed.`,
 	cmd.Flags().StringVar(&f.moduleRegistryConfig, "module-registry-config", "/etc/cairn/registries/modules/.dockerconfigjson",
 		"docker config with the module registry's credentials (read when the Spec names a module registry)")
 	cmd.Flags().StringVar(&f.moduleRegistryCA, "module-registry-ca", "", "PEM CA bundle of the module registry")
+	cmd.Flags().StringVar(&f.caBundle, "ca-bundle", "", "PEM CA bundle trusted for every registry (--renderer-ca-configmap)")
 	cmd.Flags().StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "where the digest or the error is written")
 	cmd.Flags().StringVar(&f.tmpDir, "tmp-dir", os.TempDir(), "a writable directory for the source and the module cache")
 	return cmd
@@ -84,7 +86,7 @@ func (f *renderTaskFlags) underRoot() {
 	if root == "" {
 		return
 	}
-	for _, p := range []*string{&f.spec, &f.registryConfig, &f.registryCA, &f.moduleRegistryConfig, &f.moduleRegistryCA, &f.terminationLog} {
+	for _, p := range []*string{&f.spec, &f.registryConfig, &f.registryCA, &f.moduleRegistryConfig, &f.moduleRegistryCA, &f.caBundle, &f.terminationLog} {
 		if *p != "" {
 			*p = filepath.Join(root, *p)
 		}
@@ -100,7 +102,13 @@ func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return "", fmt.Errorf("the task's Spec: %w", err)
 	}
-	ep, err := endpoint(spec.Registry, f.registryConfig, f.registryCA)
+	var bundle []byte
+	if f.caBundle != "" {
+		if bundle, err = os.ReadFile(f.caBundle); err != nil {
+			return "", fmt.Errorf("CA bundle: %w", err)
+		}
+	}
+	ep, err := endpoint(spec.Registry, f.registryConfig, f.registryCA, bundle)
 	if err != nil {
 		return "", fmt.Errorf("publish Registry: %w", err)
 	}
@@ -110,7 +118,7 @@ func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
 	}
 	env := rendertask.Env{Registry: client, TempDir: f.tmpDir}
 	if mr := spec.ModuleRegistry; mr != nil {
-		mep, err := endpoint(mr.Endpoint, f.moduleRegistryConfig, f.moduleRegistryCA)
+		mep, err := endpoint(mr.Endpoint, f.moduleRegistryConfig, f.moduleRegistryCA, bundle)
 		if err != nil {
 			return "", fmt.Errorf("module registry: %w", err)
 		}
@@ -126,10 +134,10 @@ func (f *renderTaskFlags) run(cmd *cobra.Command) (string, error) {
 }
 
 // endpoint is the registry e with the credentials for its host at configPath (none
-// when nothing is there) and the CA at caPath. configPath is a docker config file,
+// when nothing is there) and the CA at caPath, with bundle besides. configPath is a docker config file,
 // or the directory a Registry's Secret is mounted at (username and password, or a
 // .dockerconfigjson: the keys sign.CredentialsFromSecret reads).
-func endpoint(e rendertask.Endpoint, configPath, caPath string) (sign.Endpoint, error) {
+func endpoint(e rendertask.Endpoint, configPath, caPath string, bundle []byte) (sign.Endpoint, error) {
 	ep := sign.Endpoint{Host: e.Host, PlainHTTP: e.PlainHTTP}
 	info, err := os.Stat(configPath)
 	switch {
@@ -161,6 +169,9 @@ func endpoint(e rendertask.Endpoint, configPath, caPath string) (sign.Endpoint, 
 			return ep, err
 		}
 		ep.CAPEM = ca
+	}
+	if len(bundle) > 0 {
+		ep.CAPEM = append(append(slices.Clip(ep.CAPEM), '\n'), bundle...)
 	}
 	if strings.TrimSpace(ep.Host) == "" {
 		return ep, errors.New("no host")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log"
 	"net/http"
@@ -99,4 +100,47 @@ objects: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: instance.name
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(msg)).To(HavePrefix("unavailable: registry unavailable: failed to pull the source"), "not the render's failure: retried")
 	g.Expect(string(msg)).NotTo(ContainSubstring("Task-Push-Pa55"), "no credential in the termination message")
+}
+
+// TestRenderTaskTrustsTheCABundle: a publish registry served with a certificate
+// of a private CA is refused by `cairn render-task` until --ca-bundle (what
+// --renderer-ca-configmap mounts) names that CA.
+func TestRenderTaskTrustsTheCABundle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	srv := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "https://")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	client, err := sign.NewClient(sign.Endpoint{Host: host, CAPEM: ca})
+	g.Expect(err).NotTo(HaveOccurred())
+	src := t.TempDir()
+	g.Expect(os.MkdirAll(filepath.Join(src, "modules/web"), 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(src, "modules/web/main.cue"), []byte("package app\n\ninstance: {name: string, namespace: string}\nvalues: {}\n"+
+		"objects: cm: {apiVersion: \"v1\", kind: \"ConfigMap\", metadata: name: instance.name}\n"), 0o644)).To(Succeed())
+	tarball, err := rendertask.PackSource(os.DirFS(src), []string{"modules/web"})
+	g.Expect(err).NotTo(HaveOccurred())
+	sourceDigest, err := rendertask.PushSource(ctx, client, "p/web/source", tarball)
+	g.Expect(err).NotTo(HaveOccurred())
+	key, err := rendertask.NewKey()
+	g.Expect(err).NotTo(HaveOccurred())
+	dir := t.TempDir()
+	b, err := json.Marshal(&rendertask.Spec{Namespace: "team-a", Name: "web", InputDigest: "sha256:input", Revision: "abc",
+		Registry: rendertask.Endpoint{Host: host}, Source: "p/web/source", SourceDigest: sourceDigest.String(),
+		Result: "p/web/render", Request: rendertask.Request{LocalPath: "modules/web"}, PublicKey: rendertask.EncodeKey(key.Public)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(dir, "spec.json"), b, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644)).To(Succeed())
+	termination := filepath.Join(dir, "termination-log")
+	args := []string{"render-task", "--spec", filepath.Join(dir, "spec.json"), "--registry-config", filepath.Join(dir, "none"),
+		"--module-registry-config", filepath.Join(dir, "none"), "--termination-log", termination, "--tmp-dir", t.TempDir()}
+
+	res := execCairn(t, args...)
+	g.Expect(res.code).To(Equal(1), "a CA it does not know")
+	msg, _ := os.ReadFile(termination)
+	g.Expect(string(msg)).To(ContainSubstring("certificate"))
+	res = execCairn(t, append(args, "--ca-bundle", filepath.Join(dir, "ca.crt"))...)
+	g.Expect(res.err).NotTo(HaveOccurred(), res.stderr)
+	msg, _ = os.ReadFile(termination)
+	g.Expect(string(msg)).To(HavePrefix("digest: sha256:"))
 }

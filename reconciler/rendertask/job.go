@@ -54,7 +54,31 @@ type JobOptions struct {
 	BackoffLimit int32
 	// CPU is the pod's CPU request and limit ("" for none).
 	CPU string
+	// CAConfigMap names a ConfigMap of cairn's namespace whose ca.crt every render
+	// pod trusts for every registry it talks to, beside each Registry's own CA.
+	CAConfigMap string
+	// FailedJobTTL is how long a failed task's Job and config Secret stay for
+	// whoever looks into the failure (0: DefaultFailedJobTTL).
+	FailedJobTTL time.Duration
 }
+
+// DefaultFailedJobTTL is JobOptions.FailedJobTTL's default.
+const DefaultFailedJobTTL = time.Hour
+
+// FailedTTL is o.FailedJobTTL or its default.
+func (o JobOptions) FailedTTL() time.Duration {
+	if o.FailedJobTTL > 0 {
+		return o.FailedJobTTL
+	}
+	return DefaultFailedJobTTL
+}
+
+// ConfigLabel marks a task's config Secret (with the task's name); ExpiresAnnotation
+// says, on the config Secret of a task that failed, when it is deleted (RFC 3339).
+const (
+	ConfigLabel       = "cairn.dev/render-config"
+	ExpiresAnnotation = "cairn.dev/expires"
+)
 
 // Name is the name of the task that renders the input inputDigest of the
 // instance namespace/name: the same input always gets the same task, and a name
@@ -117,6 +141,7 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 	}
 	addCA("publish-ca", m.PublishCA, "--registry-ca")
 	addCA("modules-ca", m.ModulesCA, "--module-registry-ca")
+	addCA("renderer-ca", opts.CAConfigMap, "--ca-bundle")
 	args = append(args, "--registry-config", publishDir, "--module-registry-config", modulesDir, "--tmp-dir", tmpDir)
 	resources := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
 	if memory > 0 {
@@ -143,9 +168,9 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(opts.BackoffLimit),
 			ActiveDeadlineSeconds: ptr.To(deadline),
-			// A failed Job stays an hour for its logs (a succeeded one is removed
-			// by the controller once it fetched the render).
-			TTLSecondsAfterFinished: ptr.To[int32](3600),
+			// A failed Job stays FailedJobTTL for its logs (a succeeded one is
+			// removed by the controller once it fetched the render).
+			TTLSecondsAfterFinished: ptr.To(int32(opts.FailedTTL().Seconds())),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{

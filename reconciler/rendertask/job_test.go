@@ -63,6 +63,15 @@ func TestJobHoldsOnlyWhatTheRenderNeeds(t *testing.T) {
 		}
 	}
 	g.Expect(mounts).To(ConsistOf(specDir, tmpDir, publishDir, caDir+"/publish-ca"))
+
+	// --renderer-ca-configmap: every render pod trusts its ca.crt, beside each
+	// Registry's CA; --renderer-failed-job-ttl: a failed Job stays that long.
+	job = Job(task, "render-web-0123456789abcdef", Mounts{PublishSecret: "pub-creds"},
+		JobOptions{Image: "i", CAConfigMap: "corporate-ca", FailedJobTTL: 10 * time.Minute}, 30*time.Second, 512<<20)
+	g.Expect(*job.Spec.TTLSecondsAfterFinished).To(BeEquivalentTo(600))
+	pod = job.Spec.Template.Spec
+	g.Expect(pod.Volumes).To(ContainElement(And(HaveField("Name", "renderer-ca"), HaveField("ConfigMap.Name", "corporate-ca"))))
+	g.Expect(pod.Containers[0].Args).To(ContainElements("--ca-bundle", caDir+"/renderer-ca/ca.crt"))
 }
 
 // TestNameIsADNSLabel: a task's name is a DNS label of at most 47 characters

@@ -230,15 +230,27 @@ func TestInstancesRenderInJobs(t *testing.T) {
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).NotTo(BeNil(), "a failed render changes nothing")
 	e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
 		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
-	failed := 0
+	var failed []string
 	for _, tk := range tasks.Items {
 		t.Cleanup(func() { _ = e.c.Delete(context.Background(), &tk) })
 		if isTrueCondition(&tk, cairnv1.JobFailedCondition) {
-			failed++
+			failed = append(failed, tk.Name)
 			e.g.Expect(tk.Status.Message).To(ContainSubstring("app.cue:"))
 		}
 	}
-	e.g.Expect(failed).To(Equal(1), "the failed task says so")
+	e.g.Expect(failed).To(HaveLen(1), "the failed task says so")
+
+	// A failed task's Job and config Secret stay for failedJobTTL, then go: the
+	// Job by its ttlSecondsAfterFinished, the Secret at the next render Job's sweep.
+	config := e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+failed[0])
+	e.g.Expect(config).NotTo(BeNil(), "kept for whoever looks into the failure")
+	e.g.Expect(config.GetAnnotations()).To(HaveKey(rendertask.ExpiresAnnotation))
+	e.g.Expect(e.get("batch/v1", "Job", reconciler.DefaultNamespace, failed[0])).NotTo(BeNil(), "kept for its logs")
+	e.g.Eventually(func() bool { return e.get("batch/v1", "Job", reconciler.DefaultNamespace, failed[0]) == nil }).
+		WithTimeout(2*time.Minute).Should(BeTrue(), "the failed Job goes after its TTL")
+	repo.commit("fixed", map[string]string{"modules/app/app.cue": appModule})
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	e.g.Expect(e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+failed[0])).To(BeNil(), "the failed task's config Secret went after its TTL")
 }
 
 // TestRenderJobFaults: what happens to a render Job is never lost and never
@@ -329,9 +341,14 @@ func TestRenderJobFaults(t *testing.T) {
 	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-c")).NotTo(BeNil())
 }
 
+// failedJobTTL is how long a failed render Job and its config Secret stay in the
+// tests (an hour by default).
+const failedJobTTL = 4 * time.Second
+
 // withRenderJobs runs render Jobs with the image the stand-in kubelet knows.
 func withRenderJobs(o *reconciler.Options) {
-	o.RenderJob = rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}
+	o.RenderJob = rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"},
+		FailedJobTTL: failedJobTTL}
 }
 
 // renderJobsEnv readies e for render Jobs: an engine that runs them, a stand-in
