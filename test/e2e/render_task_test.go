@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 	"github.com/opencontainers/go-digest"
 	batchv1 "k8s.io/api/batch/v1"
@@ -481,4 +482,42 @@ func TestEveryModuleKindRendersInAJob(t *testing.T) {
 		e.g.Expect(result(res, e.ns, name).Ready).To(BeTrue(), "%s: %+v", name, result(res, e.ns, name))
 		e.g.Expect(e.instanceCR(e.ns, name).Status.RenderDigest).To(Equal(jobDigests[name]), "%s: a Job render and an in-process one", name)
 	}
+}
+
+// TestControllerRestartedWhileARenderJobRuns: `cairn controller` renders in Jobs;
+// SIGKILLed while its render Job runs, the controller started again finds the
+// same RenderTask by name, waits for the Job that was running (no second Job, no
+// second pod) and applies its render.
+func TestControllerRestartedWhileARenderJobRuns(t *testing.T) {
+	e := newEnv(t)
+	runner, _, repo := renderJobsEnv(e)
+	bin := buildCairn(t)
+	args := append(e.controllerArgs(t, repo, freeLoopbackAddr(t), "0"), "--renderer-image", "example.invalid/cairn:test",
+		"--renderer-command", "/cairn", "--renderer-failed-job-ttl", failedJobTTL.String())
+	runner.SetDelay(6 * time.Second)
+	first := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, args...)
+	var task string
+	e.g.Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(e.c.List(e.ctx, &pods, client.InNamespace(reconciler.DefaultNamespace), client.HasLabels{rendertask.PodLabel})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+		task = pods.Items[0].Labels[rendertask.PodLabel]
+	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(Succeed(), first.String)
+	e.g.Expect(first.cmd.Process.Kill()).To(Succeed())
+	<-first.done
+	e.g.Expect(e.get("v1", "ConfigMap", e.ns, "web-a")).To(BeNil(), "nothing applied before the render came back")
+
+	second := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-1"}, args...)
+	e.g.Eventually(func() bool { return e.get("v1", "ConfigMap", e.ns, "web-a") != nil }, 2*time.Minute, 200*time.Millisecond).
+		Should(BeTrue(), second.String)
+	var tasks cairnv1.RenderTaskList
+	e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
+		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
+	e.g.Expect(tasks.Items).To(HaveLen(1))
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), &tasks.Items[0]) })
+	e.g.Expect(tasks.Items[0].Name).To(Equal(task), "the task the killed controller made")
+	e.g.Expect(runner.Started()).To(Equal(1), "its Job's one pod, not a second")
+	e.g.Eventually(func() bool { return conditions.IsTrue(e.instance(e.ns, "web"), "Ready") }, time.Minute, 200*time.Millisecond).
+		Should(BeTrue(), second.String)
 }

@@ -44,6 +44,14 @@ type PodRunner struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // by namespace/name
 	delay   time.Duration
+	started int
+}
+
+// Started is how many pods it has started.
+func (r *PodRunner) Started() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
 }
 
 // SetDelay makes each pod started from now on run for d before its command starts
@@ -132,6 +140,7 @@ func (r *PodRunner) start(ctx context.Context, pod *corev1.Pod) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r.running[key] = cancel
+	r.started++
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
