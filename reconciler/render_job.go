@@ -185,7 +185,7 @@ func (j *renderJob) run(ctx context.Context) (*render.Result, error) {
 		return j.fetch(ctx, task, key, digest.Digest(d))
 	}
 	if msg, failed := renderFailed(task); failed {
-		return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, msg)
+		return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, rendertask.JobName(j.name), msg)
 	}
 	limits := j.limits
 	if limits.Timeout <= 0 {
@@ -198,25 +198,25 @@ func (j *renderJob) run(ctx context.Context) (*render.Result, error) {
 	defer cancel()
 	msg, succeeded, err := j.await(ctx, task, limits)
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, j.name, err))
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %w", j.ns, rendertask.JobName(j.name), err))
 	}
 	msg = valuesfrom.Mask(msg, j.masks)
 	if !succeeded {
 		j.finish(ctx, task, false, "", msg)
 		if rest, ok := strings.CutPrefix(msg, "error: "); ok { // the render's own failure
-			return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, j.name, rest)
+			return nil, fmt.Errorf("render Job %s/%s failed: %s", j.ns, rendertask.JobName(j.name), rest)
 		}
 		// Not the render's: the registry, the deadline, a killed pod. Retried with a
 		// new task and Job (the Job goes first: the next task takes its name).
 		bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}}, bg)
+		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: rendertask.JobName(j.name)}}, bg)
 		_ = j.c.Delete(ctx, task, bg)
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, j.name,
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, rendertask.JobName(j.name),
 			strings.TrimPrefix(msg, "unavailable: ")))
 	}
 	dgst, err := digest.Parse(strings.TrimPrefix(msg, "digest: "))
 	if err != nil {
-		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s ended without a digest: %q", j.ns, j.name, truncate(msg, 256)))
+		return nil, outcome.NewTransient(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s ended without a digest: %q", j.ns, rendertask.JobName(j.name), truncate(msg, 256)))
 	}
 	res, err := j.fetch(ctx, task, key, dgst)
 	if err == nil {
@@ -235,7 +235,7 @@ func renderFailed(task *cairnv1.RenderTask) (string, bool) {
 func (j *renderJob) fetch(ctx context.Context, task *cairnv1.RenderTask, key rendertask.Key, dgst digest.Digest) (*render.Result, error) {
 	res, err := rendertask.Fetch(ctx, j.oci, j.spec, dgst, key)
 	if err != nil {
-		return nil, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, j.name,
+		return nil, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf("render Job %s/%s: %s", j.ns, rendertask.JobName(j.name),
 			valuesfrom.Mask(err.Error(), j.masks)))
 	}
 	return res, nil
@@ -350,7 +350,7 @@ func (j *renderJob) await(ctx context.Context, task *cairnv1.RenderTask, limits 
 				if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
 					continue
 				}
-				msg := j.terminationMessage(ctx, job.Name)
+				msg := j.terminationMessage(ctx, j.name)
 				if msg == "" && c.Type == batchv1.JobFailed {
 					msg = "error: " + c.Reason + ": " + c.Message
 				}
@@ -375,8 +375,8 @@ func ownedBy(job *batchv1.Job, task *cairnv1.RenderTask) bool {
 	return false
 }
 
-// terminationMessage is the termination message of the last pod of the Job name
-// that ended ("" when none did).
+// terminationMessage is the termination message of the last pod of the task
+// name's Job that ended ("" when none did).
 func (j *renderJob) terminationMessage(ctx context.Context, name string) string {
 	var pods corev1.PodList
 	if err := j.c.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{rendertask.PodLabel: name}); err != nil {
@@ -413,7 +413,7 @@ func (j *renderJob) finish(ctx context.Context, task *cairnv1.RenderTask, ok boo
 	config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.secretName()}}
 	if ok {
 		_ = j.c.Delete(ctx, config)
-		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.name}},
+		_ = j.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: rendertask.JobName(j.name)}},
 			client.PropagationPolicy(metav1.DeletePropagationBackground))
 	} else {
 		expires := time.Now().Add(j.s.e.opts.RenderJob.FailedTTL()).UTC().Format(time.RFC3339)

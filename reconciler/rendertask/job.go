@@ -93,6 +93,10 @@ func Name(namespace, name, inputDigest string) string {
 	return fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(h[:])[:16])
 }
 
+// JobName is the name of the Job of the task named task (its pods carry
+// PodLabel with the task's name).
+func JobName(task string) string { return "render-" + task }
+
 // Mounts says which registries' credentials a task's pod mounts: the publish
 // Registry's Secret and, for a render that reads the module registry, its Secret
 // (empty: none), and their CA ConfigMaps.
@@ -163,7 +167,7 @@ func Job(task *cairnv1.RenderTask, configSecret string, m Mounts, opts JobOption
 		deadline = 1
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: task.Name, Namespace: task.Namespace, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: JobName(task.Name), Namespace: task.Namespace, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{owner(task)}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(opts.BackoffLimit),

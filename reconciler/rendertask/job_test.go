@@ -22,7 +22,7 @@ func TestJobHoldsOnlyWhatTheRenderNeeds(t *testing.T) {
 	job := Job(task, "render-web-0123456789abcdef", Mounts{PublishSecret: "pub-creds", PublishCA: "pub-ca"},
 		JobOptions{Image: "registry.example.com/cairn@sha256:abc", Command: []string{"/cairn"}, Args: []string{"render-task"}}, 30*time.Second, 512<<20)
 
-	g.Expect(job.Name).To(Equal(task.Name))
+	g.Expect(job.Name).To(Equal("render-" + task.Name))
 	g.Expect(job.OwnerReferences).To(ConsistOf(HaveField("UID", task.UID)))
 	g.Expect(*job.Spec.ActiveDeadlineSeconds).To(BeEquivalentTo(90))
 	g.Expect(*job.Spec.TTLSecondsAfterFinished).To(BeEquivalentTo(3600))

@@ -107,11 +107,11 @@ func TestARenderJobRendersAsInProcess(t *testing.T) {
 			e.g.Expect(pod.Status.Phase).To(Equal(corev1.PodFailed))
 			e.g.Expect(st.Message).To(HavePrefix("error: "))
 			e.g.Expect(st.Message).To(ContainSubstring(tc.fails))
-			e.g.Eventually(func() bool { return jobEnded(e, tc.name, batchv1.JobFailed) }).WithTimeout(60 * time.Second).Should(BeTrue())
+			e.g.Eventually(func() bool { return jobEnded(e, rendertask.JobName(tc.name), batchv1.JobFailed) }).WithTimeout(60 * time.Second).Should(BeTrue())
 			continue
 		}
 		e.g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), st.Message)
-		e.g.Eventually(func() bool { return jobEnded(e, tc.name, batchv1.JobComplete) }).WithTimeout(60 * time.Second).Should(BeTrue())
+		e.g.Eventually(func() bool { return jobEnded(e, rendertask.JobName(tc.name), batchv1.JobComplete) }).WithTimeout(60 * time.Second).Should(BeTrue())
 		dgst := digest.Digest(strings.TrimPrefix(st.Message, "digest: "))
 		files, _, err := oci.PullArtifact(ctx, spec.Result, dgst)
 		e.g.Expect(err).NotTo(HaveOccurred())
@@ -199,7 +199,7 @@ func TestInstancesRenderInJobs(t *testing.T) {
 	e.g.Expect(e.c.Update(e.ctx, edited)).To(MatchError(ContainSubstring("immutable")), "a task's input never changes")
 	e.g.Expect(isTrueCondition(&task, cairnv1.JobSucceededCondition)).To(BeTrue(), "%+v", task.Status)
 	e.g.Eventually(func() bool {
-		return e.get("batch/v1", "Job", reconciler.DefaultNamespace, task.Name) == nil &&
+		return e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(task.Name)) == nil &&
 			e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+task.Name) == nil
 	}).WithTimeout(30*time.Second).Should(BeTrue(), "the Job and its config Secret are removed once it succeeded")
 
@@ -246,12 +246,15 @@ func TestInstancesRenderInJobs(t *testing.T) {
 	config := e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+failed[0])
 	e.g.Expect(config).NotTo(BeNil(), "kept for whoever looks into the failure")
 	e.g.Expect(config.GetAnnotations()).To(HaveKey(rendertask.ExpiresAnnotation))
-	e.g.Expect(e.get("batch/v1", "Job", reconciler.DefaultNamespace, failed[0])).NotTo(BeNil(), "kept for its logs")
-	e.g.Eventually(func() bool { return e.get("batch/v1", "Job", reconciler.DefaultNamespace, failed[0]) == nil }).
+	e.g.Expect(e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(failed[0]))).NotTo(BeNil(), "kept for its logs")
+	e.g.Eventually(func() bool { return e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(failed[0])) == nil }).
 		WithTimeout(2*time.Minute).Should(BeTrue(), "the failed Job goes after its TTL")
 	repo.commit("fixed", map[string]string{"modules/app/app.cue": appModule})
 	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
-	e.g.Expect(e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+failed[0])).To(BeNil(), "the failed task's config Secret went after its TTL")
+	e.g.Eventually(func() bool {
+		e.sync(repo) // a sync sweeps (at most once per TTL here)
+		return e.get("v1", "Secret", reconciler.DefaultNamespace, "render-"+failed[0]) == nil
+	}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(BeTrue(), "the failed task's config Secret went after its TTL")
 }
 
 // TestRenderJobFaults: what happens to a render Job is never lost and never
@@ -305,7 +308,7 @@ func TestRenderJobFaults(t *testing.T) {
 	runner.SetDelay(3 * time.Second)
 	done := syncAsync(e.ctx)
 	job := running()
-	e.g.Expect(e.c.Delete(e.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: job}},
+	e.g.Expect(e.c.Delete(e.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: rendertask.JobName(job)}},
 		client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 	res := <-done
 	e.g.Expect(result(res, e.ns, "web").Ready).To(BeTrue(), "%+v", res)
