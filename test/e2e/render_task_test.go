@@ -247,7 +247,9 @@ func TestInstancesRenderInJobs(t *testing.T) {
 	e.g.Expect(config).NotTo(BeNil(), "kept for whoever looks into the failure")
 	e.g.Expect(config.GetAnnotations()).To(HaveKey(rendertask.ExpiresAnnotation))
 	e.g.Expect(e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(failed[0]))).NotTo(BeNil(), "kept for its logs")
-	e.g.Eventually(func() bool { return e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(failed[0])) == nil }).
+	e.g.Eventually(func() bool {
+		return e.get("batch/v1", "Job", reconciler.DefaultNamespace, rendertask.JobName(failed[0])) == nil
+	}).
 		WithTimeout(2*time.Minute).Should(BeTrue(), "the failed Job goes after its TTL")
 	repo.commit("fixed", map[string]string{"modules/app/app.cue": appModule})
 	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
