@@ -287,7 +287,11 @@ type ModuleInstanceStatus struct {
 	// NextRetryAt is when a failed instance is retried at the earliest.
 	// +optional
 	NextRetryAt *metav1.Time `json:"nextRetryAt,omitempty"`
-	// History holds the last ten attempts, newest first.
+	// History lists the last renders applied, newest first: max(10, the Platform's
+	// render.publish.keep) entries. An entry is added when a render is applied (not
+	// when an attempt fails before its apply); a later reconcile of the same render
+	// (a health recheck, a retry, a commit that renders the same objects) updates
+	// only the newest entry's result and reason.
 	// +optional
 	History []HistoryEntry `json:"history,omitempty"`
 	// Artifacts are the OCI artifacts (CUE modules, charts) the last render
@@ -360,6 +364,10 @@ type PublishedArtifact struct {
 	// Revision is the source SHA the artifact was first published for.
 	// +optional
 	Revision string `json:"revision,omitempty"`
+	// KeyID names the cosign key that signed it (the first 12 hex digits of the
+	// SHA-256 of its public key).
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // Inventory lists applied objects; large ones live compressed in a Secret.
@@ -386,18 +394,40 @@ type InventoryEntry struct {
 	Hash string `json:"h,omitempty"`
 }
 
-// HistoryEntry records one attempt.
+// Results of a HistoryEntry: what became of a render once applied.
+const (
+	// HistoryReady: applied and healthy (or not waited for); the sync succeeded.
+	HistoryReady = "Ready"
+	// HistoryProgressing: applied, health not known yet; it is rechecked.
+	HistoryProgressing = "Progressing"
+	// HistoryFailed: applied, then a later step failed (health, prune, a post hook,
+	// an interruption); the entry's reason says which.
+	HistoryFailed = "Failed"
+)
+
+// HistoryEntry is one render applied to the cluster.
 type HistoryEntry struct {
-	Revision string      `json:"revision"`
-	Time     metav1.Time `json:"time"`
-	// Result is Succeeded or Failed.
+	// Revision is the source SHA the render was first applied for.
+	Revision string `json:"revision"`
+	// Time is when the render was first applied.
+	Time metav1.Time `json:"time"`
+	// Result is Ready, Progressing or Failed (see the History* constants), as the
+	// last reconcile of this render left it.
 	Result string `json:"result"`
+	// Reason is the Ready condition's reason that reconcile left.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// RenderDigest is the keyed digest of the rendered objects (the status's
+	// renderDigest once Ready).
 	// +optional
 	RenderDigest string `json:"renderDigest,omitempty"`
+	// Objects counts the rendered objects applied.
 	// +optional
 	Objects int32 `json:"objects,omitempty"`
+	// Published is the signed artifact of the render (the Platform's
+	// render.publish); absent when renders are not published.
+	// +optional
+	Published *PublishedArtifact `json:"published,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -221,6 +221,27 @@ type PublishTarget struct {
 	// Repository is the repository path inside the registry.
 	// +kubebuilder:validation:MinLength=1
 	Repository string `json:"repository"`
+	// Keep is how many of an instance's last applied renders keep their published
+	// artifacts (unset: 10, at least 1). Once a render is published and applied,
+	// cairn deletes from <repository>/<namespace>/<name> the render artifacts and
+	// signatures that none of the instance's newest Keep status.history entries
+	// names, and the render Jobs' results and sources no RenderTask of the
+	// instance names; its history holds max(10, Keep) entries.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Keep *int32 `json:"keep,omitempty"`
+}
+
+// DefaultPublishKeep is render.publish.keep when unset.
+const DefaultPublishKeep = 10
+
+// KeepOrDefault is t's Keep, or DefaultPublishKeep when t or Keep is unset. It is
+// not a CRD default: the Platform is mirrored from Git as written.
+func (t *PublishTarget) KeepOrDefault() int {
+	if t == nil || t.Keep == nil {
+		return DefaultPublishKeep
+	}
+	return int(*t.Keep)
 }
 
 // PlatformStatus is the state of the whole repository's sync.

@@ -46,6 +46,8 @@ func TestInvalidPlatform(t *testing.T) {
 			reason: ReasonInvalidDeclaration, line: 21, field: "spec.render.mode", message: "render mode Job needs spec.render.publish"},
 		{name: "publish registry not declared", old: "{registry: internal,", replacement: "{registry: other,",
 			reason: ReasonDanglingReference, line: 22, field: "spec.render.publish.registry", message: `Registry "other" is not declared`},
+		{name: "publish keep below 1", old: "repository: rendered/cluster}", replacement: "repository: rendered/cluster, keep: 0}",
+			reason: ReasonInvalidDeclaration, line: 22, field: "spec.render.publish.keep", message: "must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,4 +163,13 @@ func TestInvalidRegistry(t *testing.T) {
 			g.Expect(errs[0].Message).To(ContainSubstring(tc.message))
 		})
 	}
+}
+
+// TestPublishKeep: render.publish.keep is read as written, and unset keeps 10.
+func TestPublishKeep(t *testing.T) {
+	g := NewWithT(t)
+	set := mustLoad(t, withPlatform("repository: rendered/cluster}", "repository: rendered/cluster, keep: 3}"))
+	g.Expect(set.Platform.Spec.Render.Publish.KeepOrDefault()).To(Equal(3))
+	set = mustLoad(t, withPlatform("", ""))
+	g.Expect(set.Platform.Spec.Render.Publish.KeepOrDefault()).To(Equal(10))
 }

@@ -98,6 +98,10 @@ func validatePublish(pub *cairnv1.PublishTarget, registry registryLookup) []prob
 	if pub.Repository == "" {
 		ps = append(ps, required("spec.render.publish.repository")...)
 	}
+	if pub.Keep != nil && *pub.Keep < 1 {
+		ps = append(ps, problem{ReasonInvalidDeclaration, "spec.render.publish.keep",
+			fmt.Sprintf("must be at least 1 (the artifact of the render applied last is always kept), not %d", *pub.Keep)})
+	}
 	return append(ps, registryReference("spec.render.publish.registry", pub.Registry, registry)...)
 }
 
