@@ -153,7 +153,7 @@ func TestChartInstancesRenderAgainWhenCapabilitiesChange(t *testing.T) {
 			live.Annotations = map[string]string{specDigestAnnotation: s.specDigest(mi)}
 			live.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), "", "")
 			live.Status.CapabilitiesDigest = tc.recorded
-			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok")
 			if tc.failed {
 				status.Failed(live, "new", outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom")), s.now.Add(time.Hour))
 			}

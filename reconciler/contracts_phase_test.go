@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -352,7 +351,7 @@ func TestInstanceDependencies(t *testing.T) {
 			s.e = &Engine{}
 			for _, r := range s.runs {
 				if r.was != nil && r.key() != "team/app" {
-					status.Succeeded(r.was, "old", cairnv1.ReasonSucceeded, "ok", time.Now())
+					status.Succeeded(r.was, "old", cairnv1.ReasonSucceeded, "ok")
 				}
 			}
 			s.inferContracts(nil)

@@ -76,6 +76,9 @@ type written struct {
 	// ("2 pre-install").
 	pruned   *ssa.ChangeSet
 	hooksRan []string
+	// applied: every rendered object was applied (what came after may still have
+	// failed: secrets, prune, health, hooks), so the render enters the history.
+	applied bool
 }
 
 // inlineWait bounds a wait inside a sync (CRDs to be established, pruned objects to
@@ -211,6 +214,7 @@ func (s *RevisionState) applyInstance(ctx context.Context, r *instanceReconcile)
 	if err != nil {
 		return w, outcome.Classify(cairnv1.ReasonApplyFailed, err)
 	}
+	w.applied = true
 	if f := s.writeSecrets(ctx, m.Client(), r); f != nil {
 		return w, f
 	}
@@ -357,6 +361,7 @@ func (s *RevisionState) record(ctx context.Context, r *instanceReconcile, before
 		}
 	}
 	status.Record(mi, s.attempt(ctx, r))
+	r.created = len(before.Status.History) == 0 && len(mi.Status.History) > 0
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonApplyFailed, err))
@@ -370,9 +375,13 @@ func (s *RevisionState) record(ctx context.Context, r *instanceReconcile, before
 
 // attempt is what r's reconcile did, as its status records it (status.Record).
 func (s *RevisionState) attempt(ctx context.Context, r *instanceReconcile) status.Attempt {
-	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure}
+	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure,
+		Keep: s.platform.Spec.Render.Publish.KeepOrDefault()}
 	if r.affected {
 		a.Input, a.Artifacts = r.inputDigest, r.render.artifacts
+	}
+	if r.wrote.applied {
+		a.Render = &status.Render{Digest: r.rendered.Digest, Objects: int32(len(r.objects)), Published: r.published}
 	}
 	if r.failure == nil {
 		a.Applied = status.Applied{

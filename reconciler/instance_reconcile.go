@@ -38,6 +38,8 @@ type instanceReconcile struct {
 	// it read and wrote (secrets_phase.go).
 	wrote   written
 	secrets []*secretgen.Decl
+	// created: this reconcile recorded the instance's first render applied.
+	created bool
 	// hookRecord is the instance's hook record as this reconcile last read or
 	// wrote it (nil: not read yet), so that it reads it once.
 	hookRecord *hooks.Record
@@ -64,7 +66,7 @@ func (r *instanceReconcile) setFailure(f *outcome.Failure) {
 func (r *instanceReconcile) view() resultView {
 	return resultView{instancePlan: r.instancePlan, live: r.live, failure: r.failure, warnings: r.warnings,
 		objects: len(r.objects), withheld: r.withheld, prune: r.prune, wrote: &r.wrote, secrets: r.secrets,
-		started: r.started}
+		started: r.started, created: r.created}
 }
 
 func (r *instanceReconcile) result() InstanceResult { return r.view().result() }

@@ -80,8 +80,8 @@ func newReconcileFixture(t *testing.T, synced bool, old ...*unstructured.Unstruc
 		Labels: map[string]string{cairnv1.ManagedByLabel: cairnv1.ManagedByValue}}}
 	mi.Spec.Module.Local = &cairnv1.LocalModule{Path: "modules/web"}
 	if synced {
-		status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", time.Now().Add(-time.Hour))
-		mi.Status.LastAppliedRevision = "old"
+		status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
+		mi.Status.History = []cairnv1.HistoryEntry{{Revision: "old", Result: cairnv1.HistoryReady, RenderDigest: "hmac-sha256:old"}}
 	}
 	placed := make([]*unstructured.Unstructured, len(f.objects))
 	for i, u := range f.objects {
@@ -196,20 +196,25 @@ func TestInstanceReconcile(t *testing.T) {
 		lastApplied string
 		counts      [4]int // applied, unchanged, created, pruned
 		warnings    []string
+		// history is the CR's history after it: "revision result", newest first
+		// (default: the synced CR's, "old Ready").
+		history []string
 	}{{
 		name: "a new instance: both objects applied, its inventory and Ready recorded", action: outcome.ActionCreated,
 		reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-a", "apply web-b"},
 		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{2, 0, 2, 0},
+		history: []string{"new Ready"},
 	}, {
 		name: "a render's warnings reach the result and the Ready message", synced: true,
 		edit:   func(f *reconcileFixture) { f.e.warnings = []string{"catalog skew"} },
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-b"},
 		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{1, 1, 1, 0},
-		warnings: []string{"catalog skew"},
+		warnings: []string{"catalog skew"}, history: []string{"new Ready", "old Ready"},
 	}, {
 		name: "an update: the object whose hash is unchanged is not applied again", synced: true, action: outcome.ActionUpdated,
 		reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-b"},
 		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{1, 1, 1, 0},
+		history: []string{"new Ready", "old Ready"},
 	}, {
 		name: "stale objects pruned behind the guards", synced: true, old: []*unstructured.Unstructured{stale},
 		edit: func(f *reconcileFixture) {
@@ -218,6 +223,7 @@ func TestInstanceReconcile(t *testing.T) {
 		},
 		action: outcome.ActionUpdated, reason: cairnv1.ReasonSucceeded, applies: []string{"apply web-b", "delete web-old"},
 		inventory: []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap"}, lastApplied: "new", counts: [4]int{1, 1, 1, 1},
+		history: []string{"new Ready", "old Ready"},
 	}, {
 		name: "a prune the guards refuse: applied, failed, the stale object kept in the inventory", synced: true,
 		old: []*unstructured.Unstructured{stale},
@@ -227,7 +233,7 @@ func TestInstanceReconcile(t *testing.T) {
 		},
 		action: outcome.ActionFailed, reason: cairnv1.ReasonPruneGuard, applies: []string{"apply web-b"},
 		inventory:   []string{"team-a_web-a__ConfigMap", "team-a_web-b__ConfigMap", "team-a_web-old__ConfigMap"},
-		lastApplied: "old", counts: [4]int{1, 1, 1, 0},
+		lastApplied: "old", counts: [4]int{1, 1, 1, 0}, history: []string{"new Failed", "old Ready"},
 	}, {
 		name: "a render that failed: nothing applied, the last good state kept", synced: true,
 		edit: func(f *reconcileFixture) {
@@ -286,6 +292,14 @@ func TestInstanceReconcile(t *testing.T) {
 			}
 			g.Expect(ids).To(ConsistOf(tc.inventory))
 			g.Expect(got.Status.LastAppliedRevision).To(Equal(tc.lastApplied))
+			var history []string
+			for _, h := range got.Status.History {
+				history = append(history, h.Revision+" "+h.Result)
+			}
+			if tc.history == nil {
+				tc.history = []string{"old Ready"}
+			}
+			g.Expect(history).To(Equal(tc.history), "a render enters the history once applied")
 			if f.e.mirrorErr != nil {
 				g.Expect(got.Status.LastAttemptedRevision).NotTo(Equal("new"), "no status written")
 				return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +122,7 @@ func TestTheOutcomeIsRecordedOverAWriteSinceTheInventory(t *testing.T) {
 			g.Expect(c.Update(ctx, next)).To(Succeed())
 
 			// record: the outcome.
-			status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, "2 objects applied", time.Now())
+			status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, "2 objects applied")
 			before.Status.Inventory = persisted
 			g.Expect(patchStatus(ctx, c, mi, before)).To(Succeed())
 			got := &cairnv1.ModuleInstance{}

@@ -26,7 +26,7 @@ func (s *RevisionState) publish(ctx context.Context, r *instanceState, objects [
 	if f != nil {
 		return nil, f
 	}
-	published := &cairnv1.PublishedArtifact{Ref: p.Ref, Digest: p.Digest, Revision: s.rev.SHA}
+	published := &cairnv1.PublishedArtifact{Ref: p.Ref, Digest: p.Digest, Revision: s.rev.SHA, KeyID: p.KeyID}
 	if p.Existed {
 		published.Revision = s.previousPublishRevision(r, p.Digest)
 	}

@@ -156,7 +156,7 @@ func synced(s *RevisionState, ns, name string) *cairnv1.ModuleInstance {
 	src, _ := s.repositorySource(mi)
 	mi.Status.SourceDigest = src
 	mi.Status.LastAttemptedInput = inputDigest(s.specDigest(mi), src, "")
-	status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", s.now.Add(-time.Hour))
+	status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 	return mi
 }
 
@@ -347,7 +347,7 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		mi := &cairnv1.ModuleInstance{}
 		mi.Namespace, mi.Name = "team-a", "web"
 		live := mi.DeepCopy()
-		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now)
+		status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok")
 		e := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: live}}
 		x := e.reconcileOn(live)
 		edit(x)
@@ -365,8 +365,8 @@ func TestInstanceResultAndOutcome(t *testing.T) {
 		satisfies bool
 		requeue   bool
 	}{
-		{"updated", mk(func(r *instanceReconcile) { status.Succeeded(r.live, "new", cairnv1.ReasonSucceeded, "ok", now) }), outcome.ActionUpdated, "", true, true, false},
-		{"created", mk(func(r *instanceReconcile) { r.live.Status.History = r.live.Status.History[:1] }), outcome.ActionCreated, "", true, true, false},
+		{"updated", mk(func(r *instanceReconcile) { status.Succeeded(r.live, "new", cairnv1.ReasonSucceeded, "ok") }), outcome.ActionUpdated, "", true, true, false},
+		{"created", mk(func(r *instanceReconcile) { r.created = true }), outcome.ActionCreated, "", true, true, false},
 		{"unchanged", mk(func(r *instanceReconcile) { r.affected, r.why = false, "unchanged" }), outcome.ActionUnchanged, "", true, true, false},
 		{"failed", mk(func(r *instanceReconcile) {
 			r.failure = outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("boom"))

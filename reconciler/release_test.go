@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	. "github.com/onsi/gomega"
@@ -87,7 +86,7 @@ func TestReleaseRenderKeepsTheResult(t *testing.T) {
 	mi := &cairnv1.ModuleInstance{}
 	mi.Namespace, mi.Name = "team-a", "web"
 	live := mi.DeepCopy()
-	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok", time.Now())
+	status.Succeeded(live, "new", cairnv1.ReasonSucceeded, "ok")
 	res := &render.Result{Objects: objects, Digest: "hmac-sha256:abc", ModuleDigest: "sha256:def"}
 	r := &instanceState{instancePlan: instancePlan{mi: mi, affected: true, was: live},
 		placedRender: placedRender{rendered: res, objects: objects, shape: shapeOf(objects), warnings: []string{"skew"}}}

@@ -32,6 +32,8 @@ type resultView struct {
 	secrets    []*secretgen.Decl
 	secretNote string
 	started    time.Time
+	// created: its reconcile recorded the instance's first render applied.
+	created bool
 }
 
 // summary is the Ready message of a successful sync.
@@ -122,7 +124,7 @@ func (r resultView) suspended() bool {
 // objects stay).
 func (r resultView) satisfiesDependents() bool {
 	if r.suspended() {
-		return r.live != nil && len(r.live.Status.History) > 0 && r.live.Status.History[0].Result == "Succeeded"
+		return r.live != nil && r.live.Status.LastAppliedRevision != "" && r.live.Status.Failures == 0
 	}
 	return r.ready()
 }
@@ -148,7 +150,7 @@ func (r resultView) result() InstanceResult {
 	case r.failure != nil:
 		res.Action, res.Reason, res.Message, res.Retry = outcome.ActionFailed, r.failure.Reason, r.failure.Error(), r.failure.Kind
 		res.NextRetryAt = retryTime(r.live)
-	case r.live != nil && len(r.live.Status.History) == 1:
+	case r.created:
 		res.Action, res.Reason, res.Message = outcome.ActionCreated, r.readyReason(), r.summary()
 	default:
 		res.Action, res.Reason, res.Message = outcome.ActionUpdated, r.readyReason(), r.summary()

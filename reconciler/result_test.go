@@ -68,7 +68,7 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 	}, {
 		name: "the first success creates",
 		run: func(r *resultView) {
-			r.live.Status.History = r.live.Status.History[:1]
+			r.created = true
 			r.objects, r.wrote.report.Changes = 1, changeSet(ssa.CreatedAction)
 		},
 		action: outcome.ActionCreated, reason: cairnv1.ReasonSucceeded,
@@ -140,8 +140,8 @@ func TestInstanceResultReportsWhatTheSyncDid(t *testing.T) {
 			g := NewWithT(t)
 			mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
 			live := mi.DeepCopy()
-			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
-			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Minute))
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok")
+			status.Succeeded(live, "old", cairnv1.ReasonSucceeded, "ok")
 			r := resultView{instancePlan: &instancePlan{mi: mi, affected: true}, live: live, wrote: &written{}}
 			tc.run(&r)
 

@@ -86,12 +86,13 @@ func TestDeferredResultKeepsTheLastFailure(t *testing.T) {
 func TestProgressingIsUnknownNotFailed(t *testing.T) {
 	g := NewWithT(t)
 	live := &cairnv1.ModuleInstance{}
-	status.Failed(live, "sha", outcome.Failuref(outcome.Progressing, cairnv1.ReasonProgressing, "applied; waiting"), time.Unix(0, 0))
+	status.Record(live, status.Attempt{Revision: "sha", Now: time.Unix(0, 0), Render: &status.Render{Digest: "hmac-sha256:r"},
+		Failure: outcome.Failuref(outcome.Progressing, cairnv1.ReasonProgressing, "applied; waiting")})
 	g.Expect(conditions.IsUnknown(live, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetReason(live, "Ready")).To(Equal(cairnv1.ReasonProgressing))
 	g.Expect(conditions.IsTrue(live, "Reconciling")).To(BeTrue())
 	g.Expect(conditions.Has(live, "Stalled")).To(BeFalse())
-	g.Expect(live.Status.History[0].Result).To(Equal("Progressing"))
+	g.Expect(live.Status.History[0].Result).To(Equal(cairnv1.HistoryProgressing))
 	r := &instanceState{instancePlan: instancePlan{mi: live, why: "not retried before x (Progressing)", was: live}}
 	res := r.result()
 	g.Expect(res.Action).To(BeEquivalentTo("Progressing"))

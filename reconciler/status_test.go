@@ -30,7 +30,7 @@ func TestSuspension(t *testing.T) {
 	}{
 		{name: "suspended in Git, recorded, after a success", inGit: true, suspended: true, recorded: true, satisfies: true,
 			live: func(mi *cairnv1.ModuleInstance) {
-				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now)
+				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 				status.Suspended(mi, false)
 			}},
 		{name: "suspended in Git after a failure: its dependents wait", inGit: true, suspended: true, recorded: true,
@@ -41,19 +41,19 @@ func TestSuspension(t *testing.T) {
 		{name: "suspended in Git, never synced", inGit: true, suspended: true},
 		{name: "suspended in the cluster, recorded as suspended in Git: written again", annotated: true, suspended: true, satisfies: true,
 			live: func(mi *cairnv1.ModuleInstance) {
-				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now)
+				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 				status.Suspended(mi, false)
 			}},
 		{name: "suspended in the cluster, recorded so", annotated: true, suspended: true, recorded: true, satisfies: true,
 			live: func(mi *cairnv1.ModuleInstance) {
-				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now)
+				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 				status.Suspended(mi, true)
 			}},
 		{name: "ready and not suspended", satisfies: true,
-			live: func(mi *cairnv1.ModuleInstance) { status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now) }},
+			live: func(mi *cairnv1.ModuleInstance) { status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok") }},
 		{name: "a reconcile request not handled yet", satisfies: true, requestNew: true,
 			live: func(mi *cairnv1.ModuleInstance) {
-				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now)
+				status.Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 				mi.Annotations[cairnv1.ReconcileRequestAnnotation] = "2026-12-01T10:00:00Z"
 				mi.Status.LastHandledReconcileAt = "2026-11-30T10:00:00Z"
 			}},

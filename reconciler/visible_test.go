@@ -3,7 +3,6 @@ package reconciler
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
@@ -26,7 +25,7 @@ func TestRenderWarningsReachReadyResultAndPlan(t *testing.T) {
 	e.warnings = e.rendered.Warnings
 	r := e.reconcileOn(mi)
 
-	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.view().readyMessage(), time.Now())
+	status.Succeeded(mi, "abc", cairnv1.ReasonSucceeded, r.view().readyMessage())
 	g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 	g.Expect(conditions.GetMessage(mi, "Ready")).To(HaveSuffix("; warnings: " + skewWarning))
 	g.Expect(r.result().Warnings).To(ConsistOf(skewWarning))

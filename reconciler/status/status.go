@@ -1,7 +1,7 @@
 // Package status is the status of a ModuleInstance as a function of what its
 // reconcile did: the conditions kstatus reads (Ready, Stalled, Reconciling), Verified,
 // the failure count and next retry, the revisions and digests of the last good state,
-// and the history. Nothing here writes to the cluster: the engine builds an Attempt,
+// and the history of the renders applied. Nothing here writes to the cluster: the engine builds an Attempt,
 // Record sets the status from it, and the engine patches it.
 package status
 
@@ -16,6 +16,7 @@ import (
 )
 
 const (
+	// historyLimit is how many renders the history keeps at least.
 	historyLimit = 10
 	// StalledRecheck is when a stalled instance (or an invalid declaration) is tried again.
 	StalledRecheck   = 30 * time.Minute
@@ -41,6 +42,22 @@ type Attempt struct {
 	// Applied is the state a success moves the instance to; a failure leaves the
 	// last good state as it was and ignores it.
 	Applied Applied
+	// Render is the render the attempt applied, whatever became of it after its
+	// apply (health, prune, hooks); nil when it applied none (it failed before or at
+	// its apply). The history records it.
+	Render *Render
+	// Keep is the Platform's render.publish.keep: the history holds max(10, Keep)
+	// renders.
+	Keep int
+}
+
+// Render is a render an attempt applied, as its history entry records it.
+type Render struct {
+	// Digest is the keyed render digest; Objects counts its objects.
+	Digest  string
+	Objects int32
+	// Published is its signed artifact (nil: renders are not published).
+	Published *cairnv1.PublishedArtifact
 }
 
 // Applied is the last good state a successful attempt records.
@@ -72,6 +89,7 @@ func Record(mi *cairnv1.ModuleInstance, a Attempt) {
 	if a.Forced {
 		mi.Status.LastHandledReconcileAt = mi.Annotations[cairnv1.ReconcileRequestAnnotation]
 	}
+	addHistory(mi, a)
 	if a.Failure != nil {
 		Failed(mi, a.Revision, a.Failure, a.Now)
 		return
@@ -87,11 +105,11 @@ func Record(mi *cairnv1.ModuleInstance, a Attempt) {
 	if s.Published != nil {
 		mi.Status.Published = s.Published
 	}
-	Succeeded(mi, a.Revision, s.Reason, s.Message, a.Now)
+	Succeeded(mi, a.Revision, s.Reason, s.Message)
 }
 
 // Succeeded records a successful sync of revision on mi, Ready for reason.
-func Succeeded(mi *cairnv1.ModuleInstance, revision, reason, message string, now time.Time) {
+func Succeeded(mi *cairnv1.ModuleInstance, revision, reason, message string) {
 	mi.Status.ObservedGeneration = mi.Generation
 	mi.Status.LastAttemptedRevision = revision
 	mi.Status.LastAppliedRevision = revision
@@ -100,7 +118,6 @@ func Succeeded(mi *cairnv1.ModuleInstance, revision, reason, message string, now
 	conditions.Delete(mi, "Reconciling")
 	conditions.Delete(mi, "Stalled")
 	conditions.MarkTrue(mi, "Ready", reason, "%s", message)
-	addHistory(mi, revision, "Succeeded", reason, now)
 }
 
 // Failed records a failed attempt of revision on mi; the last applied revision,
@@ -116,7 +133,6 @@ func Failed(mi *cairnv1.ModuleInstance, revision string, f *outcome.Failure, now
 		conditions.MarkUnknown(mi, "Ready", f.Reason, "%s", msg)
 		conditions.Delete(mi, "Stalled")
 		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
-		addHistory(mi, revision, "Progressing", f.Reason, now)
 		return
 	}
 	conditions.MarkFalse(mi, "Ready", f.Reason, "%s", msg)
@@ -128,7 +144,6 @@ func Failed(mi *cairnv1.ModuleInstance, revision string, f *outcome.Failure, now
 		conditions.Delete(mi, "Stalled")
 		conditions.MarkReconciling(mi, f.Reason, "%s", msg)
 	}
-	addHistory(mi, revision, "Failed", f.Reason, now)
 }
 
 // RetryAfter is 5s·2ⁿ capped at 5m for transient and waiting failures, 30m for
@@ -151,18 +166,46 @@ func backoff(failures int32, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-func addHistory(mi *cairnv1.ModuleInstance, revision, result, reason string, now time.Time) {
-	entry := cairnv1.HistoryEntry{
-		Revision: revision, Time: metav1.NewTime(now), Result: result, Reason: reason,
-		RenderDigest: mi.Status.RenderDigest,
+// HistoryLimit is how many renders an instance's history holds when the Platform
+// keeps the published artifacts of its last keep renders: max(10, keep).
+func HistoryLimit(keep int) int { return max(historyLimit, keep) }
+
+// addHistory records the render a applied, newest first. The same render as the
+// newest entry's (a health recheck, a retry, a commit that renders the same
+// objects) adds no entry: the entry's result, reason and artifact are updated,
+// its revision and time stay those of the render's first apply, so the history
+// counts distinct renders applied and keeps saying when each went in. An attempt
+// that applied nothing leaves the history as it was.
+func addHistory(mi *cairnv1.ModuleInstance, a Attempt) {
+	if a.Render == nil {
+		return
 	}
-	if mi.Status.Inventory != nil {
-		entry.Objects = mi.Status.Inventory.Count
+	result, reason := historyResult(a)
+	h := mi.Status.History
+	if len(h) > 0 && h[0].RenderDigest == a.Render.Digest {
+		h[0].Result, h[0].Reason = result, reason
+		if a.Render.Published != nil {
+			h[0].Published = a.Render.Published
+		}
+		return
 	}
-	mi.Status.History = append([]cairnv1.HistoryEntry{entry}, mi.Status.History...)
-	if len(mi.Status.History) > historyLimit {
-		mi.Status.History = mi.Status.History[:historyLimit]
+	entry := cairnv1.HistoryEntry{Revision: a.Revision, Time: metav1.NewTime(a.Now), Result: result, Reason: reason,
+		RenderDigest: a.Render.Digest, Objects: a.Render.Objects, Published: a.Render.Published}
+	h = append([]cairnv1.HistoryEntry{entry}, h...)
+	mi.Status.History = h[:min(len(h), HistoryLimit(a.Keep))]
+}
+
+// historyResult is what became of the render a applied: Ready with the Ready
+// condition's reason, Progressing while its health is not known, else Failed with
+// the failure's reason.
+func historyResult(a Attempt) (result, reason string) {
+	switch {
+	case a.Failure == nil:
+		return cairnv1.HistoryReady, a.Applied.Reason
+	case a.Failure.Kind == outcome.Progressing:
+		return cairnv1.HistoryProgressing, a.Failure.Reason
 	}
+	return cairnv1.HistoryFailed, a.Failure.Reason
 }
 
 // IsReady reports whether mi's Ready condition is True.

@@ -16,7 +16,7 @@ import (
 
 // TestMarkStatus: what each verdict of a sync writes on an instance's status, from
 // the state its last sync left: the conditions kstatus reads (Ready, Stalled,
-// Reconciling), the failure count and next retry, the revisions, the history.
+// Reconciling), the failure count and next retry, the revisions.
 func TestMarkStatus(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	transient := outcome.NewTransient(cairnv1.ReasonApplyFailed, errors.New("connection refused"))
@@ -24,7 +24,7 @@ func TestMarkStatus(t *testing.T) {
 	waiting := outcome.NewWaiting(cairnv1.ReasonDependencyNotReady, errors.New("dependency team-a/db is not ready"))
 	progressing := &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting")}
 	succeededAt := func(mi *cairnv1.ModuleInstance) {
-		Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok", now.Add(-time.Hour))
+		Succeeded(mi, "old", cairnv1.ReasonSucceeded, "ok")
 	}
 	failedAt := func(f *outcome.Failure, times int) func(mi *cairnv1.ModuleInstance) {
 		return func(mi *cairnv1.ModuleInstance) {
@@ -35,7 +35,7 @@ func TestMarkStatus(t *testing.T) {
 		}
 	}
 	succeed := func(mi *cairnv1.ModuleInstance) {
-		Succeeded(mi, "new", cairnv1.ReasonSucceeded, "3 objects applied", now)
+		Succeeded(mi, "new", cairnv1.ReasonSucceeded, "3 objects applied")
 	}
 	fail := func(f *outcome.Failure) func(mi *cairnv1.ModuleInstance) {
 		return func(mi *cairnv1.ModuleInstance) { Failed(mi, "new", f, now) }
@@ -51,38 +51,37 @@ func TestMarkStatus(t *testing.T) {
 		failures    int32
 		retryIn     time.Duration // 0: no retry
 		applied     string
-		history     string // the newest entry's result
 	}{
 		{name: "a first success", mark: succeed,
-			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new", history: "Succeeded"},
+			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new"},
 		{name: "a success clears a stalled failure", before: failedAt(stalled, 1), mark: succeed,
-			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new", history: "Succeeded"},
+			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new"},
 		{name: "a success clears a transient failure and its count", before: failedAt(transient, 3), mark: succeed,
-			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new", history: "Succeeded"},
+			ready: metav1.ConditionTrue, reason: cairnv1.ReasonSucceeded, applied: "new"},
 		{name: "a transient failure keeps the last applied revision", before: succeededAt, mark: fail(transient),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonApplyFailed, reconciling: true, failures: 1, retryIn: 5 * time.Second,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "a third transient failure backs off", before: failedAt(transient, 2), mark: fail(transient),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonApplyFailed, reconciling: true, failures: 3, retryIn: 20 * time.Second,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "a stalled failure is not reconciling", before: succeededAt, mark: fail(stalled),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonRenderFailed, stalled: true, failures: 1, retryIn: 30 * time.Minute,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "a stalled failure after a transient one is no longer reconciling", before: failedAt(transient, 1), mark: fail(stalled),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonRenderFailed, stalled: true, failures: 2, retryIn: 30 * time.Minute,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "a transient failure after a stalled one is no longer stalled", before: failedAt(stalled, 1), mark: fail(transient),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonApplyFailed, reconciling: true, failures: 2, retryIn: 10 * time.Second,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "waiting for a dependency backs off like a transient failure", before: succeededAt, mark: fail(waiting),
 			ready: metav1.ConditionFalse, reason: cairnv1.ReasonDependencyNotReady, reconciling: true, failures: 1, retryIn: 5 * time.Second,
-			applied: "old", history: "Failed"},
+			applied: "old"},
 		{name: "progressing is Ready Unknown and reconciling", before: failedAt(stalled, 1), mark: fail(progressing),
 			ready: metav1.ConditionUnknown, reason: cairnv1.ReasonProgressing, reconciling: true, failures: 2, retryIn: 10 * time.Second,
-			applied: "old", history: "Progressing"},
+			applied: "old"},
 		{name: "suspended after a failure: no retry, the history as it was", before: failedAt(transient, 2),
 			mark:  func(mi *cairnv1.ModuleInstance) { Suspended(mi, false) },
-			ready: metav1.ConditionUnknown, reason: cairnv1.ReasonSuspended, failures: 2, applied: "old", history: "Failed"},
+			ready: metav1.ConditionUnknown, reason: cairnv1.ReasonSuspended, failures: 2, applied: "old"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -110,33 +109,73 @@ func TestMarkStatus(t *testing.T) {
 				g.Expect(mi.Status.NextRetryAt.Time).To(Equal(now.Add(tc.retryIn)))
 			}
 			g.Expect(mi.Status.LastAppliedRevision).To(Equal(tc.applied))
-			g.Expect(mi.Status.History).NotTo(BeEmpty())
-			g.Expect(mi.Status.History[0].Result).To(Equal(tc.history))
+			g.Expect(mi.Status.History).To(BeEmpty(), "only Record adds renders to the history")
 		})
 	}
 }
 
-// TestHistory: each attempt is recorded first, with the render digest and the
-// object count it left, and the history keeps the last ten.
+// TestHistory: the history lists the renders applied, newest first, whatever
+// became of them, and nothing for an attempt that applied none; the same render
+// again updates the newest entry's result only; it holds max(10, keep) renders.
 func TestHistory(t *testing.T) {
-	g := NewWithT(t)
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	mi := &cairnv1.ModuleInstance{}
-	Failed(mi, "rev-0", outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad")), start)
-	g.Expect(mi.Status.History).To(HaveLen(1))
-	g.Expect(mi.Status.History[0].Objects).To(BeZero(), "no inventory yet")
-
-	for i := 1; i <= 12; i++ {
-		mi.Status.RenderDigest = fmt.Sprintf("digest-%d", i)
-		mi.Status.Inventory = &cairnv1.Inventory{Count: int32(i)}
-		Succeeded(mi, fmt.Sprintf("rev-%d", i), cairnv1.ReasonSucceeded, "ok", start.Add(time.Duration(i)*time.Minute))
+	artifact := func(i int) *cairnv1.PublishedArtifact {
+		return &cairnv1.PublishedArtifact{Ref: fmt.Sprintf("registry/team-a/web:sha256-%d", i), Digest: fmt.Sprintf("sha256:m%d", i), KeyID: "0123456789ab"}
 	}
-	g.Expect(mi.Status.History).To(HaveLen(historyLimit))
-	newest, oldest := mi.Status.History[0], mi.Status.History[historyLimit-1]
-	g.Expect(newest).To(Equal(cairnv1.HistoryEntry{Revision: "rev-12", Time: metav1.NewTime(start.Add(12 * time.Minute)),
-		Result: "Succeeded", Reason: cairnv1.ReasonSucceeded, RenderDigest: "digest-12", Objects: 12}))
-	g.Expect(oldest.Revision).To(Equal("rev-3"), "the oldest entries leave first")
-	g.Expect(mi.Status.LastAttemptedRevision).To(Equal("rev-12"))
+	// attempt i applies render i (render < 0: applies nothing) at rev-i, minute i.
+	attempt := func(i, render int, f *outcome.Failure) Attempt {
+		a := Attempt{Revision: fmt.Sprintf("rev-%d", i), Now: start.Add(time.Duration(i) * time.Minute), Failure: f,
+			Applied: Applied{RenderDigest: fmt.Sprintf("hmac-sha256:%d", render), Reason: cairnv1.ReasonSucceeded}}
+		if render >= 0 {
+			a.Render = &Render{Digest: fmt.Sprintf("hmac-sha256:%d", render), Objects: int32(render), Published: artifact(render)}
+		}
+		return a
+	}
+	entry := func(i, render int, result, reason string) cairnv1.HistoryEntry {
+		return cairnv1.HistoryEntry{Revision: fmt.Sprintf("rev-%d", i), Time: metav1.NewTime(start.Add(time.Duration(i) * time.Minute)),
+			Result: result, Reason: reason, RenderDigest: fmt.Sprintf("hmac-sha256:%d", render), Objects: int32(render), Published: artifact(render)}
+	}
+	unhealthy := outcome.NewTransient(cairnv1.ReasonHealthCheckFailed, errors.New("timed out"))
+	progressing := &outcome.Failure{Kind: outcome.Progressing, Reason: cairnv1.ReasonProgressing, Err: errors.New("applied; waiting")}
+	rendering := outcome.NewStalled(cairnv1.ReasonRenderFailed, errors.New("bad"))
+	for _, tc := range []struct {
+		name     string
+		attempts []Attempt
+		want     []cairnv1.HistoryEntry
+	}{
+		{name: "a render applied and Ready", attempts: []Attempt{attempt(1, 1, nil)},
+			want: []cairnv1.HistoryEntry{entry(1, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)}},
+		{name: "an attempt that applied nothing adds nothing", attempts: []Attempt{attempt(1, 1, nil), attempt(2, -1, rendering)},
+			want: []cairnv1.HistoryEntry{entry(1, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)}},
+		{name: "a render applied, then unhealthy", attempts: []Attempt{attempt(1, 1, nil), attempt(2, 2, unhealthy)},
+			want: []cairnv1.HistoryEntry{entry(2, 2, cairnv1.HistoryFailed, cairnv1.ReasonHealthCheckFailed), entry(1, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)}},
+		{name: "a health recheck of the same render updates its result, not its revision or time",
+			attempts: []Attempt{attempt(1, 1, progressing), attempt(2, 1, nil)},
+			want:     []cairnv1.HistoryEntry{entry(1, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)}},
+		{name: "a rollback to an older render is a new entry", attempts: []Attempt{attempt(1, 1, nil), attempt(2, 2, nil), attempt(3, 1, nil)},
+			want: []cairnv1.HistoryEntry{entry(3, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded), entry(2, 2, cairnv1.HistoryReady, cairnv1.ReasonSucceeded),
+				entry(1, 1, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mi := &cairnv1.ModuleInstance{}
+			for _, a := range tc.attempts {
+				Record(mi, a)
+			}
+			NewWithT(t).Expect(mi.Status.History).To(Equal(tc.want))
+		})
+	}
+	for _, tc := range []struct{ keep, want int }{{0, 10}, {3, 10}, {10, 10}, {12, 12}, {20, 13}} {
+		mi := &cairnv1.ModuleInstance{}
+		for i := 1; i <= 13; i++ {
+			a := attempt(i, i, nil)
+			a.Keep = tc.keep
+			Record(mi, a)
+		}
+		g := NewWithT(t)
+		g.Expect(mi.Status.History).To(HaveLen(tc.want), "keep %d", tc.keep)
+		g.Expect(mi.Status.History[0]).To(Equal(entry(13, 13, cairnv1.HistoryReady, cairnv1.ReasonSucceeded)), "newest first")
+		g.Expect(mi.Status.History[tc.want-1].Revision).To(Equal(fmt.Sprintf("rev-%d", 14-tc.want)), "the oldest leave first")
+	}
 }
 
 // TestRetryAfter: transient and waiting failures back off from 5s, doubling up to
@@ -182,7 +221,8 @@ func TestRecord(t *testing.T) {
 	lastGood := func() *cairnv1.ModuleInstance {
 		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", Generation: 1,
 			Annotations: map[string]string{cairnv1.ReconcileRequestAnnotation: "2026-12-03T09:59:00Z"}}}
-		Record(mi, Attempt{Revision: "old", Now: now.Add(-time.Hour), Input: "sha256:input-old", Artifacts: verified, Applied: good})
+		Record(mi, Attempt{Revision: "old", Now: now.Add(-time.Hour), Input: "sha256:input-old", Artifacts: verified, Applied: good,
+			Render: &Render{Digest: "hmac-sha256:old", Objects: 3}})
 		mi.Generation = 2
 		return mi
 	}
@@ -195,7 +235,8 @@ func TestRecord(t *testing.T) {
 		attempt Attempt
 		check   func(g *WithT, mi *cairnv1.ModuleInstance)
 	}{
-		{name: "a success moves the last good state", attempt: Attempt{Revision: "new", Now: now, Input: "sha256:input-new", Artifacts: verified, Applied: newState},
+		{name: "a success moves the last good state", attempt: Attempt{Revision: "new", Now: now, Input: "sha256:input-new", Artifacts: verified, Applied: newState,
+			Render: &Render{Digest: "hmac-sha256:new", Objects: 1}},
 			check: func(g *WithT, mi *cairnv1.ModuleInstance) {
 				g.Expect(mi.Status.LastAppliedRevision).To(Equal("new"))
 				g.Expect(mi.Status.LastAttemptedInput).To(Equal("sha256:input-new"))
@@ -209,6 +250,7 @@ func TestRecord(t *testing.T) {
 				g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue())
 				g.Expect(conditions.GetMessage(mi, "Ready")).To(Equal("1 object changed"))
 				g.Expect(conditions.IsTrue(mi, cairnv1.VerifiedCondition)).To(BeTrue())
+				g.Expect(mi.Status.History).To(HaveLen(2))
 				g.Expect(mi.Status.History[0].RenderDigest).To(Equal("hmac-sha256:new"))
 				g.Expect(mi.Status.LastHandledReconcileAt).To(BeEmpty(), "no reconcile was asked for")
 			}},
@@ -226,6 +268,7 @@ func TestRecord(t *testing.T) {
 				g.Expect(conditions.IsFalse(mi, cairnv1.VerifiedCondition)).To(BeTrue())
 				g.Expect(conditions.GetMessage(mi, cairnv1.VerifiedCondition)).To(Equal("oci://charts/web:1.1.0: no signature"))
 				g.Expect(conditions.IsTrue(mi, "Stalled")).To(BeTrue())
+				g.Expect(mi.Status.History).To(HaveLen(1), "nothing applied: no entry")
 				g.Expect(mi.Status.History[0].RenderDigest).To(Equal("hmac-sha256:old"))
 			}},
 		{name: "a recheck at the same input leaves the attempted input and artifacts",

@@ -46,6 +46,8 @@ type Publication struct {
 type Published struct {
 	// Ref is host/repository:tag and Digest the artifact's manifest digest.
 	Ref, Digest string
+	// KeyID names the key that signed it (sign.PublicKey.ID).
+	KeyID string
 	// Existed: the artifact was there already (pushed for an earlier commit).
 	Existed bool
 }
@@ -106,7 +108,7 @@ func (sc *Chain) Publish(ctx context.Context, p Publication) (Published, *outcom
 			return Published{}, publishFailure(ref, err)
 		}
 	}
-	return Published{Ref: ref, Digest: desc.Digest.String(), Existed: existed}, nil
+	return Published{Ref: ref, Digest: desc.Digest.String(), KeyID: signer.Public().ID(), Existed: existed}, nil
 }
 
 // holdsRender tells whether the artifact dgst of repo holds exactly the render p

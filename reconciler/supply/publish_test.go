@@ -86,7 +86,7 @@ func TestPublish(t *testing.T) {
 
 	got, f := New(ctx, Config{Secrets: cluster, Verifier: &sign.Verifier{}}, regs).Publish(ctx, p)
 	g.Expect(f).To(BeNil())
-	g.Expect(got).To(Equal(Published{Ref: host + "/" + repo + ":" + tag, Digest: pre.Digest.String(), Existed: true}))
+	g.Expect(got).To(Equal(Published{Ref: host + "/" + repo + ":" + tag, Digest: pre.Digest.String(), KeyID: pub.ID(), Existed: true}))
 	_, err = c.Verify(ctx, repo, pre.Digest, []*sign.PublicKey{pub})
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -132,7 +132,7 @@ func TestPublish(t *testing.T) {
 	g.Expect(result.KeyID).To(Equal(key.Public().ID()))
 	again, f := sc.Publish(ctx, p)
 	g.Expect(f).To(BeNil())
-	g.Expect(again).To(Equal(Published{Ref: got.Ref, Digest: got.Digest, Existed: true}))
+	g.Expect(again).To(Equal(Published{Ref: got.Ref, Digest: got.Digest, KeyID: key.Public().ID(), Existed: true}))
 }
 
 // TestPublishFailures: what keeps a render from being published fails it, typed,

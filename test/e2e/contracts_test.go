@@ -318,7 +318,7 @@ func TestARequirerWaitsForItsProviderUnderTheController(t *testing.T) {
 	e.g.Expect(e.instance(e.ns, "user").Status.Requires).To(Equal([]cairnv1.ContractRequirement{
 		{Instance: e.ns + "/widgets", Kinds: []string{"Widget." + group}}}))
 	for _, h := range e.instance(e.ns, "user").Status.History {
-		e.g.Expect(h.Reason).To(BeElementOf(cairnv1.ReasonSucceeded, cairnv1.ReasonProviderNotReady),
+		e.g.Expect(h.Result).To(Equal(cairnv1.HistoryReady),
 			"the requirer waited for its provider, and was never applied before it: %+v", h)
 	}
 }

@@ -107,7 +107,7 @@ func controllerReplicas(t *testing.T, extra ...string) {
 		attempts = append(attempts, h.Revision+" "+h.Result)
 	}
 	e.g.Expect(attempts).To(HaveLen(2), "each commit applied once, by one replica: %v", attempts)
-	e.g.Expect(attempts[0]).To(Equal(sha + " Succeeded"))
+	e.g.Expect(attempts[0]).To(Equal(sha + " Ready"))
 	e.g.Expect(e.configMap(e.ns, "a-x").UID).To(Equal(x.UID), "nothing lost or re-created in the failover")
 
 	mi := e.instance(e.ns, "a")
