@@ -222,6 +222,7 @@ func TestBadOutputFormatIsAClearError(t *testing.T) {
 		{[]string{"render", "--repo", dir, "-o", "xml"}, `--output must be yaml or json, not "xml"`},
 		{[]string{"plan", "--repo", dir, "-o", "yaml"}, `--output must be text, json or markdown, not "yaml"`},
 		{[]string{"status", "-o", "yaml"}, `--output must be table or json, not "yaml"`},
+		{[]string{"history", "team-a/web", "-o", "yaml"}, `--output must be table or json, not "yaml"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {

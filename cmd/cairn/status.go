@@ -22,8 +22,8 @@ func newStatusCommand(kube *kubeFlags) *cobra.Command {
 		Short: "Show every instance with READY, REASON and REVISION",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output must be table or json, not %q", output)
+			if err := tableOrJSON(output); err != nil {
+				return err
 			}
 			c, err := kube.client()
 			if err != nil {
@@ -48,6 +48,14 @@ func newStatusCommand(kube *kubeFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
+}
+
+// tableOrJSON checks the --output of a command that prints a table or JSON.
+func tableOrJSON(output string) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("--output must be table or json, not %q", output)
+	}
+	return nil
 }
 
 // listInstances lists the ModuleInstances of every namespace.
