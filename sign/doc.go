@@ -1,6 +1,7 @@
 // Package sign owns cairn's access to OCI registries and its cosign signatures:
 // credentials for one registry host, pulling and pushing Helm charts and OCI
-// artifacts by digest (oras-go), and signing and verifying them with cosign keys.
+// artifacts by digest (oras-go), listing tags and deleting manifests by digest,
+// and signing and verifying them with cosign keys.
 //
 // # Signatures: key-based cosign, offline
 //

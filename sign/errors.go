@@ -38,6 +38,9 @@ const (
 	ReasonSignatureInvalid = "SignatureInvalid"
 	// ReasonInvalidKey: a key could not be loaded (bad PEM, wrong password, no keys).
 	ReasonInvalidKey = "InvalidKey"
+	// ReasonUnsupported: the registry does not allow the operation (405, or the
+	// error code UNSUPPORTED), e.g. deletes on a registry without them enabled.
+	ReasonUnsupported = "Unsupported"
 )
 
 // Error is the error of every operation of this package. It names the host,
@@ -128,9 +131,13 @@ func reasonOfResponse(resp *errcode.ErrorResponse) string {
 			return ReasonUnauthorized
 		case errcode.ErrorCodeManifestUnknown, errcode.ErrorCodeNameUnknown, errcode.ErrorCodeBlobUnknown:
 			return ReasonNotFound
+		case errcode.ErrorCodeUnsupported:
+			return ReasonUnsupported
 		}
 	}
 	switch resp.StatusCode {
+	case http.StatusMethodNotAllowed:
+		return ReasonUnsupported
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return ReasonUnauthorized
 	case http.StatusNotFound:
