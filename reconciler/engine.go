@@ -126,6 +126,10 @@ type Engine struct {
 	// (Unix nanoseconds; see sweepConfigs).
 	lastSweep atomic.Int64
 
+	// refusedDeletes holds the publish Registries that refused a delete: their
+	// published renders are no longer collected (see collectPublished).
+	refusedDeletes sync.Map
+
 	keyMu    sync.Mutex
 	key      []byte // the cluster's digest key (see DigestKeySecret), once read
 	localKey []byte // this process's key while the cluster has none (plans)

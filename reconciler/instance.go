@@ -54,6 +54,7 @@ func (s *RevisionState) syncInstance(ctx context.Context, e *instanceState, rele
 		r.setFailure(s.explainIdentity(r.mi, f))
 	}
 	s.record(ctx, r, before)
+	s.collectPublished(ctx, r) // after the status write, bounded: best effort
 	e.done(r)
 }
 

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"time"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler/outcome"
@@ -41,3 +42,47 @@ func (in *revisionInput) previousPublishRevision(r *instanceState, dgst string) 
 	}
 	return in.rev.SHA
 }
+
+// collectTimeout bounds the collection of one instance's published renders.
+const collectTimeout = 10 * time.Second
+
+// collectPublished deletes from the publish Registry the artifacts of r's renders
+// that are not kept (supply.KeptRenders: the newest render.publish.keep of its
+// history, the one just applied, the held ones), with their signatures. It runs
+// once the status is written, only after a render was published and applied, and
+// is best effort: bounded by collectTimeout, it never fails the instance; a
+// Registry that refuses deletes is logged once and not asked again by this process.
+// Render Jobs' results and sources (<repository>/<ns>/<name>/render and /source)
+// are not collected yet.
+func (s *RevisionState) collectPublished(ctx context.Context, r *instanceReconcile) {
+	target := s.platform.Spec.Render.Publish
+	if target == nil || s.readOnly || r.published == nil || !r.wrote.applied || ctx.Err() != nil {
+		return
+	}
+	if _, refused := s.e.refusedDeletes.Load(target.Registry); refused {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
+	defer cancel()
+	keep := supply.KeptRenders(r.live.Status.History, target.KeepOrDefault(), r.rendered.Digest, heldRenders(r.live))
+	got, err := s.supplyChain(ctx).CollectRenders(ctx, supply.Collection{Registry: target.Registry,
+		Repository: target.Repository, Namespace: r.mi.Namespace, Name: r.mi.Name, Keep: keep})
+	log := s.e.logger(ctx).WithValues("instance", r.key(), "registry", target.Registry)
+	if supply.DeletesRefused(err) {
+		if _, had := s.e.refusedDeletes.LoadOrStore(target.Registry, true); !had {
+			log.Info("the publish Registry refuses deletes: published renders are not collected", "error", err.Error())
+		}
+		return
+	}
+	if err != nil {
+		log.Info("failed to collect published renders; the next render applied tries again", "error", err.Error())
+	}
+	if n := len(got.Renders); n > 0 {
+		s.step(r.key(), "collect %s: %d published render(s) deleted, %d signature(s)", r.key(), n, len(got.Signatures))
+	}
+}
+
+// heldRenders are the render digests of mi that a hold or a rollback names, whose
+// artifacts are kept whatever render.publish.keep says. None yet: holds and
+// rollbacks come with a later issue.
+func heldRenders(_ *cairnv1.ModuleInstance) []string { return nil }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,8 +71,8 @@ func (sc *Chain) Publish(ctx context.Context, p Publication) (Published, *outcom
 	if err != nil {
 		return Published{}, outcome.NewStalled(cairnv1.ReasonPublishFailed, err)
 	}
-	repo := strings.Trim(p.Repository, "/") + "/" + p.Namespace + "/" + p.Name
-	tag := strings.ReplaceAll(p.RenderDigest, ":", "-")
+	repo := instanceRepository(p.Repository, p.Namespace, p.Name)
+	tag := RenderTag(p.RenderDigest)
 	ref := st.reg.Spec.Hostname + "/" + repo + ":" + tag
 	// Content-addressed: a tag that exists holds this render already (pushed for an
 	// earlier commit); it is not pushed again.
