@@ -53,7 +53,7 @@ const collectTimeout = 10 * time.Second
 // is best effort: bounded by collectTimeout, it never fails the instance; a
 // Registry that refuses deletes is logged once and not asked again by this process.
 // Render Jobs' results and sources (<repository>/<ns>/<name>/render and /source)
-// are not collected yet.
+// are collected as their tasks are (renderJob.collectArtifacts).
 func (s *RevisionState) collectPublished(ctx context.Context, r *instanceReconcile) {
 	target := s.platform.Spec.Render.Publish
 	if target == nil || s.readOnly || r.published == nil || !r.wrote.applied || ctx.Err() != nil {

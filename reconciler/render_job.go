@@ -456,7 +456,8 @@ func expiredConfig(sec *corev1.Secret, now time.Time) bool {
 const keptTasks = 3
 
 // collect deletes the instance's older RenderTasks beyond the newest keptTasks
-// (each takes its Job and Secrets with it: they are its own).
+// (each takes its Job and Secrets with it: they are its own), then the sources and
+// results in the publish Registry that no kept task names (collectArtifacts).
 func (j *renderJob) collect(ctx context.Context, task *cairnv1.RenderTask) {
 	var tasks cairnv1.RenderTaskList
 	if err := j.c.List(ctx, &tasks, client.InNamespace(j.ns), client.MatchingLabels{cairnv1.InstanceLabel: task.Labels[cairnv1.InstanceLabel]}); err != nil {
@@ -464,15 +465,64 @@ func (j *renderJob) collect(ctx context.Context, task *cairnv1.RenderTask) {
 	}
 	items := tasks.Items
 	slices.SortFunc(items, func(a, b cairnv1.RenderTask) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
-	kept := 0
+	kept := []cairnv1.RenderTask{*task} // as this reconcile knows it: the list may lag its status
 	for i := range items {
-		if items[i].Name == task.Name || kept < keptTasks-1 {
-			if items[i].Name != task.Name {
-				kept++
-			}
+		if items[i].Name == task.Name {
+			continue
+		}
+		if len(kept) < keptTasks {
+			kept = append(kept, items[i])
 			continue
 		}
 		_ = j.c.Delete(ctx, &items[i], client.PropagationPolicy(metav1.DeletePropagationBackground))
+	}
+	j.collectArtifacts(ctx, kept)
+}
+
+// collectArtifacts deletes from the publish Registry the source and result
+// artifacts of the instance's render tasks that are gone: what a kept task names
+// (its source by digest, its result by its input's tag or by digest) stays, and
+// so does any tag of another shape. Best effort and bounded: a Registry that
+// refuses deletes is not asked again by this process (as published renders),
+// and it is bounded by collectTimeout as they are.
+func (j *renderJob) collectArtifacts(ctx context.Context, kept []cairnv1.RenderTask) {
+	registry := j.s.platform.Spec.Render.Publish.Registry
+	if _, refused := j.s.e.refusedDeletes.Load(registry); refused {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
+	defer cancel()
+	keepTags, keepDigests := map[string]bool{}, map[string]bool{}
+	for _, t := range kept {
+		keepTags[rendertask.Tag(t.Spec.InputDigest)] = true
+		if _, d, ok := strings.Cut(t.Spec.SourceArtifact, "@"); ok {
+			keepDigests[d] = true
+		}
+		if d := t.Status.ArtifactDigest; d != "" {
+			keepDigests[d] = true
+		}
+	}
+	for _, repo := range []string{j.spec.Source, j.spec.Result} {
+		tags, err := j.oci.Tags(ctx, repo)
+		if err != nil {
+			return
+		}
+		for _, tag := range tags {
+			if keepTags[tag] || !rendertask.IsTag(tag) {
+				continue
+			}
+			desc, err := j.oci.Resolve(ctx, repo, tag)
+			if err != nil || keepDigests[desc.Digest.String()] {
+				continue
+			}
+			err = j.oci.Delete(ctx, repo, desc.Digest)
+			if sign.Reason(err) == sign.ReasonUnsupported {
+				if _, had := j.s.e.refusedDeletes.LoadOrStore(registry, true); !had {
+					j.s.e.logger(ctx).Info("the publish Registry refuses deletes: render Jobs' artifacts are not collected", "registry", registry)
+				}
+				return
+			}
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -270,6 +271,16 @@ func (s *Spec) annotations() map[string]string {
 
 // tagOf is the tag of a digest ("sha256:..." -> "sha256-...").
 func tagOf(d string) string { return strings.ReplaceAll(d, ":", "-") }
+
+// Tag is the tag of a digest in a task's repositories: a source's by its
+// content, a result's by its input digest.
+func Tag(d string) string { return tagOf(d) }
+
+// tagPattern is the shape of Tag's tags.
+var tagPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*-[0-9a-f]{32,}$`)
+
+// IsTag tells whether tag has the shape of Tag's tags (any other is not cairn's).
+func IsTag(tag string) bool { return tagPattern.MatchString(tag) }
 
 // Fetch pulls the result dgst of the task s from the publish Registry, checks
 // that its annotations name s's input, instance and revision, and opens its

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -525,4 +527,51 @@ func TestControllerRestartedWhileARenderJobRuns(t *testing.T) {
 	e.g.Expect(runner.Started()).To(Equal(1), "its Job's one pod, not a second")
 	e.g.Eventually(func() bool { return conditions.IsTrue(e.instance(e.ns, "web"), "Ready") }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), second.String)
+}
+
+// TestRenderJobArtifactsAreCollected: five changes of an instance rendered in
+// Jobs leave its newest three RenderTasks, and in the publish registry only the
+// results and sources those tasks name: the older results are deleted.
+func TestRenderJobArtifactsAreCollected(t *testing.T) {
+	e := newEnv(t)
+	_, pub, repo := renderJobsEnv(e)
+	rc := registryClient(t, pub, true)
+	keys := []string{"a"}
+	for i := range 5 {
+		if i > 0 {
+			keys = append(keys, string(rune('a'+i)))
+			repo.commit("config "+keys[i], map[string]string{"instances/web.yaml": inst{name: "web", ns: e.ns, replicas: 1, configs: configs(keys...)}.yaml()})
+		}
+		e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	}
+	var tasks cairnv1.RenderTaskList
+	e.g.Expect(e.c.List(e.ctx, &tasks, client.InNamespace(reconciler.DefaultNamespace),
+		client.MatchingLabels{cairnv1.InstanceLabel: cairnv1.InstanceKey(e.ns, "web")})).To(Succeed())
+	for i := range tasks.Items {
+		t.Cleanup(func() { _ = e.c.Delete(context.Background(), &tasks.Items[i]) })
+	}
+	e.g.Expect(tasks.Items).To(HaveLen(3), "the newest three tasks")
+	results, sources := map[string]bool{}, map[string]bool{}
+	for _, tk := range tasks.Items {
+		results[rendertask.Tag(tk.Spec.InputDigest)] = true
+		_, d, _ := strings.Cut(tk.Spec.SourceArtifact, "@")
+		sources[d] = true
+	}
+	base := "rendered/cluster/" + e.ns + "/web"
+	tags, err := rc.Tags(e.ctx, base+"/render")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	var live []string
+	for _, tag := range tags {
+		if _, err := rc.Resolve(e.ctx, base+"/render", tag); err == nil {
+			live = append(live, tag)
+		}
+	}
+	e.g.Expect(live).To(ConsistOf(slices.Collect(maps.Keys(results))), "only the kept tasks' results")
+	tags, err = rc.Tags(e.ctx, base+"/source")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, tag := range tags {
+		if desc, err := rc.Resolve(e.ctx, base+"/source", tag); err == nil {
+			e.g.Expect(sources).To(HaveKey(desc.Digest.String()), "only the kept tasks' sources")
+		}
+	}
 }
