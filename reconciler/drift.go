@@ -97,7 +97,10 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 }
 
 func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
-	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) && mi.Spec.Drift != cairnv1.DriftIgnore
+	// A held instance is not checked against the head's render: it is held at
+	// another (drift correction against the held render comes with rollbacks).
+	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) &&
+		status.HoldRequested(live) == nil && mi.Spec.Drift != cairnv1.DriftIgnore
 }
 
 func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {

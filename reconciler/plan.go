@@ -46,6 +46,10 @@ type instancePlan struct {
 	why         string
 	// forced: every object is applied again, unchanged or not (a requested reconcile).
 	forced bool
+	// held: a hold (cairn hold) keeps the instance at its render, and the revision
+	// leaves it as it is; releaseHold: a hold --until-change that this revision ends,
+	// as it changes the instance (the revision step removes its annotation).
+	held, releaseHold bool
 }
 
 func (p *instancePlan) key() string { return p.mi.Namespace + "/" + p.mi.Name }
@@ -169,6 +173,8 @@ func (s *RevisionState) isAffected(p *instancePlan) (bool, string) {
 		return false, "suspended in the cluster (cairn suspend)"
 	case p.was == nil:
 		return true, "new instance"
+	case s.holds(p):
+		return false, heldWhy(p)
 	case status.IsSuspended(p.was):
 		return true, "resumed"
 	case reconcileRequested(p.was):

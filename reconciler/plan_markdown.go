@@ -30,6 +30,11 @@ func (p *Plan) Markdown() string {
 		fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d |\n", i.Namespace, i.Name, actionCell(i),
 			len(i.Create), len(i.Configure), len(i.Prune), i.Unchanged)
 	}
+	for _, i := range p.Instances {
+		if i.Reason == cairnv1.ReasonHeld {
+			fmt.Fprintf(&b, "\n⏸️ `%s/%s` is %s.\n", i.Namespace, i.Name, i.Why)
+		}
+	}
 	if pic := graph.Markdown(p.Graph, graph.DefaultMarkdownNodes); pic != "" {
 		b.WriteString("\n### Order\n\n")
 		b.WriteString(pic)
@@ -46,6 +51,8 @@ func actionCell(i InstancePlan) string {
 	switch {
 	case i.Error != "":
 		return "**" + string(i.Action) + "** (" + i.Reason + ")"
+	case i.Reason == cairnv1.ReasonHeld:
+		return string(i.Action) + " (held)"
 	case len(i.Warnings) > 0:
 		return fmt.Sprintf("%s ⚠️ %d warning(s)", i.Action, len(i.Warnings))
 	}

@@ -162,6 +162,9 @@ func (s *RevisionState) previewRendered(ctx context.Context, r *instanceState) I
 	case r.suspended():
 		ip.Action = outcome.PlanSkip
 		return ip
+	case r.held:
+		ip.Action, ip.Reason = outcome.PlanSkip, cairnv1.ReasonHeld
+		return ip
 	case !r.affected:
 		ip.Action = outcome.PlanUnchanged
 		s.previewGenerated(ctx, r, &ip)

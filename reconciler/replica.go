@@ -264,11 +264,21 @@ const InputDigestAnnotation = inputDigestAnnotation
 // too: its reconcile does nothing. A Registry's refresh writes a new input at the
 // same revision (see refreshAnnotation), which a state built before it planned as
 // unchanged: reconciled there, the refresh would be kept as "unchanged" and never
-// verified, so such a state does not hold it.
+// verified, so such a state does not hold it; nor does one built before the
+// instance's hold was asked or released.
 func (s *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
 	r := s.byKey[mi.Namespace+"/"+mi.Name]
 	if r == nil {
 		return true
+	}
+	if r.was != nil {
+		// A hold asked or released since the state was built (cairn hold, cairn
+		// release) changes the plan at the same revision and input.
+		p := r.instancePlan
+		p.was, p.held, p.releaseHold = mi, false, false
+		if s.holds(&p) != r.held {
+			return false
+		}
 	}
 	return r.inputDigest == mi.Annotations[inputDigestAnnotation] && (!r.affected || s.heldInput(r))
 }

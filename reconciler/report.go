@@ -55,6 +55,11 @@ func (e *Engine) emitRemoval(live *cairnv1.ModuleInstance, res InstanceResult, r
 	report.RecordRemoval(e.opts.Events, live, res, revision)
 }
 
+// emitHold records the event of a hold or a release (see report.RecordHold).
+func (e *Engine) emitHold(mi *cairnv1.ModuleInstance, reason, note string) {
+	report.RecordHold(e.opts.Events, mi, reason, note)
+}
+
 // emitDrift records the event of a drift check (see report.RecordDrift).
 func (e *Engine) emitDrift(before, after *cairnv1.ModuleInstance) {
 	report.RecordDrift(e.opts.Events, before, after)

@@ -123,7 +123,7 @@ func (r resultView) suspended() bool {
 // ahead: it is ready, or it is suspended with its last attempt successful (its
 // objects stay).
 func (r resultView) satisfiesDependents() bool {
-	if r.suspended() {
+	if r.suspended() || r.held {
 		return r.live != nil && r.live.Status.LastAppliedRevision != "" && r.live.Status.Failures == 0
 	}
 	return r.ready()
@@ -140,6 +140,8 @@ func (r resultView) result() InstanceResult {
 	switch {
 	case r.suspended():
 		res.Action, res.Reason, res.Message = outcome.ActionSkipped, "Suspended", "suspended"
+	case r.held:
+		res.Action, res.Reason, res.Message = outcome.ActionSkipped, cairnv1.ReasonHeld, r.why
 	case !r.affected && !status.IsReady(r.live) && r.live != nil:
 		res = deferredResult(res, r.live, r.why)
 	case !r.affected:

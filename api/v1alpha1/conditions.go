@@ -13,6 +13,9 @@ const (
 	// the sync applied is Current, False with reason HealthCheckFailed naming the
 	// objects that are not; absent with wait: false.
 	HealthyCondition = "Healthy"
+	// HeldCondition is True while the instance is held at a render (`cairn hold`):
+	// its message names the render, the revision, who asked and since when.
+	HeldCondition = "Held"
 )
 
 // Reasons set on conditions.
@@ -33,6 +36,10 @@ const (
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonValuesFromFailed  = "ValuesFromFailed"
 	ReasonSuspended         = "Suspended"
+	// ReasonHeld: the Held condition of an instance held at its render (`cairn
+	// hold`); ReasonReleased: the Event of a hold that ended.
+	ReasonHeld              = "Held"
+	ReasonReleased          = "Released"
 	ReasonSourceFailed      = "SourceFailed"
 	ReasonSignatureMissing  = "SignatureMissing"
 	ReasonSignatureInvalid  = "SignatureInvalid"
@@ -88,6 +95,11 @@ const (
 	// (`cairn suspend`): an emergency stop that Git does not undo; `cairn resume`
 	// removes it.
 	SuspendAnnotation = "cairn.dev/suspend"
+	// HoldAnnotation on a ModuleInstance CR holds it at its current render
+	// (`cairn hold`): new commits are not applied to it until it is removed
+	// (`cairn release`). Its value is a HoldRequest as JSON ("{}" will do: nobody
+	// named, until released).
+	HoldAnnotation = "cairn.dev/hold"
 	// ReconcileRequestAnnotation, set to a new value (`cairn reconcile`, a time),
 	// makes the next sync re-apply every object of the instance and check its health,
 	// as Flux's reconcile.fluxcd.io/requestedAt does; status.lastHandledReconcileAt

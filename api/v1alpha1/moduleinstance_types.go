@@ -287,6 +287,10 @@ type ModuleInstanceStatus struct {
 	// NextRetryAt is when a failed instance is retried at the earliest.
 	// +optional
 	NextRetryAt *metav1.Time `json:"nextRetryAt,omitempty"`
+	// Held is the render the instance is held at (`cairn hold`, the annotation
+	// cairn.dev/hold): new commits are not applied to it until it is released.
+	// +optional
+	Held *HeldRender `json:"held,omitempty"`
 	// History lists the last renders applied, newest first: max(10, the Platform's
 	// render.publish.keep) entries. An entry is added when a render is applied (not
 	// when an attempt fails before its apply); a later reconcile of the same render
@@ -392,6 +396,44 @@ type InventoryEntry struct {
 	// Hash is a short hash of the applied object.
 	// +optional
 	Hash string `json:"h,omitempty"`
+}
+
+// HoldRequest is the value of the cairn.dev/hold annotation: who asked, when, and
+// whether the hold ends by itself at the first commit that changes the instance.
+type HoldRequest struct {
+	// By names who asked (the identity `cairn hold` authenticated as).
+	// +optional
+	By string `json:"by,omitempty"`
+	// At is when it was asked.
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// UntilChange ends the hold at the first commit that changes the instance's
+	// declaration or module.
+	// +optional
+	UntilChange bool `json:"untilChange,omitempty"`
+}
+
+// HeldRender is the render an instance is held at.
+type HeldRender struct {
+	// Revision is the source SHA the held render was applied for; RenderDigest its
+	// keyed digest; Published its signed artifact, when renders are published.
+	Revision     string `json:"revision"`
+	RenderDigest string `json:"renderDigest,omitempty"`
+	// +optional
+	Published *PublishedArtifact `json:"published,omitempty"`
+	// InputDigest is the instance's input digest as held: a commit that changes it
+	// changes the instance (UntilChange).
+	// +optional
+	InputDigest string `json:"inputDigest,omitempty"`
+	// By, At and UntilChange are the request's (see HoldRequest); Since is when
+	// cairn recorded the hold.
+	// +optional
+	By string `json:"by,omitempty"`
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// +optional
+	UntilChange bool        `json:"untilChange,omitempty"`
+	Since       metav1.Time `json:"since"`
 }
 
 // Results of a HistoryEntry: what became of a render once applied.

@@ -296,10 +296,24 @@ func watchEdits(mgr manager.Manager, kick func(), keep inventoryKeeper, log logr
 
 // notOwnWrite drops the events of cairn's own writes (its mirror of Git, by the field
 // manager cairn): a sync made them, and a kick for them would only run the revision
-// step again to find nothing to do. A deletion always passes.
+// step again to find nothing to do. A deletion always passes, and so does the
+// removal of an annotation (`cairn release`, `cairn resume`): its writer owned
+// nothing else, so it leaves no managedFields entry to tell it from cairn's.
 var notOwnWrite = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool { return !lastWriteIsCairns(e.Object) },
-	UpdateFunc: func(e event.UpdateEvent) bool { return !lastWriteIsCairns(e.ObjectNew) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !lastWriteIsCairns(e.ObjectNew) || annotationRemoved(e.ObjectOld, e.ObjectNew)
+	},
+}
+
+// annotationRemoved reports whether an annotation of old is gone from new.
+func annotationRemoved(old, new client.Object) bool {
+	for k := range old.GetAnnotations() {
+		if _, ok := new.GetAnnotations()[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // lastWriteIsCairns reports whether the latest write of obj's fields (its

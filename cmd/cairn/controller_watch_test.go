@@ -97,3 +97,16 @@ func TestAPlanRequestDoesNotKickASync(t *testing.T) {
 	g.Expect(syncAnnotationsChanged.Update(event.UpdateEvent{ObjectOld: before,
 		ObjectNew: platform(map[string]string{"a": "1", cairnv1.ReconcileRequestAnnotation: "t"})})).To(BeTrue())
 }
+
+// TestARemovedAnnotationKicksASync: `cairn release` removes the hold annotation
+// with a manager that owned nothing else, so that cairn's mirror is the latest
+// write left: the removal still kicks a sync, while cairn's own write does not.
+func TestARemovedAnnotationKicksASync(t *testing.T) {
+	g := NewWithT(t)
+	now := metav1.Now()
+	mine := []metav1.ManagedFieldsEntry{{Manager: cairnv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Time: &now}}
+	held := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{cairnv1.HoldAnnotation: "{}"}, ManagedFields: mine}}
+	released := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{ManagedFields: mine}}
+	g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: held, ObjectNew: released})).To(BeTrue())
+	g.Expect(notOwnWrite.Update(event.UpdateEvent{ObjectOld: released, ObjectNew: released.DeepCopy()})).To(BeFalse(), "cairn's own write")
+}

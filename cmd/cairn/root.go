@@ -64,6 +64,8 @@ func newRootCommand() *cobra.Command {
 		newHistoryCommand(kube),
 		newSuspendCommand(kube),
 		newResumeCommand(kube),
+		newHoldCommand(kube),
+		newReleaseCommand(kube),
 		newReconcileCommand(kube),
 		newInstallCommand(kube),
 		newUninstallCommand(kube),

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -78,8 +80,12 @@ type statusRow struct {
 	Verified string `json:"verified"`
 	// Suspended is spec.suspend or the suspend annotation (cairn suspend): the
 	// instance's objects are left as they are.
-	Suspended bool   `json:"suspended"`
-	Message   string `json:"message"`
+	Suspended bool `json:"suspended"`
+	// Held is the render digest the instance is held at (cairn hold; "" when not
+	// held), HeldSince since when.
+	Held      string       `json:"held,omitempty"`
+	HeldSince *metav1.Time `json:"heldSince,omitempty"`
+	Message   string       `json:"message"`
 }
 
 func statusRows(items []cairnv1.ModuleInstance) []statusRow {
@@ -94,6 +100,12 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 			row.Objects = mi.Status.Inventory.Count
 		}
 		row.Suspended = mi.Spec.Suspend || mi.Annotations[cairnv1.SuspendAnnotation] == "true"
+		if h := mi.Status.Held; h != nil {
+			row.Held, row.HeldSince = h.RenderDigest, &h.Since
+			if row.Held == "" {
+				row.Held = h.Revision
+			}
+		}
 		row.Verified = "-"
 		if c := conditions.Get(mi, cairnv1.VerifiedCondition); c != nil {
 			row.Verified = string(c.Status)
@@ -108,15 +120,15 @@ func statusRows(items []cairnv1.ModuleInstance) []statusRow {
 
 func printStatusTable(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tSUSPENDED\tMESSAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tREVISION\tOBJECTS\tVERIFIED\tSUSPENDED\tHELD\tMESSAGE")
 	for _, r := range rows {
 		rev := gitsource.ShortSHA(r.Revision)
 		msg := r.Message
 		if len(msg) > 100 {
 			msg = msg[:97] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects,
-			r.Verified, suspendedMark(r.Suspended), msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Ready, r.Reason, rev, r.Objects,
+			r.Verified, suspendedMark(r.Suspended), heldMark(r.Held), msg)
 	}
 	return tw.Flush()
 }
@@ -127,6 +139,18 @@ func suspendedMark(suspended bool) string {
 		return "SUSPENDED"
 	}
 	return "-"
+}
+
+// heldMark is the HELD column: the held render's digest, shortened, else "-".
+func heldMark(digest string) string {
+	if digest == "" {
+		return "-"
+	}
+	_, hex, _ := strings.Cut(digest, ":")
+	if hex == "" {
+		hex = digest
+	}
+	return hex[:min(len(hex), 12)]
 }
 
 // sourceLine is the Platform's line of the status table: the repository, the

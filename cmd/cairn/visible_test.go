@@ -40,9 +40,24 @@ func TestStatusMarksSuspendedInstances(t *testing.T) {
 	g.Expect(rows[1].Suspended).To(BeFalse())
 	var out bytes.Buffer
 	g.Expect(printStatusTable(&out, rows)).To(Succeed())
-	g.Expect(out.String()).To(MatchRegexp(`(?m)^NAMESPACE .* SUSPENDED +MESSAGE$`))
-	g.Expect(out.String()).To(MatchRegexp(`(?m)^team-a +paused +Unknown +Suspended .* SUSPENDED +suspended$`))
-	g.Expect(out.String()).To(MatchRegexp(`(?m)^team-a +running +True +Succeeded .* - +ok$`))
+	g.Expect(out.String()).To(MatchRegexp(`(?m)^NAMESPACE .* SUSPENDED +HELD +MESSAGE$`))
+	g.Expect(out.String()).To(MatchRegexp(`(?m)^team-a +paused +Unknown +Suspended .* SUSPENDED +- +suspended$`))
+	g.Expect(out.String()).To(MatchRegexp(`(?m)^team-a +running +True +Succeeded .* - +- +ok$`))
+}
+
+// TestStatusMarksHeldInstances: a held instance shows the digest it is held at in
+// the HELD column (shortened) and in -o json with since when.
+func TestStatusMarksHeldInstances(t *testing.T) {
+	g := NewWithT(t)
+	held := cairnv1.ModuleInstance{}
+	held.Namespace, held.Name = "team-a", "web"
+	conditions.MarkTrue(&held, "Ready", cairnv1.ReasonSucceeded, "ok")
+	held.Status.Held = &cairnv1.HeldRender{Revision: "0123456789abcdef", RenderDigest: "hmac-sha256:abcdef0123456789ff"}
+	rows := statusRows([]cairnv1.ModuleInstance{held})
+	g.Expect(rows[0].Held).To(Equal("hmac-sha256:abcdef0123456789ff"))
+	var out bytes.Buffer
+	g.Expect(printStatusTable(&out, rows)).To(Succeed())
+	g.Expect(out.String()).To(MatchRegexp(`(?m)^team-a +web +True +Succeeded .* - +abcdef012345 +ok$`))
 }
 
 func TestSyncOutputShowsWarnings(t *testing.T) {

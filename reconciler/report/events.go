@@ -19,6 +19,7 @@ const (
 	eventActionSync       = "Sync"
 	eventActionRemove     = "Remove"
 	eventActionDriftCheck = "DriftCheck"
+	eventActionHold       = "Hold"
 )
 
 // RevisionAnnotation is set on cairn's events to the revision the transition happened at.
@@ -77,6 +78,14 @@ func RecordDrift(rec events.EventRecorder, before, after *cairnv1.ModuleInstance
 		ev.eventType = corev1.EventTypeWarning
 	}
 	record(rec, after, ev)
+}
+
+// RecordHold records with rec that mi was held (reason Held, with the Held
+// condition's message: the render, who asked, since when) or released (reason
+// Released, note saying by whom or why). A nil rec records nothing.
+func RecordHold(rec events.EventRecorder, mi *cairnv1.ModuleInstance, reason, note string) {
+	record(rec, mi, conditionEvent{eventType: corev1.EventTypeNormal, reason: reason, action: eventActionHold, note: note,
+		revision: mi.Status.LastAppliedRevision})
 }
 
 // record records ev with rec on the object it regards, annotated with its revision

@@ -6,6 +6,8 @@
 package status
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -81,6 +83,9 @@ type Applied struct {
 // last applied revision, digests and inventory stay). The inventory is not Record's:
 // the engine stores it before.
 func Record(mi *cairnv1.ModuleInstance, a Attempt) {
+	if HoldRequested(mi) == nil && IsHeld(mi) {
+		Release(mi) // released (`cairn release`, or --until-change): this attempt is Git's again
+	}
 	if a.Input != "" {
 		mi.Status.LastAttemptedInput = a.Input
 		mi.Status.Artifacts = a.Artifacts
@@ -287,3 +292,85 @@ func SuspendedAs(live *cairnv1.ModuleInstance) bool {
 	}
 	return IsSuspended(live) && conditions.GetMessage(live, "Ready") == want
 }
+
+// HoldRequested is the hold the CR's annotation asks for (nil: none). A value
+// that is not a HoldRequest as JSON still holds, naming nobody: the annotation's
+// presence is the request.
+func HoldRequested(live *cairnv1.ModuleInstance) *cairnv1.HoldRequest {
+	if live == nil {
+		return nil
+	}
+	v, ok := live.Annotations[cairnv1.HoldAnnotation]
+	if !ok {
+		return nil
+	}
+	var req cairnv1.HoldRequest
+	if json.Unmarshal([]byte(v), &req) != nil {
+		req = cairnv1.HoldRequest{}
+	}
+	return &req
+}
+
+// Hold records on mi that it is held at its last good state (the render last
+// applied, its revision and published artifact, inputDigest its input as held) as
+// req asks: status.held and Held=True naming them. It returns false when mi has
+// no render applied to hold (nothing is recorded).
+func Hold(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest, inputDigest string, now time.Time) bool {
+	st := &mi.Status
+	if st.LastAppliedRevision == "" {
+		return false
+	}
+	st.Held = &cairnv1.HeldRender{Revision: st.LastAppliedRevision, RenderDigest: st.RenderDigest, Published: st.Published,
+		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: metav1.NewTime(now)}
+	conditions.MarkTrue(mi, cairnv1.HeldCondition, cairnv1.ReasonHeld, "%s", HeldMessage(st.Held))
+	return true
+}
+
+// maxHeldBy bounds the name of who asked for a hold, as recorded.
+const maxHeldBy = 256
+
+// heldBy is who asked for req, as recorded: the annotation is anyone's to write,
+// and the condition stays short.
+func heldBy(req *cairnv1.HoldRequest) string {
+	if len(req.By) > maxHeldBy {
+		return req.By[:maxHeldBy] + "…"
+	}
+	return req.By
+}
+
+// SameHold tells whether h records the hold req asks for.
+func SameHold(h *cairnv1.HeldRender, req *cairnv1.HoldRequest) bool {
+	return h != nil && req != nil && h.By == heldBy(req) && h.UntilChange == req.UntilChange && h.At.Equal(req.At)
+}
+
+// HeldMessage says what h holds, by whom and since when, and how it ends.
+func HeldMessage(h *cairnv1.HeldRender) string {
+	who := ""
+	if h.By != "" {
+		who = " by " + h.By
+	}
+	ends := "new commits are not applied until `cairn release`"
+	if h.UntilChange {
+		ends = "new commits are not applied until one changes this instance's declaration or module, or `cairn release`"
+	}
+	return fmt.Sprintf("held at %s (revision %s)%s since %s: %s", orNone(h.RenderDigest), shortSHA(h.Revision), who,
+		h.Since.UTC().Format(time.RFC3339), ends)
+}
+
+// Release records on mi that it is no longer held.
+func Release(mi *cairnv1.ModuleInstance) {
+	mi.Status.Held = nil
+	conditions.Delete(mi, cairnv1.HeldCondition)
+}
+
+// IsHeld reports whether mi's status records a hold.
+func IsHeld(mi *cairnv1.ModuleInstance) bool { return mi != nil && mi.Status.Held != nil }
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no render digest)"
+	}
+	return s
+}
+
+func shortSHA(sha string) string { return sha[:min(len(sha), 12)] }

@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,4 +299,47 @@ func TestRecord(t *testing.T) {
 			tc.check(NewWithT(t), mi)
 		})
 	}
+}
+
+// TestHold: the annotation's value is the request (anything else still holds,
+// naming nobody); a hold records the last good state with who asked and Held=True
+// naming them; an instance with nothing applied cannot be held; the release, and a
+// reconcile recorded once the annotation is gone, clear both.
+func TestHold(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	mi := &cairnv1.ModuleInstance{}
+	g.Expect(HoldRequested(mi)).To(BeNil())
+	mi.Annotations = map[string]string{cairnv1.HoldAnnotation: "yes please"}
+	g.Expect(HoldRequested(mi)).To(Equal(&cairnv1.HoldRequest{}), "not JSON: held, naming nobody")
+	at := metav1.NewTime(now.Add(-time.Minute))
+	mi.Annotations[cairnv1.HoldAnnotation] = fmt.Sprintf(`{"by":"alice","at":%q,"untilChange":true}`, at.Format(time.RFC3339))
+	req := HoldRequested(mi)
+	g.Expect(req.By).To(Equal("alice"))
+	g.Expect(req.UntilChange).To(BeTrue())
+
+	g.Expect(Hold(mi, req, "sha256:in", now)).To(BeFalse(), "nothing applied: nothing to hold")
+	g.Expect(mi.Status.Held).To(BeNil())
+	mi.Status.LastAppliedRevision, mi.Status.RenderDigest = "0123456789abcdef", "hmac-sha256:aa"
+	mi.Status.Published = &cairnv1.PublishedArtifact{Ref: "r/p:t", Digest: "sha256:pp"}
+	g.Expect(Hold(mi, req, "sha256:in", now)).To(BeTrue())
+	g.Expect(*mi.Status.Held).To(Equal(cairnv1.HeldRender{Revision: "0123456789abcdef", RenderDigest: "hmac-sha256:aa",
+		Published: mi.Status.Published, InputDigest: "sha256:in", By: "alice", At: req.At, UntilChange: true, Since: metav1.NewTime(now)}))
+	g.Expect(conditions.IsTrue(mi, cairnv1.HeldCondition)).To(BeTrue())
+	g.Expect(conditions.GetMessage(mi, cairnv1.HeldCondition)).To(Equal("held at hmac-sha256:aa (revision 0123456789ab) by alice since " +
+		"2026-12-05T03:00:00Z: new commits are not applied until one changes this instance's declaration or module, or `cairn release`"))
+
+	g.Expect(SameHold(mi.Status.Held, req)).To(BeTrue())
+	long := &cairnv1.HoldRequest{By: strings.Repeat("m", 5000)}
+	other := mi.DeepCopy()
+	g.Expect(Hold(other, long, "", now)).To(BeTrue())
+	g.Expect(len(other.Status.Held.By)).To(BeNumerically("<", 300), "who asked, bounded")
+	g.Expect(SameHold(other.Status.Held, long)).To(BeTrue(), "recorded once, not again at each revision")
+
+	Record(mi, Attempt{Revision: "next", Now: now}) // still annotated: still held
+	g.Expect(mi.Status.Held).NotTo(BeNil())
+	delete(mi.Annotations, cairnv1.HoldAnnotation)
+	Record(mi, Attempt{Revision: "next", Now: now})
+	g.Expect(mi.Status.Held).To(BeNil(), "released: the reconcile is Git's again")
+	g.Expect(conditions.Has(mi, cairnv1.HeldCondition)).To(BeFalse())
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/lease"
+	"cairn.dev/cairn/reconciler/status"
+)
+
+// holdFieldManager owns the hold annotation, apart from the manager that mirrors
+// the CR from Git, so that a sync never removes it.
+const holdFieldManager = "cairn-hold"
+
+// holdFlags are the flags of cairn hold and cairn release.
+type holdFlags struct {
+	untilChange bool
+	wait        bool
+	timeout     time.Duration
+	namespace   string
+}
+
+func (f *holdFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.wait, "wait", true, "under a controller, wait until the instance reports the result")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	cmd.Flags().StringVar(&f.namespace, "namespace", reconciler.DefaultNamespace, "cairn's namespace, where the sync Lease lives")
+}
+
+func newHoldCommand(kube *kubeFlags) *cobra.Command {
+	var f holdFlags
+	cmd := &cobra.Command{
+		Use:   "hold NAMESPACE/NAME",
+		Short: "Hold one instance at the render it last applied while the others keep following Git",
+		Long: `Annotate the instance's ModuleInstance with ` + cairnv1.HoldAnnotation + ` (who asked, when). From then on new
+commits are not applied to it: it keeps the render it last applied, shown in status.held and a Held
+condition, while the Platform and every other instance go on as usual. cairn release ends the hold;
+with --until-change, it ends by itself at the first commit that changes this instance's declaration
+or module (what "until the fix lands" means). The hold lives in the cluster: it survives restarts
+and leader changes.
+
+Under a controller the hold is asked through the annotation and the command waits until the
+instance reports it (--wait). Where no controller runs, it is recorded at once, holding the sync
+Lease as cairn sync does.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return hold(cmd, kube, &f, args[0], true) },
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.untilChange, "until-change", false, "end the hold at the first commit that changes this instance")
+	return cmd
+}
+
+func newReleaseCommand(kube *kubeFlags) *cobra.Command {
+	var f holdFlags
+	cmd := &cobra.Command{
+		Use:   "release NAMESPACE/NAME",
+		Short: "End the hold of an instance (cairn hold): the next sync applies what Git says",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return hold(cmd, kube, &f, args[0], false) },
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// hold asks for a hold of ref (on) or its release (off) and waits for, or
+// records, the result.
+func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool) error {
+	ctx := cmd.Context()
+	c, ns, name, err := instanceClient(kube, ref)
+	if err != nil {
+		return err
+	}
+	value := ""
+	var req *cairnv1.HoldRequest
+	if on {
+		at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		req = &cairnv1.HoldRequest{By: whoAmI(ctx, c), At: &at, UntilChange: f.untilChange}
+		b, err := json.Marshal(req)
+		if err != nil {
+			return err
+		}
+		value = string(b)
+	}
+	if err := annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, value, holdFieldManager); err != nil {
+		return err
+	}
+	cfg, err := kube.restConfig()
+	if err != nil {
+		return err
+	}
+	opts := lease.DefaultOptions(f.namespace)
+	opts.Wait = 3 * time.Second
+	err = lease.Hold(ctx, cfg, opts, func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) })
+	var busy *lease.HeldError
+	switch {
+	case errors.As(err, &busy):
+		// A controller (or a sync) holds the Lease: it records the hold.
+		if !f.wait {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s asked of %s\n", ns, name, verb(on), busy.Holder)
+			return nil
+		}
+		if err := waitForHold(ctx, c, ns, name, req, f.timeout); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	mi := &cairnv1.ModuleInstance{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
+		return err
+	}
+	if on {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s; `cairn release %s/%s` ends it\n", ns, name, status.HeldMessage(mi.Status.Held), ns, name)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s released: the next sync applies what Git says\n", ns, name)
+	}
+	return nil
+}
+
+func verb(on bool) string {
+	if on {
+		return "hold"
+	}
+	return "release"
+}
+
+// recordHoldNow records the hold req (nil: the release) on ns/name as a sync
+// would: where no controller runs, the command holds the sync Lease and does it.
+func recordHoldNow(ctx context.Context, c client.Client, ns, name string, req *cairnv1.HoldRequest) error {
+	mi := &cairnv1.ModuleInstance{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
+		return err
+	}
+	before := mi.DeepCopy()
+	if req == nil {
+		status.Release(mi)
+	} else if !status.Hold(mi, req, mi.Status.LastAttemptedInput, time.Now()) {
+		return fmt.Errorf("%s/%s has applied no render yet: there is nothing to hold (the hold starts after its first sync)", ns, name)
+	}
+	return c.Status().Patch(ctx, mi, client.MergeFrom(before))
+}
+
+// waitForHold waits until ns/name reports the hold req (nil: its release).
+func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cairnv1.HoldRequest, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		mi := &cairnv1.ModuleInstance{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err == nil {
+			h := mi.Status.Held
+			if req == nil && h == nil && !conditions.Has(mi, cairnv1.HeldCondition) ||
+				status.SameHold(h, req) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s/%s did not report its %s within %s: the controller records it at its next sync", ns, name,
+				verb(req != nil), timeout)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// whoAmI is the user the cluster authenticates c as (a SelfSubjectReview), ""
+// when it does not say.
+func whoAmI(ctx context.Context, c client.Client) string {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return ""
+	}
+	return review.Status.UserInfo.Username
+}

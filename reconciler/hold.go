@@ -1,0 +1,99 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/status"
+)
+
+// Holds (`cairn hold`, the annotation cairn.dev/hold; docs/rollback.md): a held
+// instance stays at the render it last applied while the revisions go on. The
+// revision step leaves it as it is (no input written, nothing rendered, applied or
+// pruned), records the hold on its status (status.held, Held=True) and, once the
+// annotation is gone, the release; a hold --until-change ends at the first revision
+// that changes the instance's input (its declaration, its module, what its render
+// reads), which then applies as any change.
+
+// holds decides whether the hold of p (its CR's annotation) keeps it as it is at
+// this revision, setting p.held, or ends (--until-change) and lets it go on,
+// setting p.releaseHold. An instance that never applied a render has nothing to
+// hold: it syncs, and is held from the revision after its first apply.
+func (s *RevisionState) holds(p *instancePlan) bool {
+	req := status.HoldRequested(p.was)
+	if req == nil || p.was.Status.LastAppliedRevision == "" {
+		return false
+	}
+	heldInput := p.was.Status.LastAttemptedInput
+	untilChange := req.UntilChange
+	if h := p.was.Status.Held; h != nil {
+		heldInput, untilChange = h.InputDigest, h.UntilChange || req.UntilChange
+	}
+	if untilChange && heldInput != "" && heldInput != p.inputDigest {
+		p.releaseHold = true
+		return false
+	}
+	p.held = true
+	return true
+}
+
+// heldWhy is why the revision leaves p, held, as it is: the render it is held at
+// and since when, and whether a change of it waits for the release.
+func heldWhy(p *instancePlan) string {
+	digest, since := p.was.Status.RenderDigest, "now"
+	if h := p.was.Status.Held; h != nil {
+		digest, since = h.RenderDigest, h.Since.UTC().Format(time.RFC3339)
+	}
+	why := fmt.Sprintf("held at %s since %s", digest, since)
+	if p.was.Status.LastAttemptedInput != p.inputDigest {
+		why += ": this change applies when released"
+	}
+	return why
+}
+
+// recordHold records on a held instance's CR that it is held, or that it was
+// released while no change was waiting for it, once: an instance whose status
+// says so already costs no request. It emits the Held or Released event.
+func (s *RevisionState) recordHold(ctx context.Context, r *instanceState) {
+	req := status.HoldRequested(r.was)
+	live := r.was.DeepCopy()
+	before := r.was
+	switch {
+	case req != nil && r.held && !status.SameHold(r.was.Status.Held, req):
+		if !status.Hold(live, req, r.was.Status.LastAttemptedInput, s.now) {
+			return
+		}
+		if err := s.patchStatusRetrying(ctx, live, before); err != nil {
+			s.e.logger(ctx).Error(err, "failed to record a hold", "instance", r.key())
+			return
+		}
+		s.e.emitHold(live, cairnv1.ReasonHeld, status.HeldMessage(live.Status.Held))
+		s.step(r.key(), "%s held", r.key())
+	case req == nil && status.IsHeld(r.was):
+		status.Release(live)
+		if err := s.patchStatusRetrying(ctx, live, before); err != nil {
+			s.e.logger(ctx).Error(err, "failed to record a release", "instance", r.key())
+			return
+		}
+		s.e.emitHold(live, cairnv1.ReasonReleased, "released (cairn release): new commits apply again")
+		s.step(r.key(), "%s released", r.key())
+	}
+}
+
+// releaseHold removes the hold annotation of a held instance that this revision
+// changes (--until-change), before its input is written, and emits Released. The
+// release itself is recorded with the reconcile's status (status.Record).
+func (s *RevisionState) releaseHold(ctx context.Context, r *instanceState) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.HoldAnnotation: nil}}})
+	if err := s.e.cluster.client.Patch(ctx, r.was.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		s.e.logger(ctx).Error(err, "failed to end a hold --until-change", "instance", r.key())
+		return
+	}
+	s.e.emitHold(r.was, cairnv1.ReasonReleased, fmt.Sprintf("released: revision %s changes the instance (cairn hold --until-change)", s.rev.SHA))
+}
