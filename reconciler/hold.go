@@ -81,19 +81,34 @@ func (s *RevisionState) recordHold(ctx context.Context, r *instanceState) {
 			s.e.logger(ctx).Error(err, "failed to record a release", "instance", r.key())
 			return
 		}
-		s.e.emitHold(live, cairnv1.ReasonReleased, "released (cairn release): new commits apply again")
 		s.step(r.key(), "%s released", r.key())
 	}
 }
 
-// releaseHold removes the hold annotation of a held instance that this revision
-// changes (--until-change), before its input is written, and emits Released. The
-// release itself is recorded with the reconcile's status (status.Record).
-func (s *RevisionState) releaseHold(ctx context.Context, r *instanceState) {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.HoldAnnotation: nil}}})
-	if err := s.e.cluster.client.Patch(ctx, r.was.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
-		s.e.logger(ctx).Error(err, "failed to end a hold --until-change", "instance", r.key())
+// endHold ends the hold of r when this revision finds it ended: released by
+// `cairn release` (its annotation names who asked, and is removed), by hand (the
+// annotation removed), or by a revision that changes a hold --until-change (the
+// annotation is removed). It emits the Released event; the status records the
+// release with the instance's next status write (recordHold, status.Record).
+func (s *RevisionState) endHold(ctx context.Context, r *instanceState) {
+	var note string
+	remove := true
+	switch rel := status.ReleaseRequested(r.was); {
+	case rel != nil:
+		note = status.ReleasedBy(rel)
+	case r.releaseHold:
+		note = fmt.Sprintf("released: revision %s changes the instance (cairn hold --until-change)", s.rev.SHA)
+	case status.HoldRequested(r.was) == nil && status.IsHeld(r.was):
+		note, remove = "released: the annotation "+cairnv1.HoldAnnotation+" was removed", false
+	default:
 		return
 	}
-	s.e.emitHold(r.was, cairnv1.ReasonReleased, fmt.Sprintf("released: revision %s changes the instance (cairn hold --until-change)", s.rev.SHA))
+	if remove {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.HoldAnnotation: nil}}})
+		if err := s.e.cluster.client.Patch(ctx, r.was.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+			s.e.logger(ctx).Error(err, "failed to remove a hold's annotation", "instance", r.key())
+			return
+		}
+	}
+	s.e.emitHold(r.was, cairnv1.ReasonReleased, note)
 }

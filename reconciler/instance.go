@@ -124,21 +124,16 @@ func (s *RevisionState) writeInputs(ctx context.Context) {
 	sem := make(chan struct{}, max(s.e.opts.ApplyConcurrency, 1))
 	var wg sync.WaitGroup
 	for _, r := range s.runs {
-		if !r.affected && !r.held && !status.IsHeld(r.was) {
+		if !r.affected && !r.held && !status.IsHeld(r.was) && status.ReleaseRequested(r.was) == nil {
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			s.endHold(ctx, r)
 			if !r.affected { // a hold to record, or a release while nothing changed
 				s.recordHold(ctx, r)
 				return
-			}
-			switch {
-			case r.releaseHold:
-				s.releaseHold(ctx, r)
-			case status.HoldRequested(r.was) == nil && status.IsHeld(r.was):
-				s.e.emitHold(r.was, cairnv1.ReasonReleased, "released (cairn release): new commits apply again")
 			}
 			r.mirrored, r.mirrorErr = s.writeInput(ctx, r)
 		})

@@ -411,6 +411,10 @@ type HoldRequest struct {
 	// declaration or module.
 	// +optional
 	UntilChange bool `json:"untilChange,omitempty"`
+	// Release asks for the end of the hold (`cairn release`), naming who asked:
+	// cairn records the release and removes the annotation.
+	// +optional
+	Release bool `json:"release,omitempty"`
 }
 
 // HeldRender is the render an instance is held at.

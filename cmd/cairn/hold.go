@@ -65,6 +65,10 @@ func newReleaseCommand(kube *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release NAMESPACE/NAME",
 		Short: "End the hold of an instance (cairn hold): the next sync applies what Git says",
+		Long: `Ask for the end of the instance's hold through its ` + cairnv1.HoldAnnotation + ` annotation, naming who asked:
+cairn records the release (a Released Event names them), removes the annotation, and the next sync
+applies what Git says. Under a controller the command waits until the instance reports it; where
+no controller runs, it records it at once, holding the sync Lease.`,
 		Args:  cobra.ExactArgs(1),
 		RunE:  func(cmd *cobra.Command, args []string) error { return hold(cmd, kube, &f, args[0], false) },
 	}
@@ -80,19 +84,18 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 	if err != nil {
 		return err
 	}
-	value := ""
-	var req *cairnv1.HoldRequest
-	if on {
-		at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-		req = &cairnv1.HoldRequest{By: whoAmI(ctx, c), At: &at, UntilChange: f.untilChange}
-		b, err := json.Marshal(req)
-		if err != nil {
-			return err
-		}
-		value = string(b)
-	}
-	if err := annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, value, holdFieldManager); err != nil {
+	at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	asked := &cairnv1.HoldRequest{By: whoAmI(ctx, c), At: &at, UntilChange: f.untilChange, Release: !on}
+	b, err := json.Marshal(asked)
+	if err != nil {
 		return err
+	}
+	if err := annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, string(b), holdFieldManager); err != nil {
+		return err
+	}
+	var req *cairnv1.HoldRequest // the hold to wait for; nil: the release
+	if on {
+		req = asked
 	}
 	cfg, err := kube.restConfig()
 	if err != nil {
@@ -147,7 +150,13 @@ func recordHoldNow(ctx context.Context, c client.Client, ns, name string, req *c
 	} else if !status.Hold(mi, req, mi.Status.LastAttemptedInput, time.Now()) {
 		return fmt.Errorf("%s/%s has applied no render yet: there is nothing to hold (the hold starts after its first sync)", ns, name)
 	}
-	return c.Status().Patch(ctx, mi, client.MergeFrom(before))
+	if err := c.Status().Patch(ctx, mi, client.MergeFrom(before)); err != nil {
+		return err
+	}
+	if req == nil { // the release is recorded: its request goes
+		return annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, "", holdFieldManager)
+	}
+	return nil
 }
 
 // waitForHold waits until ns/name reports the hold req (nil: its release).

@@ -293,10 +293,26 @@ func SuspendedAs(live *cairnv1.ModuleInstance) bool {
 	return IsSuspended(live) && conditions.GetMessage(live, "Ready") == want
 }
 
-// HoldRequested is the hold the CR's annotation asks for (nil: none). A value
-// that is not a HoldRequest as JSON still holds, naming nobody: the annotation's
-// presence is the request.
+// HoldRequested is the hold the CR's annotation asks for (nil: none, or a
+// release). A value that is not a HoldRequest as JSON still holds, naming nobody:
+// the annotation's presence is the request.
 func HoldRequested(live *cairnv1.ModuleInstance) *cairnv1.HoldRequest {
+	if req := holdAnnotation(live); req != nil && !req.Release {
+		return req
+	}
+	return nil
+}
+
+// ReleaseRequested is the release the CR's annotation asks for (`cairn release`,
+// naming who asked), or nil.
+func ReleaseRequested(live *cairnv1.ModuleInstance) *cairnv1.HoldRequest {
+	if req := holdAnnotation(live); req != nil && req.Release {
+		return req
+	}
+	return nil
+}
+
+func holdAnnotation(live *cairnv1.ModuleInstance) *cairnv1.HoldRequest {
 	if live == nil {
 		return nil
 	}
@@ -309,6 +325,14 @@ func HoldRequested(live *cairnv1.ModuleInstance) *cairnv1.HoldRequest {
 		req = cairnv1.HoldRequest{}
 	}
 	return &req
+}
+
+// ReleasedBy says who released a hold, for its Event.
+func ReleasedBy(req *cairnv1.HoldRequest) string {
+	if req == nil || req.By == "" {
+		return "released (cairn release): new commits apply again"
+	}
+	return "released by " + heldBy(req) + " (cairn release): new commits apply again"
 }
 
 // Hold records on mi that it is held at its last good state (the render last

@@ -336,6 +336,13 @@ func TestHold(t *testing.T) {
 	g.Expect(len(other.Status.Held.By)).To(BeNumerically("<", 300), "who asked, bounded")
 	g.Expect(SameHold(other.Status.Held, long)).To(BeTrue(), "recorded once, not again at each revision")
 
+	mi.Annotations[cairnv1.HoldAnnotation] = `{"by":"bob","release":true}`
+	g.Expect(HoldRequested(mi)).To(BeNil(), "a release is no hold")
+	g.Expect(ReleaseRequested(mi).By).To(Equal("bob"))
+	g.Expect(ReleasedBy(ReleaseRequested(mi))).To(HavePrefix("released by bob "))
+	mi.Annotations[cairnv1.HoldAnnotation] = fmt.Sprintf(`{"by":"alice","at":%q,"untilChange":true}`, at.Format(time.RFC3339))
+	g.Expect(ReleaseRequested(mi)).To(BeNil())
+
 	Record(mi, Attempt{Revision: "next", Now: now}) // still annotated: still held
 	g.Expect(mi.Status.Held).NotTo(BeNil())
 	delete(mi.Annotations, cairnv1.HoldAnnotation)

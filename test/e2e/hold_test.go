@@ -60,6 +60,7 @@ func TestHoldAndRelease(t *testing.T) {
 
 	out = e.runCairn(bin, append([]string{"release", e.ns + "/a"}, kube...)...)
 	e.g.Expect(out).To(ContainSubstring("released"))
+	e.g.Expect(e.instance(e.ns, "a").Annotations).NotTo(HaveKey(cairnv1.HoldAnnotation), "the release recorded, its request goes")
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.configMap(e.ns, "a-y")).NotTo(BeNil(), "released: the change applies")
@@ -128,6 +129,17 @@ func TestHoldUnderTheController(t *testing.T) {
 
 	out = e.runCairn(bin, append([]string{"release", e.ns + "/a"}, kube...)...)
 	e.g.Expect(out).To(ContainSubstring("released"))
+	e.g.Eventually(func() []string {
+		var reasons []string
+		for _, ev := range e.eventsAbout(e.ns, e.instance(e.ns, "a").UID) {
+			if ev.Reason == cairnv1.ReasonReleased || ev.Reason == cairnv1.ReasonHeld {
+				reasons = append(reasons, ev.Reason+": "+ev.Note)
+			}
+		}
+		return reasons
+	}, 10*time.Second, 200*time.Millisecond).Should(ContainElements(
+		ContainSubstring(cairnv1.ReasonHeld+": held at "), MatchRegexp(cairnv1.ReasonReleased+": released by .+ \\(cairn release\\)")),
+		"the Events name who asked")
 	e.g.Eventually(func() bool { return e.configMap(e.ns, "a-y") != nil }, time.Minute, 200*time.Millisecond).
 		Should(BeTrue(), "released: the change applies\n%s", second.String())
 }
