@@ -69,8 +69,8 @@ func newReleaseCommand(kube *kubeFlags) *cobra.Command {
 cairn records the release (a Released Event names them), removes the annotation, and the next sync
 applies what Git says. Under a controller the command waits until the instance reports it; where
 no controller runs, it records it at once, holding the sync Lease.`,
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return hold(cmd, kube, &f, args[0], false) },
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return hold(cmd, kube, &f, args[0], false) },
 	}
 	f.register(cmd)
 	return cmd
