@@ -33,7 +33,7 @@ func (s *RevisionState) holds(p *instancePlan) bool {
 	heldInput := p.was.Status.LastAttemptedInput
 	untilChange := req.UntilChange
 	if h := p.was.Status.Held; h != nil {
-		heldInput, untilChange = h.InputDigest, h.UntilChange || req.UntilChange
+		heldInput = h.InputDigest
 	}
 	if untilChange && heldInput != "" && heldInput != p.inputDigest {
 		p.releaseHold = true
@@ -90,7 +90,7 @@ func (s *RevisionState) recordHold(ctx context.Context, r *instanceState) {
 // annotation removed), or by a revision that changes a hold --until-change (the
 // annotation is removed). It emits the Released event; the status records the
 // release with the instance's next status write (recordHold, status.Record).
-func (s *RevisionState) endHold(ctx context.Context, r *instanceState) {
+func (s *RevisionState) endHold(ctx context.Context, r *instanceState) error {
 	var note string
 	remove := true
 	switch rel := status.ReleaseRequested(r.was); {
@@ -101,14 +101,16 @@ func (s *RevisionState) endHold(ctx context.Context, r *instanceState) {
 	case status.HoldRequested(r.was) == nil && status.IsHeld(r.was):
 		note, remove = "released: the annotation "+cairnv1.HoldAnnotation+" was removed", false
 	default:
-		return
+		return nil
 	}
 	if remove {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{cairnv1.HoldAnnotation: nil}}})
+		// Only the request this revision read: one made since (a new hold) stays.
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": r.was.ResourceVersion,
+			"annotations": map[string]any{cairnv1.HoldAnnotation: nil}}})
 		if err := s.e.cluster.client.Patch(ctx, r.was.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
-			s.e.logger(ctx).Error(err, "failed to remove a hold's annotation", "instance", r.key())
-			return
+			return fmt.Errorf("failed to end the hold of %s: %w", r.key(), err)
 		}
 	}
 	s.e.emitHold(r.was, cairnv1.ReasonReleased, note)
+	return nil
 }

@@ -130,9 +130,18 @@ func (s *RevisionState) writeInputs(ctx context.Context) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			s.endHold(ctx, r)
+			err := s.endHold(ctx, r)
+			if err != nil {
+				s.e.logger(ctx).Error(err, "hold", "instance", r.key(), "revision", s.rev.SHA)
+			}
 			if !r.affected { // a hold to record, or a release while nothing changed
-				s.recordHold(ctx, r)
+				if err == nil {
+					s.recordHold(ctx, r)
+				}
+				return
+			}
+			if err != nil { // not applied while its hold stands: retried at the next revision
+				r.mirrorErr = err
 				return
 			}
 			r.mirrored, r.mirrorErr = s.writeInput(ctx, r)

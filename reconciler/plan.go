@@ -264,7 +264,7 @@ func inputChange(p *instancePlan) string {
 
 func (s *RevisionState) markDependents(r *instanceState) {
 	for _, dep := range s.set.Dependents(r.mi.Namespace, r.mi.Name) {
-		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.suspended() {
+		if d := s.byKey[dep.Namespace+"/"+dep.Name]; d != nil && !d.affected && !d.suspended() && !d.held {
 			d.affected, d.why = true, "dependency "+r.key()+" changed"
 		}
 	}

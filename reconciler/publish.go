@@ -82,7 +82,13 @@ func (s *RevisionState) collectPublished(ctx context.Context, r *instanceReconci
 	}
 }
 
-// heldRenders are the render digests of mi that a hold or a rollback names, whose
-// artifacts are kept whatever render.publish.keep says. None yet: holds and
-// rollbacks come with a later issue.
-func heldRenders(_ *cairnv1.ModuleInstance) []string { return nil }
+// heldRenders are the render digests of mi whose artifacts are kept whatever
+// render.publish.keep says: its last good state's (a failed render applied after
+// it may fill the history) and the one a hold names.
+func heldRenders(mi *cairnv1.ModuleInstance) []string {
+	out := []string{mi.Status.RenderDigest}
+	if h := mi.Status.Held; h != nil {
+		out = append(out, h.RenderDigest)
+	}
+	return out
+}

@@ -33,6 +33,12 @@ func (s *RevisionState) removeInstances(ctx context.Context) {
 			s.results = append(s.results, res)
 			continue
 		}
+		if status.HoldRequested(live) != nil { // a hold keeps its objects, whatever Git says
+			res.Action, res.Reason = outcome.ActionSkipped, cairnv1.ReasonHeld
+			res.Message = "removed from Git but held in the cluster: nothing is deleted until `cairn release`"
+			s.results = append(s.results, res)
+			continue
+		}
 		if due, why := retryDue(live, s.rev.SHA, s.now); !status.IsReady(live) && !due {
 			s.results = append(s.results, deferredResult(res, live, why))
 			continue

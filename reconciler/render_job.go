@@ -27,6 +27,7 @@ import (
 	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/reconciler/valuesfrom"
 	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
 	"cairn.dev/cairn/sign"
 )
 
@@ -47,7 +48,8 @@ const jobPoll = 250 * time.Millisecond
 // is mi's verified chart or Timoni module pulled from a registry (nil: none): the
 // controller pulls it by digest, as it verified it, and the source artifact carries
 // it, so the pod needs no credential of the registry it came from.
-func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, chart *chartInput, masks []string) (*render.Result, error) {
+func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInstance, req render.Request, chart *chartInput,
+	artifacts []cairnv1.ArtifactStatus, masks []string) (*render.Result, error) {
 	pub := s.platform.Spec.Render.Publish
 	if pub == nil {
 		return nil, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, errors.New("render mode Job needs spec.render.publish: the Job pushes its render there"))
@@ -69,6 +71,13 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 		mounts.PublishSecret = reg.Spec.SecretRef.Name
 	}
 	var modules *rendertask.ModuleRegistry
+	if r := req.Registry; r != nil && chart == nil && r.Verifier != nil && (req.CUEModule != nil || len(req.Catalogs) > 0) {
+		// In-process, every module a CUE render pulls (its imports too) is
+		// resolved to a digest and verified as it is fetched; a Job's pod holds no
+		// key to verify with and would pull by version.
+		return nil, outcome.NewStalled(declarations.ReasonNotAvailable, errors.New(
+			"a render Job does not verify the CUE modules and catalogs it pulls: with signature verification on for the module registry, render this instance InProcess"))
+	}
 	if r := req.Registry; r != nil && chart == nil {
 		// A CUE module of the registry, or catalogs: the pod pulls them itself, with
 		// the module registry's credentials (and only those besides the publish
@@ -102,6 +111,9 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	// public (the task's name, the result's tag), its input is not.
 	mac := hmac.New(sha256.New, s.digestKey)
 	mac.Write(in)
+	for _, a := range artifacts { // the modules and catalogs as resolved now: a moved tag is another input
+		fmt.Fprintf(mac, "\x00%s@%s", a.Ref, a.Digest)
+	}
 	spec.InputDigest = "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))
 	s.e.sweepConfigs(ctx, s.e.cluster.client, s.e.namespace())
 	job := &renderJob{s: s, c: s.e.cluster.client, ns: s.e.namespace(), spec: spec, mounts: mounts, oci: oci, masks: masks,
@@ -110,8 +122,11 @@ func (s *RevisionState) renderInJob(ctx context.Context, mi *cairnv1.ModuleInsta
 	if err != nil {
 		return nil, err
 	}
-	if chart != nil {
+	switch {
+	case chart != nil:
 		res.ModuleDigest = chart.Digest // the controller's to say: it verified it
+	case req.CUEModule != nil && len(artifacts) > 0:
+		res.ModuleDigest = artifacts[0].Digest // the module as the controller resolved it
 	}
 	return res, nil
 }

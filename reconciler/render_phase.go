@@ -196,7 +196,9 @@ func (s *RevisionState) renderOne(ctx context.Context, mi *cairnv1.ModuleInstanc
 			id = out.chart.Display() // by digest
 		}
 		out.res, out.cached, err = rendercache.Through(cache, cacheKey(req, "job:"+id),
-			func() (*render.Result, error) { return s.renderInJob(ctx, mi, req, out.chart, out.masks) }, nil)
+			func() (*render.Result, error) {
+				return s.renderInJob(ctx, mi, req, out.chart, out.artifacts, out.masks)
+			}, nil)
 	case out.chart != nil && out.chart.timoni != nil:
 		out.res, out.cached, err = renderTimoniArtifact(ctx, s.e.renderer, cache, out.chart, req)
 	case out.chart != nil:

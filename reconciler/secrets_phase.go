@@ -108,7 +108,7 @@ func (in *revisionInput) reportSecret(ctx context.Context, key string, t *secret
 // needed); nothing else of those instances is read or written.
 func (s *RevisionState) rotateUnaffected(ctx context.Context) {
 	for _, r := range s.runs {
-		if r.affected || r.suspended() || r.was == nil || !secretgen.InstanceRotates(r.mi) {
+		if r.affected || r.suspended() || r.held || r.was == nil || !secretgen.InstanceRotates(r.mi) {
 			continue
 		}
 		if err := s.rotateDue(ctx, r); err != nil {

@@ -335,16 +335,21 @@ func ReleasedBy(req *cairnv1.HoldRequest) string {
 	return "released by " + heldBy(req) + " (cairn release): new commits apply again"
 }
 
-// Hold records on mi that it is held at its last good state (the render last
-// applied, its revision and published artifact, inputDigest its input as held) as
-// req asks: status.held and Held=True naming them. It returns false when mi has
+// Hold records on mi that it is held at the render it last applied (the newest
+// entry of its history, else its last good state: its revision, digest and
+// published artifact; inputDigest its input as held) as req asks: status.held and Held=True naming them. It returns false when mi has
 // no render applied to hold (nothing is recorded).
 func Hold(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest, inputDigest string, now time.Time) bool {
 	st := &mi.Status
 	if st.LastAppliedRevision == "" {
 		return false
 	}
-	st.Held = &cairnv1.HeldRender{Revision: st.LastAppliedRevision, RenderDigest: st.RenderDigest, Published: st.Published,
+	held := cairnv1.HeldRender{Revision: st.LastAppliedRevision, RenderDigest: st.RenderDigest, Published: st.Published}
+	if len(st.History) > 0 { // the render applied last, whatever became of it: what the cluster runs
+		h := st.History[0]
+		held = cairnv1.HeldRender{Revision: h.Revision, RenderDigest: h.RenderDigest, Published: h.Published}
+	}
+	st.Held = &cairnv1.HeldRender{Revision: held.Revision, RenderDigest: held.RenderDigest, Published: held.Published,
 		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: metav1.NewTime(now)}
 	conditions.MarkTrue(mi, cairnv1.HeldCondition, cairnv1.ReasonHeld, "%s", HeldMessage(st.Held))
 	return true

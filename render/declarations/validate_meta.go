@@ -16,7 +16,25 @@ func validateMetadata(kind string, obj metav1.Object) []problem {
 	ps := validateName(kind, obj.GetName())
 	ps = append(ps, validateNamespace(kind, obj.GetNamespace(), obj.GetName())...)
 	ps = append(ps, validateKeys("metadata.labels", obj.GetLabels(), true)...)
-	return append(ps, validateKeys("metadata.annotations", obj.GetAnnotations(), false)...)
+	ps = append(ps, validateKeys("metadata.annotations", obj.GetAnnotations(), false)...)
+	return append(ps, controlAnnotations(obj.GetAnnotations())...)
+}
+
+// clusterOnlyAnnotations are the annotations a ModuleInstance gets in the cluster
+// only: requests of cairn's commands (hold, suspend, reconcile), naming who asked,
+// which a declaration in Git would forge and replay at every sync.
+var clusterOnlyAnnotations = []string{cairnv1.HoldAnnotation, cairnv1.SuspendAnnotation, cairnv1.ReconcileRequestAnnotation}
+
+// controlAnnotations refuses the cluster-only annotations in a declaration.
+func controlAnnotations(m map[string]string) []problem {
+	var ps []problem
+	for _, k := range clusterOnlyAnnotations {
+		if _, ok := m[k]; ok {
+			ps = append(ps, problem{ReasonInvalidDeclaration, "metadata.annotations." + k,
+				"not allowed in Git: it is a request made in the cluster (cairn hold, cairn suspend, cairn reconcile); in Git, use spec.suspend"})
+		}
+	}
+	return ps
 }
 
 func validateName(kind, name string) []problem {

@@ -20,8 +20,9 @@ import (
 // that changes another instance (applied to that one), and through a new engine
 // (the hold lives in the cluster); `cairn status` shows it HELD. `cairn release`
 // and the next sync apply what waited. A hold --until-change is kept through a
-// commit that changes another instance and ends, by itself, at the first commit
-// that changes the held one, which is applied.
+// commit that changes another instance (its dependency) and ends, by itself, at
+// the first commit that changes the held one, which is applied. A held instance
+// that leaves Git keeps its objects until it is released.
 func TestHoldAndRelease(t *testing.T) {
 	e := newEnv(t)
 	bin, a, b, repo := holdEnv(e)
@@ -85,6 +86,17 @@ func TestHoldAndRelease(t *testing.T) {
 	e.g.Expect(mi.Annotations).NotTo(HaveKey(cairnv1.HoldAnnotation))
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Action).To(Equal(outcome.ActionUnchanged), "released for good")
+
+	// Held, then removed from Git: its objects stay until the release.
+	e.runCairn(bin, append([]string{"hold", e.ns + "/a"}, kube...)...)
+	repo.commit("a leaves Git", map[string]string{"instances/a.yaml": ""})
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Reason).To(Equal(cairnv1.ReasonHeld), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "a-z")).NotTo(BeNil(), "a held instance is not removed")
+	e.runCairn(bin, append([]string{"release", e.ns + "/a"}, kube...)...)
+	res = e.sync(repo)
+	e.g.Expect(result(res, e.ns, "a").Action).To(Equal(outcome.ActionDeleted), "%+v", res)
+	e.g.Expect(e.configMap(e.ns, "a-z")).To(BeNil(), "released: removed")
 }
 
 // shortDigest is the HELD column of cairn status: a digest's first 12 hex digits.
@@ -145,11 +157,12 @@ func TestHoldUnderTheController(t *testing.T) {
 }
 
 // holdEnv readies e for the hold tests: the cairn binary, cairn's namespace (the
-// sync Lease), and a repository of two instances, a and b, of the app module.
+// sync Lease), and a repository of two instances of the app module, a, which
+// depends on b, and b.
 func holdEnv(e *env) (string, inst, inst, *gitRepo) {
 	bin := buildCairn(e.t)
 	e.ensureCairnNamespace()
-	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x")}
+	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"), dependsOn: []string{"b"}} // held, its dependency changes
 	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
 	return bin, a, b, newGitRepo(e.t, appRepo("", a, b))
 }

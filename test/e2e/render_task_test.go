@@ -25,6 +25,7 @@ import (
 	"cairn.dev/cairn/reconciler/outcome"
 	"cairn.dev/cairn/reconciler/rendertask"
 	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
 	"cairn.dev/cairn/sign"
 	"cairn.dev/cairn/test/harness"
 )
@@ -489,6 +490,20 @@ func TestEveryModuleKindRendersInAJob(t *testing.T) {
 		e.g.Expect(result(res, e.ns, name).Ready).To(BeTrue(), "%s: %+v", name, result(res, e.ns, name))
 		e.g.Expect(e.instanceCR(e.ns, name).Status.RenderDigest).To(Equal(jobDigests[name]), "%s: a Job render and an in-process one", name)
 	}
+
+	// With verification on, a Job's pod could not verify the CUE modules it pulls
+	// (in-process, each is verified by digest as it is fetched): refused, not
+	// rendered unverified; the chart, verified by the controller, still renders.
+	cache := "apiVersion: cairn.dev/v1alpha1\nkind: ModuleInstance\nmetadata:\n  name: cache\n  namespace: " + e.ns +
+		"\nspec:\n  module:\n    cue: {path: cairn.dev/examples/redis@v0, version: v0.1.0}\n  timeout: 1m\n  values: {replicas: 2}\n"
+	repo.commit("verified, in Jobs", map[string]string{"instances/cache.yaml": cache, "platform.yaml": platform(
+		"  verify: {mode: Warn}\n  render:\n    mode: Job\n    publish: {registry: rendered, repository: rendered/cluster}\n"),
+		"instances/hello.yaml": chartInstanceYAML("hello", e.ns, "oci://"+mods.Host+"/charts/hello", "0.1.0", "  values: {greeting: again}\n")})
+	res = e.sync(repo)
+	got := result(res, e.ns, "cache")
+	e.g.Expect(got.Reason).To(Equal(declarations.ReasonNotAvailable), "%+v", got)
+	e.g.Expect(got.Message).To(ContainSubstring("render this instance InProcess"))
+	e.g.Expect(result(res, e.ns, "hello").Ready).To(BeTrue(), "%+v", result(res, e.ns, "hello"))
 }
 
 // TestControllerRestartedWhileARenderJobRuns: `cairn controller` renders in Jobs;
