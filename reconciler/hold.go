@@ -30,12 +30,14 @@ func (s *RevisionState) holds(p *instancePlan) bool {
 	if req == nil || p.was.Status.LastAppliedRevision == "" {
 		return false
 	}
-	heldInput := p.was.Status.LastAttemptedInput
-	untilChange := req.UntilChange
-	if h := p.was.Status.Held; h != nil {
+	// The input as held: recorded with the hold, the first revision to see it
+	// (this one, when none is recorded) counting as held, so that a commit pending
+	// when the hold was asked is held too, not applied at once.
+	heldInput := p.inputDigest
+	if h := p.was.Status.Held; h != nil && h.InputDigest != "" {
 		heldInput = h.InputDigest
 	}
-	if untilChange && heldInput != "" && heldInput != p.inputDigest {
+	if req.UntilChange && heldInput != p.inputDigest {
 		p.releaseHold = true
 		return false
 	}
@@ -65,8 +67,8 @@ func (s *RevisionState) recordHold(ctx context.Context, r *instanceState) {
 	live := r.was.DeepCopy()
 	before := r.was
 	switch {
-	case req != nil && r.held && !status.SameHold(r.was.Status.Held, req):
-		if !status.Hold(live, req, r.was.Status.LastAttemptedInput, s.now) {
+	case req != nil && r.held && (!status.SameHold(r.was.Status.Held, req) || r.was.Status.Held.InputDigest == ""):
+		if !status.Hold(live, req, r.inputDigest, s.now) {
 			return
 		}
 		if err := s.patchStatusRetrying(ctx, live, before); err != nil {

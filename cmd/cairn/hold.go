@@ -147,7 +147,7 @@ func recordHoldNow(ctx context.Context, c client.Client, ns, name string, req *c
 	before := mi.DeepCopy()
 	if req == nil {
 		status.Release(mi)
-	} else if !status.Hold(mi, req, mi.Status.LastAttemptedInput, time.Now()) {
+	} else if !status.Hold(mi, req, "", time.Now()) { // the next sync records the input it holds
 		return fmt.Errorf("%s/%s has applied no render yet: there is nothing to hold (the hold starts after its first sync)", ns, name)
 	}
 	if err := c.Status().Patch(ctx, mi, client.MergeFrom(before)); err != nil {

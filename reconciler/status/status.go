@@ -349,8 +349,12 @@ func Hold(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest, inputDigest stri
 		h := st.History[0]
 		held = cairnv1.HeldRender{Revision: h.Revision, RenderDigest: h.RenderDigest, Published: h.Published}
 	}
+	since := metav1.NewTime(now)
+	if SameHold(st.Held, req) { // recorded before (its input now known): held since then
+		since = st.Held.Since
+	}
 	st.Held = &cairnv1.HeldRender{Revision: held.Revision, RenderDigest: held.RenderDigest, Published: held.Published,
-		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: metav1.NewTime(now)}
+		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: since}
 	conditions.MarkTrue(mi, cairnv1.HeldCondition, cairnv1.ReasonHeld, "%s", HeldMessage(st.Held))
 	return true
 }

@@ -69,18 +69,23 @@ func TestHoldAndRelease(t *testing.T) {
 	e.g.Expect(mi.Status.Held).To(BeNil())
 	e.g.Expect(conditions.Has(mi, cairnv1.HeldCondition)).To(BeFalse())
 
-	// --until-change.
+	// --until-change, asked while a change of a is pushed but not synced yet: that
+	// change is held too; the next commit that changes a ends the hold.
+	a.configs = configs("x", "y", "p")
+	repo.commit("a change pending", map[string]string{"instances/a.yaml": a.yaml()})
 	e.runCairn(bin, append([]string{"hold", e.ns + "/a", "--until-change"}, kube...)...)
 	b.configs = configs("x", "y", "z")
 	repo.commit("b changes", map[string]string{"instances/b.yaml": b.yaml()})
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Reason).To(Equal(cairnv1.ReasonHeld), "a commit that does not change it: still held")
+	e.g.Expect(e.configMap(e.ns, "a-p")).To(BeNil(), "the change pending when the hold was asked is held")
 	e.g.Expect(e.instance(e.ns, "a").Status.Held).NotTo(BeNil())
 	a.configs = configs("x", "y", "z")
 	repo.commit("the fix lands", map[string]string{"instances/a.yaml": a.yaml()})
 	res = e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
 	e.g.Expect(e.configMap(e.ns, "a-z")).NotTo(BeNil(), "the commit that changes it ends the hold and applies")
+	e.g.Expect(e.configMap(e.ns, "a-p")).To(BeNil())
 	mi = e.instance(e.ns, "a")
 	e.g.Expect(mi.Status.Held).To(BeNil())
 	e.g.Expect(mi.Annotations).NotTo(HaveKey(cairnv1.HoldAnnotation))
