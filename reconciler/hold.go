@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
 	"cairn.dev/cairn/reconciler/status"
 )
 
@@ -30,6 +31,15 @@ func (s *RevisionState) holds(p *instancePlan) bool {
 	if req == nil || p.was.Status.LastAppliedRevision == "" {
 		return false
 	}
+	if req.To != "" {
+		if target, err := status.RollbackTarget(p.was, req.To); err == nil && !rolledBackTo(p.was, target) {
+			// Applied again first: a new input, so that whichever replica
+			// reconciles the instance takes it.
+			p.rollback = target
+			p.inputDigest = inputDigest(p.specDigest, p.sourceDigest, p.refresh+"\x00rollback:"+target.RenderDigest)
+			return false
+		}
+	}
 	// The input as held: recorded with the hold, the first revision to see it
 	// (this one, when none is recorded) counting as held, so that a commit pending
 	// when the hold was asked is held too, not applied at once.
@@ -43,6 +53,24 @@ func (s *RevisionState) holds(p *instancePlan) bool {
 	}
 	p.held = true
 	return true
+}
+
+// rolledBackTo tells whether mi stands at target already: held there (a rollback
+// done), or running it, good, without a hold recorded yet.
+func rolledBackTo(mi *cairnv1.ModuleInstance, target *cairnv1.HistoryEntry) bool {
+	if h := mi.Status.Held; h != nil {
+		return h.RenderDigest == target.RenderDigest
+	}
+	return mi.Status.RenderDigest == target.RenderDigest && status.IsReady(mi)
+}
+
+// rollbackWhy is why the revision applies p's rollback.
+func rollbackWhy(p *instancePlan) string {
+	who := ""
+	if req := status.HoldRequested(p.was); req != nil && req.By != "" {
+		who = " asked by " + req.By
+	}
+	return fmt.Sprintf("rollback to %s (revision %s)%s", p.rollback.RenderDigest, gitsource.ShortSHA(p.rollback.Revision), who)
 }
 
 // heldWhy is why the revision leaves p, held, as it is: the render it is held at

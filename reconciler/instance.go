@@ -376,12 +376,19 @@ func (s *RevisionState) record(ctx context.Context, r *instanceReconcile, before
 		}
 	}
 	status.Record(mi, s.attempt(ctx, r))
+	rolledBack := r.rollback != nil && r.failure == nil
+	if req := status.HoldRequested(mi); rolledBack && req != nil {
+		status.Hold(mi, req, r.inputDigest, s.now) // held where it was put back
+	}
 	r.created = len(before.Status.History) == 0 && len(mi.Status.History) > 0
 	if err := s.patchStatusRetrying(ctx, mi, before); err != nil {
 		s.e.logger(ctx).Error(err, "failed to record status", "instance", r.key(), "revision", s.rev.SHA)
 		r.setFailure(outcome.NewTransient(cairnv1.ReasonApplyFailed, err))
 	}
 	s.dropLeftInventory(ctx, r)
+	if rolledBack && mi.Status.Held != nil {
+		s.e.emitHold(mi, cairnv1.ReasonRolledBack, status.HeldMessage(mi.Status.Held))
+	}
 	s.transition(before, mi)
 	s.step(r.key(), "%s %s", r.key(), r.view().outcome())
 	s.logOutcome(ctx, r.view())

@@ -50,6 +50,9 @@ type instancePlan struct {
 	// leaves it as it is; releaseHold: a hold --until-change that this revision ends,
 	// as it changes the instance (the revision step removes its annotation).
 	held, releaseHold bool
+	// rollback is the earlier render a rollback (cairn rollback) applies again at
+	// this revision, from status.history (nil: none).
+	rollback *cairnv1.HistoryEntry
 }
 
 func (p *instancePlan) key() string { return p.mi.Namespace + "/" + p.mi.Name }
@@ -175,6 +178,13 @@ func (s *RevisionState) isAffected(p *instancePlan) (bool, string) {
 		return true, "new instance"
 	case s.holds(p):
 		return false, heldWhy(p)
+	case p.rollback != nil:
+		if p.was.Status.LastAttemptedInput == p.inputDigest && !status.IsReady(p.was) {
+			if due, why := retryDue(p.was, s.rev.SHA, s.now); !due {
+				return false, why
+			}
+		}
+		return true, rollbackWhy(p)
 	case status.IsSuspended(p.was):
 		return true, "resumed"
 	case reconcileRequested(p.was):

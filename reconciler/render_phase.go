@@ -125,7 +125,13 @@ func (s *RevisionState) renderInstance(ctx context.Context, r *instanceState) {
 	defer s.recoverInto(ctx, r, PhaseRender)
 	s.step(r.key(), "render %s (%s)", r.key(), r.why)
 	testHook(PhaseRender, r.key())
-	out, f := s.renderOne(ctx, r.mi, r.sourceDigest)
+	render := s.renderOne
+	if r.rollback != nil {
+		render = func(ctx context.Context, _ *cairnv1.ModuleInstance, _ string) (rendering, *outcome.Failure) {
+			return s.rollbackRender(ctx, r)
+		}
+	}
+	out, f := render(ctx, r.mi, r.sourceDigest)
 	r.render = out
 	if f != nil {
 		r.failure = f
@@ -271,6 +277,10 @@ func (s *RevisionState) place(ctx context.Context, r *instanceState, res *render
 		return placedRender{}, f
 	}
 	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings, shape: shapeOf(res.Objects)}
+	if t := r.rollback; t != nil { // the render of the history, published and signed already
+		p.rendered.Digest, p.published = t.RenderDigest, t.Published
+		return p, nil
+	}
 	var f *outcome.Failure
 	p.published, f = s.publish(ctx, r, p.objects, p.rendered.Digest)
 	return p, f

@@ -38,8 +38,11 @@ const (
 	ReasonSuspended         = "Suspended"
 	// ReasonHeld: the Held condition of an instance held at its render (`cairn
 	// hold`); ReasonReleased: the Event of a hold that ended.
-	ReasonHeld              = "Held"
-	ReasonReleased          = "Released"
+	ReasonHeld     = "Held"
+	ReasonReleased = "Released"
+	// ReasonRolledBack: the Held condition and Event of an instance rolled back to
+	// an earlier render (`cairn rollback`), held there.
+	ReasonRolledBack        = "RolledBack"
 	ReasonSourceFailed      = "SourceFailed"
 	ReasonSignatureMissing  = "SignatureMissing"
 	ReasonSignatureInvalid  = "SignatureInvalid"

@@ -411,6 +411,11 @@ type HoldRequest struct {
 	// declaration or module.
 	// +optional
 	UntilChange bool `json:"untilChange,omitempty"`
+	// To asks for a rollback first (`cairn rollback --to`): the render of
+	// status.history with this render digest, or applied at the revision this
+	// names (a SHA or a prefix of at least 7), is applied again, then held.
+	// +optional
+	To string `json:"to,omitempty"`
 	// Release asks for the end of the hold (`cairn release`), naming who asked:
 	// cairn records the release and removes the annotation.
 	// +optional

@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/spf13/cobra"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,7 @@ const holdFieldManager = "cairn-hold"
 
 // holdFlags are the flags of cairn hold and cairn release.
 type holdFlags struct {
+	to          string
 	untilChange bool
 	wait        bool
 	timeout     time.Duration
@@ -60,6 +62,33 @@ Lease as cairn sync does.`,
 	return cmd
 }
 
+func newRollbackCommand(kube *kubeFlags) *cobra.Command {
+	var f holdFlags
+	cmd := &cobra.Command{
+		Use:   "rollback NAMESPACE/NAME --to REVISION|DIGEST",
+		Short: "Put one instance back at an earlier render of its history, verified, and hold it there",
+		Long: `Apply again the render of the instance's status.history that --to names (its render digest, or the
+revision it was applied at), then hold the instance there (cairn release ends it). With render.publish the
+render comes from its published artifact, pulled by digest and verified under the publish Registry's key
+before anything is applied (a render whose signature no longer verifies is refused); the Git server is not
+needed. The apply follows every rule of a sync: ownership, the instance's ServiceAccount, the prune guards
+for objects added since, health. Every other instance keeps following Git.
+
+The rollback is asked through the ` + cairnv1.HoldAnnotation + ` annotation; under a controller the command
+waits until the instance reports it (--wait). Where no controller runs, the next cairn sync applies it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.to == "" {
+				return fmt.Errorf("give the render to roll back to: --to REVISION|DIGEST (cairn history %s lists them)", args[0])
+			}
+			return hold(cmd, kube, &f, args[0], true)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&f.to, "to", "", "the render of status.history to apply again: its render digest or its revision (a SHA or a prefix of 7 or more)")
+	return cmd
+}
+
 func newReleaseCommand(kube *kubeFlags) *cobra.Command {
 	var f holdFlags
 	cmd := &cobra.Command{
@@ -84,8 +113,21 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 	if err != nil {
 		return err
 	}
+	var target *cairnv1.HistoryEntry
+	if f.to != "" {
+		mi := &cairnv1.ModuleInstance{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
+			return fmt.Errorf("failed to read ModuleInstance %s/%s: %w", ns, name, err)
+		}
+		if target, err = status.RollbackTarget(mi, f.to); err != nil {
+			return err
+		}
+	}
 	at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	asked := &cairnv1.HoldRequest{By: whoAmI(ctx, c), At: &at, UntilChange: f.untilChange, Release: !on}
+	if target != nil {
+		asked.To = target.RenderDigest
+	}
 	b, err := json.Marshal(asked)
 	if err != nil {
 		return err
@@ -103,7 +145,15 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 	}
 	opts := lease.DefaultOptions(f.namespace)
 	opts.Wait = 3 * time.Second
-	err = lease.Hold(ctx, cfg, opts, func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) })
+	record := func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) }
+	if target != nil {
+		record = func(context.Context) error { return nil } // applied by the next sync
+	}
+	if holder, leads := leaseHeld(ctx, c, f.namespace); leads {
+		err = &lease.HeldError{Namespace: f.namespace, Holder: holder} // a controller leads: it acts
+	} else {
+		err = lease.Hold(ctx, cfg, opts, record)
+	}
 	var busy *lease.HeldError
 	switch {
 	case errors.As(err, &busy):
@@ -117,6 +167,10 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 		}
 	case err != nil:
 		return err
+	case target != nil:
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: rollback to %s (revision %s) asked; no controller runs: the next `cairn sync` applies it\n",
+			ns, name, target.RenderDigest, target.Revision)
+		return nil
 	}
 	mi := &cairnv1.ModuleInstance{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
@@ -168,8 +222,11 @@ func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cai
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err == nil {
 			h := mi.Status.Held
 			if req == nil && h == nil && !conditions.Has(mi, cairnv1.HeldCondition) ||
-				status.SameHold(h, req) {
+				status.SameHold(h, req) && (req.To == "" || h.RenderDigest == req.To) {
 				return nil
+			}
+			if req != nil && req.To != "" && conditions.IsFalse(mi, "Ready") && rollbackFailedSince(mi, req) {
+				return fmt.Errorf("%s/%s: the rollback failed: %s", ns, name, conditions.GetMessage(mi, "Ready"))
 			}
 		}
 		select {
@@ -179,6 +236,32 @@ func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cai
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// rollbackFailedSince tells whether mi's last attempt, made after req was asked,
+// failed.
+func rollbackFailedSince(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest) bool {
+	c := conditions.Get(mi, "Ready")
+	return c != nil && req.At != nil && !c.LastTransitionTime.Before(req.At)
+}
+
+// leaseHeld tells whether another process holds the sync Lease now (its last
+// renewal within its duration), and who: then a controller acts on the request,
+// and waiting for the Lease would only delay the answer.
+func leaseHeld(ctx context.Context, c client.Client, namespace string) (string, bool) {
+	var l coordinationv1.Lease
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: lease.Name}, &l); err != nil {
+		return "", false
+	}
+	s := l.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil {
+		return "", false
+	}
+	d := 15 * time.Second
+	if s.LeaseDurationSeconds != nil {
+		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	return *s.HolderIdentity, time.Since(s.RenewTime.Time) < d
 }
 
 // whoAmI is the user the cluster authenticates c as (a SelfSubjectReview), ""

@@ -66,6 +66,7 @@ func newRootCommand() *cobra.Command {
 		newResumeCommand(kube),
 		newHoldCommand(kube),
 		newReleaseCommand(kube),
+		newRollbackCommand(kube),
 		newReconcileCommand(kube),
 		newInstallCommand(kube),
 		newUninstallCommand(kube),

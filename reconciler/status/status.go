@@ -8,6 +8,7 @@ package status
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -355,7 +356,11 @@ func Hold(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest, inputDigest stri
 	}
 	st.Held = &cairnv1.HeldRender{Revision: held.Revision, RenderDigest: held.RenderDigest, Published: held.Published,
 		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: since}
-	conditions.MarkTrue(mi, cairnv1.HeldCondition, cairnv1.ReasonHeld, "%s", HeldMessage(st.Held))
+	reason := cairnv1.ReasonHeld
+	if req.To != "" {
+		reason = cairnv1.ReasonRolledBack
+	}
+	conditions.MarkTrue(mi, cairnv1.HeldCondition, reason, "%s", HeldMessage(st.Held))
 	return true
 }
 
@@ -407,3 +412,29 @@ func orNone(s string) string {
 }
 
 func shortSHA(sha string) string { return sha[:min(len(sha), 12)] }
+
+// RollbackTarget is the render of mi's history that to names: its render digest,
+// or the revision it was applied at (a SHA, or a prefix of at least 7). An
+// unknown or ambiguous target is an error naming what the history holds.
+func RollbackTarget(mi *cairnv1.ModuleInstance, to string) (*cairnv1.HistoryEntry, error) {
+	var found []*cairnv1.HistoryEntry
+	for i := range mi.Status.History {
+		h := &mi.Status.History[i]
+		if h.RenderDigest == to || len(to) >= 7 && strings.HasPrefix(h.Revision, to) {
+			found = append(found, h)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1 && found[0].RenderDigest == to:
+		return found[0], nil
+	case len(found) > 1:
+		return nil, fmt.Errorf("%q names %d renders of %s/%s's history: give a render digest", to, len(found), mi.Namespace, mi.Name)
+	}
+	var known []string
+	for _, h := range mi.Status.History {
+		known = append(known, shortSHA(h.Revision)+" "+h.RenderDigest)
+	}
+	return nil, fmt.Errorf("%q is no render of %s/%s's history (status.history: %s)", to, mi.Namespace, mi.Name, strings.Join(known, ", "))
+}

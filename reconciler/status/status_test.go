@@ -350,3 +350,26 @@ func TestHold(t *testing.T) {
 	g.Expect(mi.Status.Held).To(BeNil(), "released: the reconcile is Git's again")
 	g.Expect(conditions.Has(mi, cairnv1.HeldCondition)).To(BeFalse())
 }
+
+// TestRollbackTarget: a rollback names a render of the history by its digest or by
+// the revision it was applied at (7 characters at least); an unknown or ambiguous
+// name is an error that lists the history.
+func TestRollbackTarget(t *testing.T) {
+	g := NewWithT(t)
+	mi := &cairnv1.ModuleInstance{}
+	mi.Namespace, mi.Name = "team-a", "web"
+	mi.Status.History = []cairnv1.HistoryEntry{
+		{Revision: "abcdef0123456789", RenderDigest: "hmac-sha256:22"},
+		{Revision: "abcdef9999999999", RenderDigest: "hmac-sha256:11"},
+	}
+	got, err := RollbackTarget(mi, "hmac-sha256:11")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Revision).To(Equal("abcdef9999999999"))
+	got, err = RollbackTarget(mi, "abcdef01")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.RenderDigest).To(Equal("hmac-sha256:22"))
+	_, err = RollbackTarget(mi, "abcdef0")
+	g.Expect(err).To(MatchError(ContainSubstring("names 2 renders")))
+	_, err = RollbackTarget(mi, "abc")
+	g.Expect(err).To(MatchError(ContainSubstring("is no render of team-a/web's history (status.history: abcdef012345 hmac-sha256:22")))
+}

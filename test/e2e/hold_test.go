@@ -5,6 +5,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"cairn.dev/cairn/reconciler/lease"
+
 	"github.com/fluxcd/pkg/runtime/conditions"
 	. "github.com/onsi/gomega"
 
@@ -26,6 +32,7 @@ import (
 func TestHoldAndRelease(t *testing.T) {
 	e := newEnv(t)
 	bin, a, b, repo := holdEnv(e)
+	e.freeSyncLease() // no controller runs: the commands act at once
 	res := e.sync(repo)
 	e.g.Expect(result(res, e.ns, "a").Ready).To(BeTrue(), "%+v", res)
 	heldDigest := e.instance(e.ns, "a").Status.RenderDigest
@@ -170,4 +177,15 @@ func holdEnv(e *env) (string, inst, inst, *gitRepo) {
 	a := inst{name: "a", ns: e.ns, replicas: 0, configs: configs("x"), dependsOn: []string{"b"}} // held, its dependency changes
 	b := inst{name: "b", ns: e.ns, replicas: 0, configs: configs("x")}
 	return bin, a, b, newGitRepo(e.t, appRepo("", a, b))
+}
+
+// freeSyncLease deletes the sync Lease a controller of an earlier test may have
+// left (killed, it did not release it): the tests that run no controller expect
+// none, as a cluster where no controller runs has none that is live.
+func (e *env) freeSyncLease() {
+	e.t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: reconciler.DefaultNamespace, Name: lease.Name}}
+	if err := e.c.Delete(e.ctx, l); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
 }

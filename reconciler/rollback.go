@@ -1,0 +1,79 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/reconciler/supply"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
+)
+
+// Rollbacks (`cairn rollback`, the hold annotation's `to`; docs/rollback.md): an
+// instance is put back at a render of its history, then held there. Its render
+// phase takes the render from the artifact that render was published as, pulled by
+// digest once its signature verifies under the publish Registry's key; everything
+// after it is a sync's: placement, ownership, the dry-run, the apply as the
+// instance's identity, the prune guards for what was added since, health, status.
+
+// rollbackRender is the render phase of r's rollback: the published render of
+// r.rollback, its Secrets' data taken from the live Secrets (a published render
+// carries none).
+func (s *RevisionState) rollbackRender(ctx context.Context, r *instanceState) (rendering, *outcome.Failure) {
+	t := r.rollback
+	pub := s.platform.Spec.Render.Publish
+	if pub == nil || t.Published == nil {
+		return rendering{}, outcome.NewStalled(declarations.ReasonNotAvailable, fmt.Errorf(
+			"rollback of %s to %s: the render was not published (render.publish), and a rollback by rendering revision %s again is not available yet",
+			r.key(), t.RenderDigest, t.Revision))
+	}
+	objects, f := s.supplyChain(ctx).PullPublished(ctx, supply.Release{Registry: pub.Registry, Repository: pub.Repository,
+		Namespace: r.mi.Namespace, Name: r.mi.Name, Digest: t.Published.Digest, RenderDigest: t.RenderDigest})
+	if f != nil {
+		return rendering{}, f
+	}
+	for _, u := range objects {
+		if err := s.restoreSecret(ctx, u); err != nil {
+			return rendering{}, outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("rollback of %s: %w", r.key(), err))
+		}
+	}
+	d, err := render.ResultDigest(objects, nil)
+	if err != nil {
+		return rendering{}, outcome.NewStalled(cairnv1.ReasonApplyFailed, err)
+	}
+	s.step(r.key(), "rollback %s: %s verified and pulled", r.key(), t.Published.Ref)
+	return rendering{res: &render.Result{Objects: objects, Digest: d}}, nil
+}
+
+// restoreSecret gives u, a Secret of a published render (its values redacted),
+// the data of the live Secret; other objects are left as they are. A Secret that
+// is gone cannot be restored from a render that never held its data.
+func (s *RevisionState) restoreSecret(ctx context.Context, u *unstructured.Unstructured) error {
+	if u.GetKind() != "Secret" || u.GroupVersionKind().Group != "" {
+		return nil
+	}
+	var live corev1.Secret
+	err := s.e.cluster.client.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, &live)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("Secret %s/%s is gone, and a published render holds no Secret data to restore it from", u.GetNamespace(), u.GetName())
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("Secret %s/%s", u.GetNamespace(), u.GetName()), err)
+	}
+	delete(u.Object, "stringData")
+	data := map[string]any{}
+	for k, v := range live.Data {
+		data[k] = base64.StdEncoding.EncodeToString(v) // as the API's JSON holds it
+	}
+	u.Object["data"] = data
+	return nil
+}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/outcome"
+)
+
+// TestRollbackFromThePublishedRender: `cairn rollback --to <revision>` puts an
+// instance back at an earlier render, from the artifact it was published as
+// (verified under the publish Registry's key), across an object added since (pruned
+// within the guards), and holds it there: a later commit that changes it is not
+// applied. A render whose signature was replaced by another key's is refused and
+// nothing is applied; the release applies the head again.
+func TestRollbackFromThePublishedRender(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.freeSyncLease() // no controller runs: the next sync applies the rollback
+	web := inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a")}
+	pub, repo := publishingRepo(e, web)
+	first := repo.commit("web: a", nil)
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	firstDigest := e.instance(e.ns, "web").Status.RenderDigest
+	web.configs = configs("a", "b")
+	second := repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil())
+	kube := []string{"--kubeconfig", e.cluster.Kubeconfig}
+
+	out := e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", first[:10]}, kube...)...)
+	e.g.Expect(out).To(ContainSubstring("rollback to " + firstDigest))
+	res := e.sync(repo)
+	got := result(res, e.ns, "web")
+	e.g.Expect(got.Ready).To(BeTrue(), "%+v", got)
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "the object added since is pruned")
+	e.g.Expect(e.configMap(e.ns, "web-a")).NotTo(BeNil())
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(mi.Status.Held).NotTo(BeNil())
+	e.g.Expect(mi.Status.Held.RenderDigest).To(Equal(firstDigest))
+	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
+	e.g.Expect(mi.Status.History[0].RenderDigest).To(Equal(firstDigest))
+
+	web.configs = configs("a", "b", "c")
+	repo.commit("web: a, b and c", map[string]string{"instances/web.yaml": web.yaml()})
+	got = result(e.sync(repo), e.ns, "web")
+	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonHeld), "%+v", got)
+	e.g.Expect(e.configMap(e.ns, "web-c")).To(BeNil(), "held where it was put back")
+
+	// The second render's signature replaced by another key's: refused, nothing applied.
+	var secondEntry *cairnv1.HistoryEntry
+	for i, h := range mi.Status.History {
+		if h.Revision == second {
+			secondEntry = &mi.Status.History[i]
+		}
+	}
+	e.g.Expect(secondEntry).NotTo(BeNil())
+	e.g.Expect(secondEntry.Published).NotTo(BeNil())
+	rc := registryClient(t, pub, true)
+	repoPath := "rendered/cluster/" + e.ns + "/web"
+	sigTag := strings.Replace(secondEntry.Published.Digest, ":", "-", 1) + ".sig"
+	sig, err := rc.Resolve(e.ctx, repoPath, sigTag)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(rc.Delete(e.ctx, repoPath, sig.Digest)).To(Succeed())
+	e.g.Expect(rc.Sign(e.ctx, repoPath, digestOf(secondEntry.Published.Digest), newKeyPair(t).key)).To(Succeed())
+	e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", secondEntry.RenderDigest}, kube...)...)
+	got = result(e.sync(repo), e.ns, "web")
+	e.g.Expect(got.Action).To(Equal(outcome.ActionFailed), "%+v", got)
+	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonSignatureInvalid), got.Message)
+	e.g.Expect(got.Message).To(ContainSubstring("does not verify"))
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "nothing applied")
+
+	e.runCairn(bin, append([]string{"release", e.ns + "/web"}, kube...)...)
+	got = result(e.sync(repo), e.ns, "web")
+	e.g.Expect(got.Ready).To(BeTrue(), "%+v", got)
+	e.g.Expect(e.configMap(e.ns, "web-c")).NotTo(BeNil(), "released: the head applies")
+}
+
+// TestRollbackUnderTheControllerWithGitDown: under `cairn controller`, with the
+// Git server gone, `cairn rollback` waits until the controller has put the
+// instance back at its first render from the published artifact (the object added
+// since pruned) and holds it; the time it took is logged beside that of a normal
+// sync of the same change (a revert commit, polled every second), same run.
+func TestRollbackUnderTheControllerWithGitDown(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("a")}
+	_, repo := publishingRepo(e, web)
+	first := repo.commit("web: a", nil)
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"}, e.controllerArgs(t, repo, freeLoopbackAddr(t), "0")...)
+	applied := func(rev string) func() bool {
+		return func() bool { mi := e.instance(e.ns, "web"); return mi != nil && mi.Status.LastAppliedRevision == rev }
+	}
+	e.g.Eventually(applied(first), time.Minute, 100*time.Millisecond).Should(BeTrue(), ctrl.String)
+	web.configs = configs("a", "b")
+	second := repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.g.Eventually(applied(second), time.Minute, 100*time.Millisecond).Should(BeTrue(), ctrl.String)
+	kube := []string{"--kubeconfig", e.cluster.Kubeconfig}
+
+	away := repo.dir + ".down"
+	e.g.Expect(os.Rename(repo.dir, away)).To(Succeed()) // the Git server is gone
+	began := time.Now()
+	out := e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", first}, kube...)...)
+	rollback := time.Since(began)
+	e.g.Expect(out).To(ContainSubstring("held at "), ctrl.String())
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "rolled back with Git down")
+	e.g.Expect(conditions.GetReason(e.instance(e.ns, "web"), cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
+
+	e.g.Expect(os.Rename(away, repo.dir)).To(Succeed())
+	e.runCairn(bin, append([]string{"release", e.ns + "/web"}, kube...)...)
+	e.g.Eventually(func() bool { return e.configMap(e.ns, "web-b") != nil }, time.Minute, 100*time.Millisecond).Should(BeTrue(), ctrl.String)
+	web.configs = configs("a")
+	began = time.Now()
+	repo.commit("revert: web: a", map[string]string{"instances/web.yaml": web.yaml()})
+	e.g.Eventually(func() bool { return e.configMap(e.ns, "web-b") == nil }, time.Minute, 20*time.Millisecond).Should(BeTrue(), ctrl.String)
+	t.Logf("cairn rollback to Ready (Git down): %s; the same change as a revert commit, polled every 1s: %s",
+		rollback.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+}
+
+// publishingRepo readies e for rollbacks: cairn's namespace, a publish registry
+// with basic auth and a signing key, and a repository whose Platform publishes
+// every render there, with the instance web.
+func publishingRepo(e *env, web inst) (*testRegistry, *gitRepo) {
+	pub := startRegistry(e.t, true, false)
+	keys := newKeyPair(e.t)
+	e.ensureCairnNamespace()
+	e.putCairnSecret("pub-creds-"+e.ns, corev1.SecretTypeBasicAuth, basicAuthData())
+	e.putCairnSecret("signing-"+e.ns, corev1.SecretTypeOpaque, map[string][]byte{
+		"cosign.key": keys.private, "cosign.password": []byte(testKeyPassword)})
+	files := appRepo("  render:\n    publish: {registry: rendered, repository: rendered/cluster}\n", web)
+	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
+		"  secretRef: {name: pub-creds-"+e.ns+"}\n  signing:\n    keySecretRef: {name: signing-"+e.ns+"}\n")
+	return pub, newGitRepo(e.t, files)
+}
