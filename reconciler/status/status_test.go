@@ -360,11 +360,11 @@ func TestRollbackTarget(t *testing.T) {
 	mi.Namespace, mi.Name = "team-a", "web"
 	mi.Status.History = []cairnv1.HistoryEntry{
 		{Revision: "abcdef0123456789", RenderDigest: "hmac-sha256:22"},
-		{Revision: "abcdef9999999999", RenderDigest: "hmac-sha256:11"},
+		{Revision: "abcdef0999999999", RenderDigest: "hmac-sha256:11"},
 	}
 	got, err := RollbackTarget(mi, "hmac-sha256:11")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got.Revision).To(Equal("abcdef9999999999"))
+	g.Expect(got.Revision).To(Equal("abcdef0999999999"))
 	got, err = RollbackTarget(mi, "abcdef01")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.RenderDigest).To(Equal("hmac-sha256:22"))
