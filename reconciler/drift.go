@@ -97,19 +97,36 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 }
 
 func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
-	// A held instance is not checked against the head's render: it is held at
-	// another (drift correction against the held render comes with rollbacks).
+	// A held instance is checked against the render it is held at, never the
+	// head's: only when that render was published (it is pulled from there).
+	if status.HoldRequested(live) != nil && heldRender(live) == nil {
+		return false
+	}
 	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) &&
-		status.HoldRequested(live) == nil && mi.Spec.Drift != cairnv1.DriftIgnore
+		mi.Spec.Drift != cairnv1.DriftIgnore
+}
+
+// heldRender is the published render live is held at, as a render of its history
+// (nil: not held, or its render was not published).
+func heldRender(live *cairnv1.ModuleInstance) *cairnv1.HistoryEntry {
+	h := live.Status.Held
+	if h == nil || h.Published == nil {
+		return nil
+	}
+	return &cairnv1.HistoryEntry{Revision: h.Revision, RenderDigest: h.RenderDigest, Published: h.Published}
 }
 
 func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv1.ModuleInstance) DriftReport {
 	rep := DriftReport{Namespace: mi.Namespace, Name: mi.Name, Policy: driftPolicy(mi)}
 	r := &instanceState{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
+	held := status.HoldRequested(live) != nil
+	if held {
+		r.rollback = heldRender(live) // the render it is held at, from its artifact
+	}
 	if usesCapabilities(mi) {
 		s.capabilities(ctx)
 	}
-	if s.capabilitiesChanged(&r.instancePlan) {
+	if !held && s.capabilitiesChanged(&r.instancePlan) {
 		rep.Resync = true
 		return rep
 	}
@@ -141,8 +158,10 @@ func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv
 	for _, u := range drifted {
 		rep.Drifted = append(rep.Drifted, apply.Describe(u))
 	}
-	if rep.Err = s.driftSecrets(ctx, m.Client(), mi, live, &rep); rep.Err != nil {
-		return rep
+	if !held { // a held instance's generated Secrets stay as they are, as the rest of it
+		if rep.Err = s.driftSecrets(ctx, m.Client(), mi, live, &rep); rep.Err != nil {
+			return rep
+		}
 	}
 	rep.Corrected, rep.Err = s.actOnDrift(ctx, m, live, rep, drifted)
 	return rep

@@ -54,6 +54,19 @@ func TestRollbackFromThePublishedRender(t *testing.T) {
 	e.g.Expect(got.Reason).To(Equal(cairnv1.ReasonHeld), "%+v", got)
 	e.g.Expect(e.configMap(e.ns, "web-c")).To(BeNil(), "held where it was put back")
 
+	// Drift is corrected to the render it is held at, not to the head's.
+	cm := e.configMap(e.ns, "web-a")
+	want := cm.Data["value"]
+	cm.Data = map[string]string{"value": "edited by hand"}
+	e.g.Expect(e.c.Update(e.ctx, cm)).To(Succeed())
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	reports, err := e.engine.CheckDrift(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(reports).To(ContainElement(And(HaveField("Name", "web"), HaveField("Corrected", BeNumerically(">", 0)))), "%+v", reports)
+	e.g.Expect(e.configMap(e.ns, "web-a").Data).To(HaveKeyWithValue("value", want), "corrected")
+	e.g.Expect(e.configMap(e.ns, "web-c")).To(BeNil(), "to the held render, not the head's")
+
 	// The second render's signature replaced by another key's: refused, nothing applied.
 	var secondEntry *cairnv1.HistoryEntry
 	for i, h := range mi.Status.History {
