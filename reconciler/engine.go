@@ -88,6 +88,10 @@ type Options struct {
 	// the instances they wait for (the controller's informer cache); nil: the API
 	// server.
 	Instances client.Reader
+	// Revisions reads a revision of the repository by its SHA (the loop's source):
+	// a rollback without render.publish renders the instance at that revision again
+	// (nil: such a rollback is not available).
+	Revisions func(ctx context.Context, sha string) (Revision, error)
 	// Capabilities are what charts see in renders without a cluster (RenderOffline,
 	// `cairn render --kube-version --api-versions`); nil is `helm template`'s
 	// defaults. Syncs, plans and drift checks give charts the cluster's own.

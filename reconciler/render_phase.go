@@ -277,8 +277,14 @@ func (s *RevisionState) place(ctx context.Context, r *instanceState, res *render
 		return placedRender{}, f
 	}
 	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings, shape: shapeOf(res.Objects)}
-	if t := r.rollback; t != nil { // the render of the history, published and signed already
-		p.rendered.Digest, p.published = t.RenderDigest, t.Published
+	if t := r.rollback; t != nil { // the render of the history
+		if t.Published == nil && p.rendered.Digest != t.RenderDigest {
+			// Rendered again: applied only when it is the render that ran.
+			return placedRender{}, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf(
+				"rollback of %s: rendering revision %s again gives %s, not %s as applied then (what the render reads from the cluster or a registry changed since); nothing applied",
+				r.key(), t.Revision, p.rendered.Digest, t.RenderDigest))
+		}
+		p.rendered.Digest, p.published = t.RenderDigest, t.Published // published and signed already
 		return p, nil
 	}
 	var f *outcome.Failure

@@ -32,9 +32,7 @@ func (s *RevisionState) rollbackRender(ctx context.Context, r *instanceState) (r
 	t := r.rollback
 	pub := s.platform.Spec.Render.Publish
 	if pub == nil || t.Published == nil {
-		return rendering{}, outcome.NewStalled(declarations.ReasonNotAvailable, fmt.Errorf(
-			"rollback of %s to %s: the render was not published (render.publish), and a rollback by rendering revision %s again is not available yet",
-			r.key(), t.RenderDigest, t.Revision))
+		return s.renderAgain(ctx, r)
 	}
 	objects, f := s.supplyChain(ctx).PullPublished(ctx, supply.Release{Registry: pub.Registry, Repository: pub.Repository,
 		Namespace: r.mi.Namespace, Name: r.mi.Name, Digest: t.Published.Digest, RenderDigest: t.RenderDigest})
@@ -52,6 +50,43 @@ func (s *RevisionState) rollbackRender(ctx context.Context, r *instanceState) (r
 	}
 	s.step(r.key(), "rollback %s: %s verified and pulled", r.key(), t.Published.Ref)
 	return rendering{res: &render.Result{Objects: objects, Digest: d}}, nil
+}
+
+// renderAgain is the render phase of r's rollback to a render that was not
+// published: the instance rendered again as it was declared at the revision it was
+// applied at (read from the repository: this needs Git). Its place phase checks
+// that the render is the one the history recorded, to the digest.
+func (s *RevisionState) renderAgain(ctx context.Context, r *instanceState) (rendering, *outcome.Failure) {
+	t := r.rollback
+	if s.e.opts.Revisions == nil {
+		return rendering{}, outcome.NewStalled(declarations.ReasonNotAvailable, fmt.Errorf(
+			"rollback of %s to %s: the render was not published (render.publish), and this process cannot read revision %s",
+			r.key(), t.RenderDigest, t.Revision))
+	}
+	rev, err := s.e.opts.Revisions(ctx, t.Revision)
+	if err != nil {
+		return rendering{}, outcome.NewTransient(cairnv1.ReasonSourceFailed, fmt.Errorf(
+			"rollback of %s: the render of revision %s was not published, and the revision cannot be read: %w", r.key(), t.Revision, err))
+	}
+	root, err := rev.Tree.Sub(s.e.opts.Path)
+	if err != nil {
+		return rendering{}, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, err)
+	}
+	set, err := s.e.load(ctx, root)
+	if err != nil {
+		return rendering{}, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("rollback of %s: revision %s: %w", r.key(), t.Revision, err))
+	}
+	mi := set.Instance(r.mi.Namespace, r.mi.Name)
+	if mi == nil {
+		return rendering{}, outcome.NewStalled(cairnv1.ReasonInvalidDeclaration, fmt.Errorf("rollback of %s: not declared at revision %s", r.key(), t.Revision))
+	}
+	then, err := s.e.newRevisionFrom(ctx, rev, root, set, true, s.e.instances())
+	if err != nil {
+		return rendering{}, outcome.Classify(cairnv1.ReasonRenderFailed, err)
+	}
+	source, _ := then.repositorySource(mi)
+	s.step(r.key(), "rollback %s: rendering revision %s again", r.key(), t.Revision)
+	return then.renderOne(ctx, mi, source)
 }
 
 // restoreSecret gives u, a Secret of a published render (its values redacted),

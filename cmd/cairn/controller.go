@@ -159,9 +159,14 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err != nil {
 		return fmt.Errorf("failed to register cairn's metrics: %w", err)
 	}
+	src, err := repo.loopSource()
+	if err != nil {
+		return err
+	}
 	e, closeFn, err := engineWith(rendererOptions(sizing), kube, repo, &logLineWriter{log: log.WithName("progress")}, fw.reporter(), log,
 		func(o *reconciler.Options) {
 			o.HealthWait, o.Metrics, o.RenderJob = cf.healthWait, metrics, cf.renderer
+			o.Revisions = revisionsOf(src)
 			o.Events = mgr.GetEventRecorder(report.EventReportingController)
 			o.Sharded = cf.shards > 0
 			if o.Sharded {
@@ -173,10 +178,6 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	}
 	defer closeFn()
 	if err := e.WatchHealth(ctx); err != nil {
-		return err
-	}
-	src, err := repo.loopSource()
-	if err != nil {
 		return err
 	}
 	recent := &loop.Recent{Source: src} // the instance reconciles read the leader's revisions from it

@@ -115,6 +115,15 @@ func (f *repoFlags) loopSource() (loop.Source, error) {
 	return f.gitRepo()
 }
 
+// revisionsOf reads any revision of src by its SHA, for the rollbacks that render
+// one again; a directory has no revisions but the one on disk (nil).
+func revisionsOf(src loop.Source) func(context.Context, string) (reconciler.Revision, error) {
+	if _, dir := src.(loop.Dir); dir {
+		return nil
+	}
+	return func(ctx context.Context, sha string) (reconciler.Revision, error) { return src.Read(ctx, sha, "") }
+}
+
 // isLoopbackHTTP allows plain http:// only to this machine (a local forge or mirror).
 func isLoopbackHTTP(raw string) bool {
 	u, err := neturl.Parse(raw)

@@ -66,8 +66,12 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				return err
 			}
 			defer rec.Flush(eventFlushWait)
+			src, err := repo.loopSource()
+			if err != nil {
+				return err
+			}
 			e, closeFn, err := engine(kube, &repo, progress, fw.reporter(), log,
-				func(o *reconciler.Options) { o.HealthWait, o.Events = health, rec })
+				func(o *reconciler.Options) { o.HealthWait, o.Events, o.Revisions = health, rec, revisionsOf(src) })
 			if err != nil {
 				return err
 			}
@@ -76,10 +80,6 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				if err := e.WatchHealth(ctx); err != nil {
 					return err
 				}
-			}
-			src, err := repo.loopSource()
-			if err != nil {
-				return err
 			}
 			if once && !cmd.Flags().Changed("drift-interval") {
 				drift = 0 // a one-off sync checks drift only when asked

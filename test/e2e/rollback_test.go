@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/gitsource"
+	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/outcome"
+	"cairn.dev/cairn/render"
+	"cairn.dev/cairn/render/declarations"
 )
 
 // TestRollbackFromThePublishedRender: `cairn rollback --to <revision>` puts an
@@ -151,4 +157,47 @@ func publishingRepo(e *env, web inst) (*testRegistry, *gitRepo) {
 	files["registries.yaml"] = registryYAML("rendered", pub.Host, true,
 		"  secretRef: {name: pub-creds-"+e.ns+"}\n  signing:\n    keySecretRef: {name: signing-"+e.ns+"}\n")
 	return pub, newGitRepo(e.t, files)
+}
+
+// TestRollbackByRenderingTheRevisionAgain: without render.publish, a rollback
+// renders the instance again as it was declared at that revision (read from Git),
+// applies it only when it renders to the digest the history recorded, prunes what
+// was added since, and holds it there; with no way to read revisions the rollback
+// fails NotAvailable and nothing is applied.
+func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.ensureCairnNamespace()
+	e.freeSyncLease()
+	web := inst{name: "web", ns: e.ns, replicas: 1, configs: configs("a")}
+	repo := newGitRepo(t, appRepo("", web))
+	first := repo.commit("web: a", nil)
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	firstDigest := e.instance(e.ns, "web").Status.RenderDigest
+	web.configs = configs("a", "b")
+	repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.g.Expect(result(e.sync(repo), e.ns, "web").Ready).To(BeTrue())
+	kube := []string{"--kubeconfig", e.cluster.Kubeconfig}
+
+	e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", first}, kube...)...)
+	got := result(e.sync(repo), e.ns, "web")
+	e.g.Expect(got.Reason).To(Equal(declarations.ReasonNotAvailable), "this engine reads no revision: %+v", got)
+	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil(), "nothing applied")
+
+	e.withEngine(render.RendererOptions{}, func(o *reconciler.Options) {
+		o.Revisions = func(ctx context.Context, sha string) (reconciler.Revision, error) {
+			src, err := gitsource.New(gitsource.Options{URL: repo.url(), CacheDir: filepath.Join(e.cache, "git")})
+			if err != nil {
+				return reconciler.Revision{}, err
+			}
+			return reconciler.ReadRevision(ctx, src, sha, "")
+		}
+	})
+	repo.commit("retry", nil) // a new revision: the failed rollback is tried again at once
+	got = result(e.sync(repo), e.ns, "web")
+	e.g.Expect(got.Ready).To(BeTrue(), "%+v", got)
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "rendered again at %s and applied: what came since is pruned", first[:12])
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(mi.Status.RenderDigest).To(Equal(firstDigest), "the same render, to the digest")
+	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
 }
