@@ -404,6 +404,9 @@ func (s *RevisionState) attempt(ctx context.Context, r *instanceReconcile) statu
 	}
 	if r.wrote.applied {
 		a.Render = &status.Render{Digest: r.rendered.Digest, Objects: int32(len(r.objects)), Published: r.published}
+		if r.rollback != nil {
+			a.Render.Revision = r.rollback.Revision // the render of that revision, applied again
+		}
 	}
 	if r.failure == nil {
 		a.Applied = status.Applied{

@@ -153,6 +153,8 @@ type rendering struct {
 	// apply and the health wait together); cached, whether the render cache had it.
 	took   time.Duration
 	cached bool
+	// fromArtifact: the render is a published one, pulled and verified (a rollback).
+	fromArtifact bool
 }
 
 // renderOne is the render phase of the instance mi (whose repository module has
@@ -278,13 +280,16 @@ func (s *RevisionState) place(ctx context.Context, r *instanceState, res *render
 	}
 	p := placedRender{rendered: keyedDigest(res, s.digestKey), objects: res.Objects, warnings: res.Warnings, shape: shapeOf(res.Objects)}
 	if t := r.rollback; t != nil { // the render of the history
-		if t.Published == nil && p.rendered.Digest != t.RenderDigest {
+		if !r.render.fromArtifact && p.rendered.Digest != t.RenderDigest {
 			// Rendered again: applied only when it is the render that ran.
 			return placedRender{}, outcome.NewStalled(cairnv1.ReasonRenderFailed, fmt.Errorf(
 				"rollback of %s: rendering revision %s again gives %s, not %s as applied then (what the render reads from the cluster or a registry changed since); nothing applied",
 				r.key(), t.Revision, p.rendered.Digest, t.RenderDigest))
 		}
-		p.rendered.Digest, p.published = t.RenderDigest, t.Published // published and signed already
+		p.rendered.Digest = t.RenderDigest
+		if r.render.fromArtifact {
+			p.published = t.Published // published and signed already
+		}
 		return p, nil
 	}
 	var f *outcome.Failure

@@ -39,8 +39,12 @@ func (s *RevisionState) rollbackRender(ctx context.Context, r *instanceState) (r
 	if f != nil {
 		return rendering{}, f
 	}
+	m, err := s.e.cluster.Manager(r.mi.Namespace, s.serviceAccount(r.mi))
+	if err != nil {
+		return rendering{}, outcome.Classify(cairnv1.ReasonApplyFailed, err)
+	}
 	for _, u := range objects {
-		if err := s.restoreSecret(ctx, u); err != nil {
+		if err := restoreSecret(ctx, m.Client(), u); err != nil {
 			return rendering{}, outcome.NewStalled(cairnv1.ReasonApplyFailed, fmt.Errorf("rollback of %s: %w", r.key(), err))
 		}
 	}
@@ -49,7 +53,7 @@ func (s *RevisionState) rollbackRender(ctx context.Context, r *instanceState) (r
 		return rendering{}, outcome.NewStalled(cairnv1.ReasonApplyFailed, err)
 	}
 	s.step(r.key(), "rollback %s: %s verified and pulled", r.key(), t.Published.Ref)
-	return rendering{res: &render.Result{Objects: objects, Digest: d}}, nil
+	return rendering{res: &render.Result{Objects: objects, Digest: d}, fromArtifact: true}, nil
 }
 
 // renderAgain is the render phase of r's rollback to a render that was not
@@ -90,25 +94,34 @@ func (s *RevisionState) renderAgain(ctx context.Context, r *instanceState) (rend
 }
 
 // restoreSecret gives u, a Secret of a published render (its values redacted),
-// the data of the live Secret; other objects are left as they are. A Secret that
-// is gone cannot be restored from a render that never held its data.
-func (s *RevisionState) restoreSecret(ctx context.Context, u *unstructured.Unstructured) error {
+// the values of its keys from the live Secret, read as the instance's identity;
+// other objects are left as they are. A Secret that is gone, or lacks a key the
+// render had, cannot be restored from a render that never held its data.
+func restoreSecret(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
 	if u.GetKind() != "Secret" || u.GroupVersionKind().Group != "" {
 		return nil
 	}
+	name := u.GetNamespace() + "/" + u.GetName()
 	var live corev1.Secret
-	err := s.e.cluster.client.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, &live)
+	err := c.Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}, &live)
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Secret %s/%s is gone, and a published render holds no Secret data to restore it from", u.GetNamespace(), u.GetName())
+		return fmt.Errorf("Secret %s is gone, and a published render holds no Secret data to restore it from", name)
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("Secret %s/%s", u.GetNamespace(), u.GetName()), err)
+		return errors.Join(fmt.Errorf("Secret %s", name), err)
+	}
+	data := map[string]any{}
+	for _, field := range []string{"data", "stringData"} {
+		keys, _ := u.Object[field].(map[string]any)
+		for k := range keys {
+			v, ok := live.Data[k]
+			if !ok {
+				return fmt.Errorf("Secret %s has no key %q any more, and a published render holds no Secret data to restore it from", name, k)
+			}
+			data[k] = base64.StdEncoding.EncodeToString(v) // as the API's JSON holds it
+		}
 	}
 	delete(u.Object, "stringData")
-	data := map[string]any{}
-	for k, v := range live.Data {
-		data[k] = base64.StdEncoding.EncodeToString(v) // as the API's JSON holds it
-	}
 	u.Object["data"] = data
 	return nil
 }

@@ -114,6 +114,7 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 		return err
 	}
 	var target *cairnv1.HistoryEntry
+	attempted := "" // the input last attempted before a rollback: a new attempt is the rollback's
 	if f.to != "" {
 		mi := &cairnv1.ModuleInstance{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
@@ -122,6 +123,7 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 		if target, err = status.RollbackTarget(mi, f.to); err != nil {
 			return err
 		}
+		attempted = mi.Status.LastAttemptedInput
 	}
 	at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	asked := &cairnv1.HoldRequest{By: whoAmI(ctx, c), At: &at, UntilChange: f.untilChange, Release: !on}
@@ -162,7 +164,7 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s asked of %s\n", ns, name, verb(on), busy.Holder)
 			return nil
 		}
-		if err := waitForHold(ctx, c, ns, name, req, f.timeout); err != nil {
+		if err := waitForHold(ctx, c, ns, name, req, attempted, f.timeout); err != nil {
 			return err
 		}
 	case err != nil:
@@ -213,8 +215,9 @@ func recordHoldNow(ctx context.Context, c client.Client, ns, name string, req *c
 	return nil
 }
 
-// waitForHold waits until ns/name reports the hold req (nil: its release).
-func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cairnv1.HoldRequest, timeout time.Duration) error {
+// waitForHold waits until ns/name reports the hold req (nil: its release), or, for
+// a rollback, a failed attempt after the one it last attempted before (attempted).
+func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cairnv1.HoldRequest, attempted string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -225,7 +228,8 @@ func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cai
 				status.SameHold(h, req) && (req.To == "" || h.RenderDigest == req.To) {
 				return nil
 			}
-			if req != nil && req.To != "" && conditions.IsFalse(mi, "Ready") && rollbackFailedSince(mi, req) {
+			if req != nil && req.To != "" && mi.Status.LastAttemptedInput != attempted && !conditions.IsTrue(mi, "Ready") &&
+				!conditions.IsTrue(mi, "Reconciling") {
 				return fmt.Errorf("%s/%s: the rollback failed: %s", ns, name, conditions.GetMessage(mi, "Ready"))
 			}
 		}
@@ -236,13 +240,6 @@ func waitForHold(ctx context.Context, c client.Client, ns, name string, req *cai
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// rollbackFailedSince tells whether mi's last attempt, made after req was asked,
-// failed.
-func rollbackFailedSince(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest) bool {
-	c := conditions.Get(mi, "Ready")
-	return c != nil && req.At != nil && !c.LastTransitionTime.Before(req.At)
 }
 
 // leaseHeld tells whether another process holds the sync Lease now (its last

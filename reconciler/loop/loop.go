@@ -48,6 +48,11 @@ type Loop struct {
 	kicks  *forge.Trigger
 	pushes *forge.Trigger
 
+	// sourceFailed and sourceErr say whether the last sync could not read its
+	// revision, and why (see resync).
+	sourceFailed bool
+	sourceErr    error
+
 	mu      sync.Mutex
 	hint    string          // the head a push webhook claims (see afterPush)
 	refresh map[string]bool // Registries to refresh at the next sync (see Refresh)

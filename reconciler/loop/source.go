@@ -41,7 +41,8 @@ func (d Dir) Read(context.Context, string, string) (reconciler.Revision, error) 
 type GitRepo struct {
 	opts gitsource.Options
 	sha  string
-	src  *gitsource.Source // opened on first use
+	mu   sync.Mutex
+	src  *gitsource.Source // opened on first use (under mu: the loop and the rollbacks of replicas read it)
 }
 
 var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -62,6 +63,8 @@ func NewGitRepo(opts gitsource.Options, ref string) *GitRepo {
 
 // Source opens the repository's cache clone (once).
 func (g *GitRepo) Source() (*gitsource.Source, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.src == nil {
 		src, err := gitsource.New(g.opts)
 		if err != nil {

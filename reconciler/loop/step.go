@@ -17,6 +17,16 @@ func (l *Loop) step(ctx context.Context) *reconciler.SyncResult {
 // resync syncs the branch head whether or not it moved: the cluster changed.
 func (l *Loop) resync(ctx context.Context) {
 	res, err := l.sync(ctx, "")
+	if err != nil && res == nil && l.rev.SHA != "" && l.sourceFailed {
+		// A change in the cluster (an edit to revert, a hold, a rollback) while the
+		// source cannot be read: the last synced revision is synced again, from the
+		// tree this process holds (a rollback from a published render needs no Git).
+		// The source's failure stays recorded on the Platform.
+		l.opts.Log.Info("the source cannot be read: syncing the last synced revision again for a change in the cluster",
+			"revision", l.rev.SHA, "error", err.Error())
+		res, err = l.opts.Engine.Sync(ctx, l.rev)
+		l.opts.Engine.RecordSourceFailure(ctx, "", l.sourceErr)
+	}
 	l.report(res, err)
 }
 
@@ -72,14 +82,7 @@ func (l *Loop) poll(ctx context.Context) (*reconciler.SyncResult, error) {
 func (l *Loop) sync(ctx context.Context, head string) (*reconciler.SyncResult, error) {
 	refresh := l.takeRefresh()
 	rev, err := l.revision(ctx, head)
-	if err != nil && head == "" && l.rev.SHA != "" {
-		// A change in the cluster (an edit to revert, a hold, a rollback) while the
-		// source cannot be read: the last synced revision is synced again, from the
-		// tree this process holds (a rollback from a published render needs no Git).
-		l.opts.Log.Info("the source cannot be read: syncing the last synced revision again for a change in the cluster",
-			"revision", l.rev.SHA, "error", err.Error())
-		rev, err = l.rev, nil
-	}
+	l.sourceFailed, l.sourceErr = err != nil, err
 	if err != nil {
 		l.addRefresh(refresh) // for the next sync
 		l.opts.Engine.RecordSourceFailure(ctx, rev.SHA, err)

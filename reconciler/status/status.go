@@ -59,6 +59,9 @@ type Render struct {
 	// Digest is the keyed render digest; Objects counts its objects.
 	Digest  string
 	Objects int32
+	// Revision is the revision the render is of, when not the attempt's (a
+	// rollback applies a render of an earlier revision).
+	Revision string
 	// Published is its signed artifact (nil: renders are not published).
 	Published *cairnv1.PublishedArtifact
 }
@@ -195,7 +198,11 @@ func addHistory(mi *cairnv1.ModuleInstance, a Attempt) {
 		}
 		return
 	}
-	entry := cairnv1.HistoryEntry{Revision: a.Revision, Time: metav1.NewTime(a.Now), Result: result, Reason: reason,
+	revision := a.Revision
+	if a.Render.Revision != "" {
+		revision = a.Render.Revision
+	}
+	entry := cairnv1.HistoryEntry{Revision: revision, Time: metav1.NewTime(a.Now), Result: result, Reason: reason,
 		RenderDigest: a.Render.Digest, Objects: a.Render.Objects, Published: a.Render.Published}
 	h = append([]cairnv1.HistoryEntry{entry}, h...)
 	mi.Status.History = h[:min(len(h), HistoryLimit(a.Keep))]
@@ -357,7 +364,7 @@ func Hold(mi *cairnv1.ModuleInstance, req *cairnv1.HoldRequest, inputDigest stri
 	st.Held = &cairnv1.HeldRender{Revision: held.Revision, RenderDigest: held.RenderDigest, Published: held.Published,
 		InputDigest: inputDigest, By: heldBy(req), At: req.At, UntilChange: req.UntilChange, Since: since}
 	reason := cairnv1.ReasonHeld
-	if req.To != "" {
+	if req.To != "" && req.To == st.Held.RenderDigest {
 		reason = cairnv1.ReasonRolledBack
 	}
 	conditions.MarkTrue(mi, cairnv1.HeldCondition, reason, "%s", HeldMessage(st.Held))
