@@ -31,6 +31,8 @@ type fakeEngine struct {
 	// resync are the instances ("namespace/name") whose next drift report asks for
 	// a sync (once).
 	resync map[string]bool
+	// sourceFailures counts RecordSourceFailure's calls.
+	sourceFailures int
 }
 
 func (e *fakeEngine) LastSynced(context.Context) (string, error) { return "", nil }
@@ -50,7 +52,11 @@ func (e *fakeEngine) Sync(_ context.Context, rev reconciler.Revision) (*reconcil
 	return res, nil
 }
 
-func (e *fakeEngine) RecordSourceFailure(context.Context, string, error) {}
+func (e *fakeEngine) RecordSourceFailure(context.Context, string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sourceFailures++
+}
 
 // CheckDriftOf checks driftKeys ("namespace/name") in order, driftPause each, and
 // stops at once when ctx ends (the instance in flight reports ctx's error).
@@ -109,13 +115,14 @@ type fakeSource struct {
 	mu    sync.Mutex
 	head  string
 	heads int
+	down  error // the source cannot be read: Head fails with it
 }
 
 func (s *fakeSource) Head(context.Context) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heads++
-	return s.head, nil
+	return s.head, s.down
 }
 
 func (s *fakeSource) Read(_ context.Context, head, base string) (reconciler.Revision, error) {

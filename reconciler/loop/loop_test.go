@@ -217,6 +217,30 @@ func TestAKickSyncsTheUnchangedHeadAtOnce(t *testing.T) {
 	g.Consistently(e.syncs, 300*time.Millisecond).Should(HaveLen(2), "nothing else until the next poll")
 }
 
+// TestAKickWithTheSourceDownSyncsTheLastRevisionAgain: a kick (a change in the
+// cluster: a hold, a rollback, an edit to revert) while the source cannot be read
+// syncs the revision synced last again, and the source's failure is recorded; a
+// poll with the source down syncs nothing.
+func TestAKickWithTheSourceDownSyncsTheLastRevisionAgain(t *testing.T) {
+	g := NewWithT(t)
+	e, src := &fakeEngine{}, &fakeSource{head: "a"}
+	l := New(Options{Engine: e, Source: src, Interval: time.Hour})
+	_, err := l.poll(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	src.mu.Lock()
+	src.down = fmt.Errorf("connection refused")
+	src.mu.Unlock()
+	l.retryAt = time.Now().Add(-time.Second) // a retry's poll reads the head ("")
+	_, err = l.poll(context.Background())
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(e.syncs()).To(Equal([]string{"a"}), "a poll with the source down syncs nothing")
+	l.resync(context.Background())
+	g.Expect(e.syncs()).To(Equal([]string{"a", "a"}), "the kick synced the last revision again")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g.Expect(e.sourceFailures).To(Equal(3), "each failed read recorded, the kick's too")
+}
+
 // TestAPushPollsAtOnceAndWaitsBrieflyForTheHintedHead: a push polls at once; while
 // the mirror does not show the pushed head yet, the loop polls again a few times.
 func TestAPushPollsAtOnceAndWaitsBrieflyForTheHintedHead(t *testing.T) {
