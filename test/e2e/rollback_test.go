@@ -201,3 +201,43 @@ func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
 	e.g.Expect(mi.Status.RenderDigest).To(Equal(firstDigest), "the same render, to the digest")
 	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
 }
+
+// TestARollbackDoesNotTakeAnotherInstancesObject: web's first render held a
+// ConfigMap that left its render, and that another instance, thief, renders now; a
+// rollback of web to that render fails with the ownership error, writes nothing,
+// and thief's ConfigMap keeps its value and owner.
+func TestARollbackDoesNotTakeAnotherInstancesObject(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.ensureCairnNamespace()
+	e.freeSyncLease()
+	repo := newGitRepo(t, rawRepo(permissive, map[string]string{
+		"web": rawInstance("web", e.ns, "", configMapObj("", "shared", "web's")),
+	}))
+	first := repo.commit("web renders shared", nil)
+	e.syncClean(repo)
+	repo.commit("web lets shared go, thief takes it", map[string]string{
+		"instances/web.yaml":   rawInstance("web", e.ns, "", configMapObj("", "web-own", "web's")),
+		"instances/thief.yaml": rawInstance("thief", e.ns, "", configMapObj("", "shared", "thief's")),
+	})
+	e.syncClean(repo)
+	e.g.Expect(ownerOf(e.get("v1", "ConfigMap", e.ns, "shared"))).To(Equal(e.ns + ".thief"))
+	e.withEngine(render.RendererOptions{}, func(o *reconciler.Options) {
+		o.Revisions = func(ctx context.Context, sha string) (reconciler.Revision, error) {
+			src, err := gitsource.New(gitsource.Options{URL: repo.url(), CacheDir: filepath.Join(e.cache, "git")})
+			if err != nil {
+				return reconciler.Revision{}, err
+			}
+			return reconciler.ReadRevision(ctx, src, sha, "")
+		}
+	})
+
+	e.runCairn(bin, "rollback", e.ns+"/web", "--to", first, "--kubeconfig", e.cluster.Kubeconfig)
+	res := e.sync(repo)
+	e.expectFailure(res, wantFailure{ns: e.ns, name: "web", reason: cairnv1.ReasonOwnershipConflict,
+		contains: []string{"ConfigMap/" + e.ns + "/shared is owned by instance " + e.ns + "/thief"}})
+	shared := e.configMap(e.ns, "shared")
+	e.g.Expect(shared.Data).To(HaveKeyWithValue("value", "thief's"))
+	e.g.Expect(ownerOf(e.get("v1", "ConfigMap", e.ns, "shared"))).To(Equal(e.ns + ".thief"))
+	e.g.Expect(e.configMap(e.ns, "web-own")).NotTo(BeNil(), "nothing of web's pruned by the failed rollback")
+}
