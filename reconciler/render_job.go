@@ -266,8 +266,7 @@ func (j *renderJob) ensureTask(ctx context.Context) (*cairnv1.RenderTask, render
 		Labels: map[string]string{cairnv1.InstanceLabel: cairnv1.InstanceKey(j.spec.Namespace, j.spec.Name)}},
 		Spec: cairnv1.RenderTaskSpec{Instance: cairnv1.InstanceReference{Namespace: j.spec.Namespace, Name: j.spec.Name},
 			InputDigest: j.spec.InputDigest, Revision: j.spec.Revision,
-			SourceArtifact:   j.spec.Registry.Host + "/" + j.spec.Source + "@" + j.spec.SourceDigest,
-			ResultRepository: j.spec.Registry.Host + "/" + j.spec.Result}}
+			SourceArtifact: j.spec.Registry.Host + "/" + j.spec.Source + "@" + j.spec.SourceDigest}}
 	err := j.c.Create(ctx, task)
 	if apierrors.IsAlreadyExists(err) {
 		err = j.c.Get(ctx, client.ObjectKeyFromObject(task), task)

@@ -32,9 +32,6 @@ type RenderTaskSpec struct {
 	// (host/repository@sha256:...).
 	// +kubebuilder:validation:MinLength=1
 	SourceArtifact string `json:"sourceArtifact"`
-	// ResultRepository is where the Job pushes the render (host/repository).
-	// +kubebuilder:validation:MinLength=1
-	ResultRepository string `json:"resultRepository"`
 }
 
 // RenderTaskStatus is what the task's Job did.

@@ -135,7 +135,7 @@ func TestARenderJobRendersAsInProcess(t *testing.T) {
 func renderJob(e *env, name string) *batchv1.Job {
 	task := &cairnv1.RenderTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: cairnv1.RenderTaskSpec{Instance: cairnv1.InstanceReference{Namespace: e.ns, Name: name}, InputDigest: "hmac-sha256:test",
-			SourceArtifact: "example.invalid/source@sha256:" + strings.Repeat("0", 64), ResultRepository: "example.invalid/render"}}
+			SourceArtifact: "example.invalid/source@sha256:" + strings.Repeat("0", 64)}}
 	e.g.Expect(e.c.Create(context.Background(), task)).To(Succeed())
 	return rendertask.Job(task, "render-"+name, rendertask.Mounts{PublishSecret: "publish-registry"},
 		rendertask.JobOptions{Image: "example.invalid/cairn:test", Command: []string{"/cairn"}, Args: []string{"render-task"}}, 30*time.Second, 256<<20)
