@@ -257,7 +257,7 @@ func Run(ctx context.Context, s *Spec, env Env) (digest.Digest, error) {
 	if err != nil {
 		return "", err
 	}
-	desc, _, err := env.Registry.PushArtifact(ctx, s.Result, tagOf(s.InputDigest), ResultArtifactType,
+	desc, _, err := env.Registry.PushArtifact(ctx, s.Result, Tag(s.InputDigest), ResultArtifactType,
 		[]sign.File{{Name: ResultFile, MediaType: ResultMedia, Data: data}}, s.annotations())
 	if err != nil {
 		return "", fmt.Errorf("%w: failed to push the result: %w", ErrUnavailable, err)
@@ -269,12 +269,9 @@ func (s *Spec) annotations() map[string]string {
 	return map[string]string{AnnotationInput: s.InputDigest, AnnotationInstance: s.Namespace + "/" + s.Name, AnnotationRevision: s.Revision}
 }
 
-// tagOf is the tag of a digest ("sha256:..." -> "sha256-...").
-func tagOf(d string) string { return strings.ReplaceAll(d, ":", "-") }
-
-// Tag is the tag of a digest in a task's repositories: a source's by its
-// content, a result's by its input digest.
-func Tag(d string) string { return tagOf(d) }
+// Tag is the tag of a digest in a task's repositories ("sha256:..." ->
+// "sha256-..."): a source's by its content, a result's by its input digest.
+func Tag(d string) string { return strings.ReplaceAll(d, ":", "-") }
 
 // tagPattern is the shape of Tag's tags.
 var tagPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*-[0-9a-f]{32,}$`)
@@ -362,7 +359,7 @@ func check(res *render.Result, key Key, chart bool) error {
 // PushSource pushes the source tar PackSource made to repo, tagged by its own
 // content, and returns its manifest digest.
 func PushSource(ctx context.Context, c *sign.Client, repo string, tarball []byte) (digest.Digest, error) {
-	tag := tagOf(digest.FromBytes(tarball).String())
+	tag := Tag(digest.FromBytes(tarball).String())
 	desc, _, err := c.PushArtifact(ctx, repo, tag, SourceArtifactType, []sign.File{{Name: SourceFile, MediaType: SourceMedia, Data: tarball}}, nil)
 	if err != nil {
 		return "", err

@@ -164,7 +164,7 @@ func TestATaskReturnsTheRenderError(t *testing.T) {
 		Result: "p/render", Request: Request{LocalPath: "m"}, PublicKey: EncodeKey(key.Public)}
 	_, err = Run(ctx, spec, Env{Registry: c, Renderer: renderer, TempDir: t.TempDir()})
 	g.Expect(err).To(MatchError(ContainSubstring("main.cue:3")))
-	_, err = c.Resolve(ctx, "p/render", tagOf("sha256:input"))
+	_, err = c.Resolve(ctx, "p/render", Tag("sha256:input"))
 	g.Expect(err).To(HaveOccurred(), "nothing pushed")
 }
 
