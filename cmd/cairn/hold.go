@@ -147,14 +147,12 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 	}
 	opts := lease.DefaultOptions(f.namespace)
 	opts.Wait = 3 * time.Second
-	record := func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) }
-	if target != nil {
-		record = func(context.Context) error { return nil } // applied by the next sync
-	}
-	if holder, leads := leaseHeld(ctx, c, f.namespace); leads {
+	holder, leads := leaseHeld(ctx, c, f.namespace)
+	switch {
+	case leads:
 		err = &lease.HeldError{Namespace: f.namespace, Holder: holder} // a controller leads: it acts
-	} else {
-		err = lease.Hold(ctx, cfg, opts, record)
+	case target == nil:
+		err = lease.Hold(ctx, cfg, opts, func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) })
 	}
 	var busy *lease.HeldError
 	switch {
