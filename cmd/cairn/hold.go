@@ -31,12 +31,19 @@ type holdFlags struct {
 	wait        bool
 	timeout     time.Duration
 	namespace   string
+	// now applies a rollback at once where no controller runs (nil: the next
+	// cairn sync applies it).
+	now func(ctx context.Context, ns, name string) error
 }
 
 func (f *holdFlags) register(cmd *cobra.Command) {
+	f.registerWait(cmd)
+	cmd.Flags().StringVar(&f.namespace, "namespace", reconciler.DefaultNamespace, "cairn's namespace, where the sync Lease lives")
+}
+
+func (f *holdFlags) registerWait(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.wait, "wait", true, "under a controller, wait until the instance reports the result")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long --wait waits")
-	cmd.Flags().StringVar(&f.namespace, "namespace", reconciler.DefaultNamespace, "cairn's namespace, where the sync Lease lives")
 }
 
 func newHoldCommand(kube *kubeFlags) *cobra.Command {
@@ -63,10 +70,17 @@ Lease as cairn sync does.`,
 }
 
 func newRollbackCommand(kube *kubeFlags) *cobra.Command {
-	var f holdFlags
+	var (
+		f    holdFlags
+		repo repoFlags
+		logF logFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "rollback NAMESPACE/NAME --to REVISION|DIGEST",
 		Short: "Put one instance back at an earlier render of its history, verified, and hold it there",
+		Example: `  cairn history team-a/podinfo
+  cairn rollback team-a/podinfo --to 3f2c1e9
+  cairn rollback team-a/podinfo --to 3f2c1e9 --repo https://git.example.com/platform.git   # no controller runs`,
 		Long: `Apply again the render of the instance's status.history that --to names (its render digest, or the
 revision it was applied at), then hold the instance there (cairn release ends it). With render.publish the
 render comes from its published artifact, pulled by digest and verified under the publish Registry's key
@@ -75,16 +89,27 @@ needed. The apply follows every rule of a sync: ownership, the instance's Servic
 for objects added since, health. Every other instance keeps following Git.
 
 The rollback is asked through the ` + cairnv1.HoldAnnotation + ` annotation; under a controller the command
-waits until the instance reports it (--wait). Where no controller runs, the next cairn sync applies it.`,
+waits until the instance reports it (--wait). Where no controller runs, give the repository flags of your
+cairn sync (--repo, --branch, --path, credentials): the command then applies the rollback at once, holding
+the sync Lease, at the revision the cluster last synced (read from the local Git cache when the server is
+down); without them, the next cairn sync applies it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.to == "" {
 				return fmt.Errorf("give the render to roll back to: --to REVISION|DIGEST (cairn history %s lists them)", args[0])
 			}
+			f.namespace = repo.namespace
+			if cmd.Flags().Changed("repo") {
+				f.now = func(ctx context.Context, ns, name string) error {
+					return rollbackNow(ctx, cmd, kube, &repo, &logF, ns, name, f.timeout)
+				}
+			}
 			return hold(cmd, kube, &f, args[0], true)
 		},
 	}
-	f.register(cmd)
+	f.registerWait(cmd)
+	repo.register(cmd, false)
+	logF.register(cmd)
 	cmd.Flags().StringVar(&f.to, "to", "", "the render of status.history to apply again: its render digest or its revision (a SHA or a prefix of 7 or more)")
 	return cmd
 }
@@ -153,6 +178,10 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 		err = &lease.HeldError{Namespace: f.namespace, Holder: holder} // a controller leads: it acts
 	case target == nil:
 		err = lease.Hold(ctx, cfg, opts, func(ctx context.Context) error { return recordHoldNow(ctx, c, ns, name, req) })
+	case f.now != nil:
+		if err = f.now(ctx, ns, name); err == nil {
+			err = checkRolledBack(ctx, c, ns, name, req)
+		}
 	}
 	var busy *lease.HeldError
 	switch {
@@ -167,9 +196,9 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 		}
 	case err != nil:
 		return err
-	case target != nil:
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: rollback to %s (revision %s) asked; no controller runs: the next `cairn sync` applies it\n",
-			ns, name, target.RenderDigest, target.Revision)
+	case target != nil && f.now == nil:
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: rollback to %s (revision %s) asked; no controller runs: the next `cairn sync` applies it "+
+			"(give --repo, as to cairn sync, to apply it now)\n", ns, name, target.RenderDigest, target.Revision)
 		return nil
 	}
 	mi := &cairnv1.ModuleInstance{}

@@ -420,6 +420,16 @@ func orNone(s string) string {
 
 func shortSHA(sha string) string { return sha[:min(len(sha), 12)] }
 
+// oneRender tells whether the entries are all of one render.
+func oneRender(entries []*cairnv1.HistoryEntry) bool {
+	for _, h := range entries {
+		if h.RenderDigest != entries[0].RenderDigest {
+			return false
+		}
+	}
+	return true
+}
+
 // RollbackTarget is the render of mi's history that to names: its render digest,
 // or the revision it was applied at (a SHA, or a prefix of at least 7). An
 // unknown or ambiguous target is an error naming what the history holds.
@@ -434,7 +444,12 @@ func RollbackTarget(mi *cairnv1.ModuleInstance, to string) (*cairnv1.HistoryEntr
 	switch {
 	case len(found) == 1:
 		return found[0], nil
-	case len(found) > 1 && found[0].RenderDigest == to:
+	case len(found) > 1 && (found[0].RenderDigest == to || oneRender(found)):
+		for _, h := range found { // the same render applied twice (a rollback): the published one
+			if h.RenderDigest == found[0].RenderDigest && h.Published != nil {
+				return h, nil
+			}
+		}
 		return found[0], nil
 	case len(found) > 1:
 		return nil, fmt.Errorf("%q names %d renders of %s/%s's history: give a render digest", to, len(found), mi.Namespace, mi.Name)

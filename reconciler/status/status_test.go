@@ -372,4 +372,12 @@ func TestRollbackTarget(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("names 2 renders")))
 	_, err = RollbackTarget(mi, "abc")
 	g.Expect(err).To(MatchError(ContainSubstring("is no render of team-a/web's history (status.history: abcdef012345 hmac-sha256:22")))
+
+	// The render of a revision applied twice (rolled back to): one render, the published entry.
+	mi.Status.History = append([]cairnv1.HistoryEntry{{Revision: "abcdef0999999999", RenderDigest: "hmac-sha256:11"}},
+		cairnv1.HistoryEntry{Revision: "abcdef0999999999", RenderDigest: "hmac-sha256:11",
+			Published: &cairnv1.PublishedArtifact{Digest: "sha256:aa"}})
+	got, err = RollbackTarget(mi, "abcdef09")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Published).NotTo(BeNil())
 }

@@ -241,3 +241,44 @@ func TestARollbackDoesNotTakeAnotherInstancesObject(t *testing.T) {
 	e.g.Expect(ownerOf(e.get("v1", "ConfigMap", e.ns, "shared"))).To(Equal(e.ns + ".thief"))
 	e.g.Expect(e.configMap(e.ns, "web-own")).NotTo(BeNil(), "nothing of web's pruned by the failed rollback")
 }
+
+// TestRollbackAtOnceWithoutAController: where no controller runs, `cairn rollback
+// --repo` applies the rollback itself, holding the sync Lease, at the revision the
+// cluster last synced, read from the local Git cache with the Git server gone; the
+// render comes from its published artifact. It prints the instance Ready and held,
+// the object added since is pruned, and another instance is left as it was.
+func TestRollbackAtOnceWithoutAController(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.freeSyncLease()
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("a")}
+	other := inst{name: "other", ns: e.ns, replicas: 0, configs: configs("o")}
+	_, repo := publishingRepo(e, web)
+	repo.commit("other", map[string]string{"instances/other.yaml": other.yaml()})
+	first := repo.commit("web: a", nil)
+	cache := t.TempDir()
+	flags := []string{"--kubeconfig", e.cluster.Kubeconfig, "--repo", repo.url(), "--cache-dir", cache}
+	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	web.configs = configs("a", "b")
+	repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil())
+	otherBefore := e.instance(e.ns, "other").Status.LastAttemptedInput
+
+	away := repo.dir + ".down"
+	e.g.Expect(os.Rename(repo.dir, away)).To(Succeed()) // the Git server is gone
+	defer os.Rename(away, repo.dir)
+	out := e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", first[:10]}, flags...)...)
+	e.g.Expect(out).To(ContainSubstring("held at "))
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "applied at once: the object added since is pruned")
+	e.g.Expect(e.configMap(e.ns, "web-a")).NotTo(BeNil())
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue(), conditions.GetMessage(mi, "Ready"))
+	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
+	e.g.Expect(e.instance(e.ns, "other").Status.LastAttemptedInput).To(Equal(otherBefore), "another instance left alone")
+
+	// Without the repository flags, the rollback is only asked.
+	e.g.Expect(os.Rename(away, repo.dir)).To(Succeed())
+	out = e.runCairn(bin, "rollback", e.ns+"/web", "--to", first[:10], "--kubeconfig", e.cluster.Kubeconfig)
+	e.g.Expect(out).To(ContainSubstring("the next `cairn sync` applies it"))
+}
