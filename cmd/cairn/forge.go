@@ -33,13 +33,20 @@ func (f *forgeFlags) providers() *forge.Registry {
 func (f *forgeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	names := f.providers().Names()
-	fl.StringVar(&f.kind, "forge", "", "post commit statuses and pull-request plans to this forge: "+strings.Join(names, ", "))
-	fl.StringVar(&f.baseURL, "forge-url", "", "the forge's URL (default: github.com / gitlab.com; required for gitea)")
-	fl.StringVar(&f.repo, "forge-repo", "", "owner/name of the repository on the forge (default: from --repo)")
-	fl.StringVar(&f.tokenFile, "forge-token-file", "", "file holding the forge access token (e.g. a mounted Secret)")
+	f.registerClient(cmd, "post commit statuses and pull-request plans to this forge")
 	fl.StringVar(&f.targetURL, "status-url", "", "URL linked from every commit status")
 	fl.StringVar(&f.listen, "listen", "", "serve webhooks on this address (POST /hooks/"+strings.Join(names, ", /hooks/")+")")
 	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (required with --listen)")
+}
+
+// registerClient registers the flags that reach the forge's API; what says what
+// the forge is for.
+func (f *forgeFlags) registerClient(cmd *cobra.Command, what string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.kind, "forge", "", what+": "+strings.Join(f.providers().Names(), ", "))
+	fl.StringVar(&f.baseURL, "forge-url", "", "the forge's URL (default: github.com / gitlab.com; required for gitea)")
+	fl.StringVar(&f.repo, "forge-repo", "", "owner/name of the repository on the forge (default: from --repo)")
+	fl.StringVar(&f.tokenFile, "forge-token-file", "", "file holding the forge access token (e.g. a mounted Secret)")
 }
 
 // client builds the forge client and the comment size limit; nil when no forge is set.

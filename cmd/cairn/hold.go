@@ -71,9 +71,11 @@ Lease as cairn sync does.`,
 
 func newRollbackCommand(kube *kubeFlags) *cobra.Command {
 	var (
-		f    holdFlags
-		repo repoFlags
-		logF logFlags
+		f      holdFlags
+		repo   repoFlags
+		logF   logFlags
+		forgeF forgeFlags
+		openPR bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback NAMESPACE/NAME --to REVISION|DIGEST",
@@ -92,24 +94,38 @@ The rollback is asked through the ` + cairnv1.HoldAnnotation + ` annotation; und
 waits until the instance reports it (--wait). Where no controller runs, give the repository flags of your
 cairn sync (--repo, --branch, --path, credentials): the command then applies the rollback at once, holding
 the sync Lease, at the revision the cluster last synced (read from the local Git cache when the server is
-down); without them, the next cairn sync applies it.`,
+down); without them, the next cairn sync applies it.
+
+With --open-pr (and --forge, --forge-token-file, and --repo the Git URL), once the rollback is done it
+opens a pull request that puts the instance's declaration (and its own local module, when it changed
+and no other instance uses it) back as it was at that revision, naming the hold, so that Git and the
+cluster agree again through review. It is committed through the forge's API (the Git credential may be
+read-only) on a new branch cairn/rollback/NAMESPACE/NAME-<time>.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.to == "" {
 				return fmt.Errorf("give the render to roll back to: --to REVISION|DIGEST (cairn history %s lists them)", args[0])
 			}
 			f.namespace = repo.namespace
+			if openPR && (forgeF.kind == "" || !cmd.Flags().Changed("repo") || repo.isDir()) {
+				return fmt.Errorf("--open-pr needs --forge (with --forge-token-file) and --repo, the Git URL of the repository on the forge")
+			}
 			if cmd.Flags().Changed("repo") {
 				f.now = func(ctx context.Context, ns, name string) error {
 					return rollbackNow(ctx, cmd, kube, &repo, &logF, ns, name, f.timeout)
 				}
 			}
-			return hold(cmd, kube, &f, args[0], true)
+			if err := hold(cmd, kube, &f, args[0], true); err != nil || !openPR {
+				return err
+			}
+			return openRevertPR(cmd, kube, &repo, &forgeF, args[0])
 		},
 	}
 	f.registerWait(cmd)
 	repo.register(cmd, false)
 	logF.register(cmd)
+	forgeF.registerClient(cmd, "with --open-pr, open the pull request on this forge")
+	cmd.Flags().BoolVar(&openPR, "open-pr", false, "once rolled back, open a pull request that reverts the instance's declaration to that revision")
 	cmd.Flags().StringVar(&f.to, "to", "", "the render of status.history to apply again: its render digest or its revision (a SHA or a prefix of 7 or more)")
 	return cmd
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +283,54 @@ func TestRollbackAtOnceWithoutAController(t *testing.T) {
 	e.g.Expect(os.Rename(away, repo.dir)).To(Succeed())
 	out = e.runCairn(bin, "rollback", e.ns+"/web", "--to", first[:10], "--kubeconfig", e.cluster.Kubeconfig)
 	e.g.Expect(out).To(ContainSubstring("the next `cairn sync` applies it"))
+}
+
+// TestRollbackOpensAPullRequest: `cairn rollback --open-pr` against a real Gitea,
+// where no controller runs: the instance is rendered again at the revision (no
+// render.publish) and applied at once, then a pull request puts its declaration
+// back as it was there. Merged, Git declares what the cluster runs: the release
+// that follows changes nothing.
+func TestRollbackOpensAPullRequest(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.ensureCairnNamespace()
+	e.freeSyncLease()
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("a")}
+	first := web.yaml()
+	f, firstSHA := newForgeEnv(t, e, appRepo("", web))
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	e.g.Expect(os.WriteFile(tokenFile, []byte(f.gitea.Token+"\n"), 0o600)).To(Succeed())
+	flags := []string{"--kubeconfig", e.cluster.Kubeconfig, "--repo", f.gitURL(), "--cache-dir", t.TempDir()}
+	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	web.configs = configs("a", "b")
+	f.push("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil())
+
+	out := e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", firstSHA, "--open-pr",
+		"--forge", "gitea", "--forge-url", f.gitea.URL, "--forge-token-file", tokenFile}, flags...)...)
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "rolled back at once")
+	m := regexp.MustCompile(`opened pull request #(\d+)`).FindStringSubmatch(out)
+	e.g.Expect(m).NotTo(BeNil(), out)
+	number, _ := strconv.Atoi(m[1])
+	pr, err := f.gitea.PullRequestOf(e.ctx, f.repo, number)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(pr.Title).To(Equal("Roll back " + e.ns + "/web to " + firstSHA[:12]))
+	e.g.Expect(pr.Body).To(ContainSubstring("held at "))
+	e.g.Expect(pr.Body).To(ContainSubstring("`instances/web.yaml`: reverted"))
+	e.g.Expect(pr.Body).NotTo(ContainSubstring(f.gitea.Token))
+	content, ok, err := f.gitea.FileAt(e.ctx, f.repo, pr.Head.Ref, "instances/web.yaml")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(ok).To(BeTrue())
+	e.g.Expect(content).To(Equal(first), "the declaration as it was at the revision rolled back to")
+	e.g.Expect(out).NotTo(ContainSubstring(f.gitea.Token))
+
+	held := e.instance(e.ns, "web").Status.RenderDigest
+	e.g.Expect(f.gitea.MergePullRequest(e.ctx, f.repo, number)).To(Succeed())
+	e.runCairn(bin, "release", e.ns+"/web", "--kubeconfig", e.cluster.Kubeconfig)
+	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	mi := e.instance(e.ns, "web")
+	e.g.Expect(mi.Status.Held).To(BeNil())
+	e.g.Expect(mi.Status.RenderDigest).To(Equal(held), "merged: Git declares what the cluster runs")
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil())
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"cairn.dev/cairn/gitsource/forge"
 )
@@ -225,4 +226,42 @@ func (g *Gitea) RenderMarkdown(ctx context.Context, repo forge.RepoRef, text str
 	err := g.api(ctx, http.MethodPost, "/markdown", map[string]any{
 		"Text": text, "Mode": "comment", "Context": g.URL + "/" + repo.String()}, &html)
 	return string(html), err
+}
+
+// FileAt returns the content of path at ref, and whether it exists there.
+func (g *Gitea) FileAt(ctx context.Context, repo forge.RepoRef, ref, path string) (string, bool, error) {
+	var out struct {
+		Content string `json:"content"`
+	}
+	err := g.api(ctx, http.MethodGet, "/repos/"+repo.String()+"/contents/"+path+"?ref="+url.QueryEscape(ref), nil, &out)
+	if err != nil {
+		if strings.Contains(err.Error(), "404") {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	b, err := base64.StdEncoding.DecodeString(out.Content)
+	return string(b), true, err
+}
+
+// MergePullRequest merges pull request number with a merge commit.
+func (g *Gitea) MergePullRequest(ctx context.Context, repo forge.RepoRef, number int) error {
+	return g.api(ctx, http.MethodPost, "/repos/"+repo.String()+"/pulls/"+strconv.Itoa(number)+"/merge",
+		map[string]string{"Do": "merge"}, nil)
+}
+
+// PullRequest is a pull request as Gitea reports it.
+type PullRequest struct {
+	Title string `json:"title"`
+	Body  string `json:"body"`
+	Head  struct {
+		Ref string `json:"ref"`
+	} `json:"head"`
+}
+
+// PullRequestOf reads pull request number.
+func (g *Gitea) PullRequestOf(ctx context.Context, repo forge.RepoRef, number int) (PullRequest, error) {
+	var out PullRequest
+	err := g.api(ctx, http.MethodGet, "/repos/"+repo.String()+"/pulls/"+strconv.Itoa(number), nil, &out)
+	return out, err
 }

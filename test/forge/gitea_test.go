@@ -324,3 +324,47 @@ func TestFindGiteaFailsLoudly(t *testing.T) {
 	_, err := giteaharness.FindGitea(context.Background())
 	g.Expect(err).To(MatchError(ContainSubstring("failed to find gitea in")))
 }
+
+// TestProposeChange: one commit on a new branch (an update, a delete and a
+// create) and a pull request into main, read back from Gitea; a change computed
+// against a file that moved on since is refused.
+func TestProposeChange(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newRepo(t, ctx)
+	_, err := server.PutFile(ctx, repo, "main", "", "instances/web.yaml", "replicas: 3\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = server.PutFile(ctx, repo, "main", "", "instances/old.yaml", "old\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	base, err := server.BranchSHA(ctx, repo, "main")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := client(t)
+	ch := forge.Change{Base: "main", BaseSHA: base, Branch: "cairn/revert-web", Message: "Revert web", Title: "Revert web",
+		Body: "held", Files: []forge.FileChange{
+			{Path: "instances/web.yaml", Content: []byte("replicas: 1\n"), Existed: true, Before: []byte("replicas: 3\n")},
+			{Path: "instances/old.yaml", Delete: true, Existed: true, Before: []byte("old\n")},
+			{Path: "instances/new.yaml", Content: []byte("new\n")},
+		}}
+	got, err := c.ProposeChange(ctx, repo, ch)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.URL).To(HaveSuffix(fmt.Sprintf("/%s/pulls/%d", repo, got.Number)))
+	pr, err := c.PullRequest(ctx, repo, got.Number)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pr.HeadRef).To(Equal("cairn/revert-web"))
+	g.Expect(pr.BaseRef).To(Equal("main"))
+	for path, want := range map[string]string{"instances/web.yaml": "replicas: 1\n", "instances/new.yaml": "new\n"} {
+		content, ok, err := server.FileAt(ctx, repo, "cairn/revert-web", path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeTrue(), path)
+		g.Expect(content).To(Equal(want), path)
+	}
+	_, ok, err := server.FileAt(ctx, repo, "cairn/revert-web", "instances/old.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeFalse(), "deleted")
+
+	stale := ch
+	stale.Branch, stale.Files = "cairn/revert-web-2", ch.Files[:1]
+	stale.Files[0].Before = []byte("replicas: 2\n") // not what main holds
+	_, err = c.ProposeChange(ctx, repo, stale)
+	g.Expect(err).To(HaveOccurred())
+}

@@ -2,6 +2,7 @@ package gitea
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -127,4 +128,43 @@ func (c *Client) comments(repo forge.RepoRef, pr int) httpapi.CommentStore {
 // PullRequest implements forge.Forge (GET /repos/{owner}/{repo}/pulls/{n}).
 func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (forge.PR, error) {
 	return c.api.PullRequest(ctx, repo, pr)
+}
+
+var _ forge.Proposer = (*Client)(nil)
+
+// ProposeChange implements forge.Proposer: one commit of every file on a new
+// branch from ch.Base (POST /repos/{owner}/{repo}/contents, which refuses an
+// update whose file is no longer the blob it replaces, so a base that moved on
+// under the change fails), then POST /repos/{owner}/{repo}/pulls.
+func (c *Client) ProposeChange(ctx context.Context, repo forge.RepoRef, ch forge.Change) (forge.Proposal, error) {
+	if err := ch.Validate(repo); err != nil {
+		return forge.Proposal{}, err
+	}
+	type op struct {
+		Operation string `json:"operation"`
+		Path      string `json:"path"`
+		Content   string `json:"content,omitempty"`
+		SHA       string `json:"sha,omitempty"`
+	}
+	in := struct {
+		Branch    string `json:"branch"`
+		NewBranch string `json:"new_branch"`
+		Message   string `json:"message"`
+		Files     []op   `json:"files"`
+	}{Branch: ch.Base, NewBranch: ch.Branch, Message: ch.Message}
+	for _, f := range ch.Files {
+		o := op{Operation: f.Op(), Path: f.Path}
+		if f.Existed {
+			o.SHA = forge.BlobID(f.Before)
+		}
+		if !f.Delete {
+			o.Content = base64.StdEncoding.EncodeToString(f.Content)
+		}
+		in.Files = append(in.Files, o)
+	}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("commit the change on branch %s of %s", ch.Branch, repo),
+		Method: http.MethodPost, Path: httpapi.RepoPath(repo, "contents"), In: in}); err != nil {
+		return forge.Proposal{}, err
+	}
+	return c.api.OpenPullRequest(ctx, repo, ch)
 }

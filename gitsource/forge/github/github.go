@@ -163,3 +163,54 @@ func author(cm comment) string {
 func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (forge.PR, error) {
 	return c.api.PullRequest(ctx, repo, pr)
 }
+
+var _ forge.Proposer = (*Client)(nil)
+
+// ProposeChange implements forge.Proposer with the Git data API: a tree on the
+// tree of ch.BaseSHA (POST git/trees), a commit whose parent is ch.BaseSHA (POST
+// git/commits), the branch (POST git/refs), then the pull request (POST pulls).
+func (c *Client) ProposeChange(ctx context.Context, repo forge.RepoRef, ch forge.Change) (forge.Proposal, error) {
+	if err := ch.Validate(repo); err != nil {
+		return forge.Proposal{}, err
+	}
+	var base struct {
+		Tree struct {
+			SHA string `json:"sha"`
+		} `json:"tree"`
+	}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: "read commit " + ch.BaseSHA + " of " + repo.String(), Method: http.MethodGet,
+		Path: httpapi.RepoPath(repo, "git", "commits", ch.BaseSHA), Out: &base}); err != nil {
+		return forge.Proposal{}, err
+	}
+	tree := struct {
+		BaseTree string           `json:"base_tree"`
+		Tree     []map[string]any `json:"tree"`
+	}{BaseTree: base.Tree.SHA}
+	for _, f := range ch.Files {
+		e := map[string]any{"path": f.Path, "mode": "100644", "type": "blob"}
+		if f.Delete {
+			e["sha"] = nil // a null sha deletes the path (sha and content never together)
+		} else {
+			e["content"] = string(f.Content)
+		}
+		tree.Tree = append(tree.Tree, e)
+	}
+	var made struct {
+		SHA string `json:"sha"`
+	}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: "write the tree of the change to " + repo.String(), Method: http.MethodPost,
+		Path: httpapi.RepoPath(repo, "git", "trees"), In: tree, Out: &made}); err != nil {
+		return forge.Proposal{}, err
+	}
+	commit := map[string]any{"message": ch.Message, "tree": made.SHA, "parents": []string{ch.BaseSHA}}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: "write the commit of the change to " + repo.String(), Method: http.MethodPost,
+		Path: httpapi.RepoPath(repo, "git", "commits"), In: commit, Out: &made}); err != nil {
+		return forge.Proposal{}, err
+	}
+	ref := map[string]string{"ref": "refs/heads/" + ch.Branch, "sha": made.SHA}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: "create branch " + ch.Branch + " of " + repo.String(), Method: http.MethodPost,
+		Path: httpapi.RepoPath(repo, "git", "refs"), In: ref}); err != nil {
+		return forge.Proposal{}, err
+	}
+	return c.api.OpenPullRequest(ctx, repo, ch)
+}

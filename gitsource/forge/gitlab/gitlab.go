@@ -2,6 +2,7 @@ package gitlab
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -237,4 +238,47 @@ func (c *Client) projectPath(ctx context.Context, id int64) string {
 		return ""
 	}
 	return p.PathWithNamespace
+}
+
+var _ forge.Proposer = (*Client)(nil)
+
+// ProposeChange implements forge.Proposer: one commit on a new branch whose
+// parent is ch.BaseSHA (POST /projects/:id/repository/commits with start_sha),
+// then the merge request (POST /projects/:id/merge_requests).
+func (c *Client) ProposeChange(ctx context.Context, repo forge.RepoRef, ch forge.Change) (forge.Proposal, error) {
+	if err := ch.Validate(repo); err != nil {
+		return forge.Proposal{}, err
+	}
+	type action struct {
+		Action   string `json:"action"`
+		FilePath string `json:"file_path"`
+		Content  string `json:"content,omitempty"`
+		Encoding string `json:"encoding,omitempty"`
+	}
+	commit := struct {
+		Branch   string   `json:"branch"`
+		StartSHA string   `json:"start_sha"`
+		Message  string   `json:"commit_message"`
+		Actions  []action `json:"actions"`
+	}{Branch: ch.Branch, StartSHA: ch.BaseSHA, Message: ch.Message}
+	for _, f := range ch.Files {
+		a := action{Action: f.Op(), FilePath: f.Path}
+		if !f.Delete {
+			a.Content, a.Encoding = base64.StdEncoding.EncodeToString(f.Content), "base64"
+		}
+		commit.Actions = append(commit.Actions, a)
+	}
+	if _, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("commit the change on branch %s of %s", ch.Branch, repo),
+		Method: http.MethodPost, Path: projectPath(repo, "repository", "commits"), In: commit}); err != nil {
+		return forge.Proposal{}, err
+	}
+	var mr struct {
+		IID    int    `json:"iid"`
+		WebURL string `json:"web_url"`
+	}
+	_, err := c.api.Do(ctx, httpapi.Request{Op: fmt.Sprintf("open a merge request from %s into %s of %s", ch.Branch, ch.Base, repo),
+		Method: http.MethodPost, Path: projectPath(repo, "merge_requests"),
+		In:  map[string]any{"source_branch": ch.Branch, "target_branch": ch.Base, "title": ch.Title, "description": ch.Body, "remove_source_branch": true},
+		Out: &mr})
+	return forge.Proposal{Number: mr.IID, URL: mr.WebURL}, err
 }

@@ -77,3 +77,16 @@ func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (f
 		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base),
 	}, nil
 }
+
+// OpenPullRequest opens a pull request from ch.Branch into ch.Base (POST
+// /repos/{owner}/{repo}/pulls), whose shape GitHub and Gitea share.
+func (c *Client) OpenPullRequest(ctx context.Context, repo forge.RepoRef, ch forge.Change) (forge.Proposal, error) {
+	var out struct {
+		Number  int    `json:"number"`
+		HTMLURL string `json:"html_url"`
+	}
+	_, err := c.Do(ctx, Request{Op: fmt.Sprintf("open a pull request from %s into %s of %s", ch.Branch, ch.Base, repo),
+		Method: http.MethodPost, Path: RepoPath(repo, "pulls"),
+		In: map[string]string{"title": ch.Title, "body": ch.Body, "head": ch.Branch, "base": ch.Base}, Out: &out})
+	return forge.Proposal{Number: out.Number, URL: out.HTMLURL}, err
+}
