@@ -35,6 +35,7 @@ var layer = map[string]int{
 	"reconciler/apply":       2,
 	"reconciler/report":      2,
 	"reconciler/status":      2,
+	"reconciler/revert":      2,
 	"reconciler/valuesfrom":  2,
 	"reconciler/hooks":       3,
 	"reconciler/secretgen":   3,
