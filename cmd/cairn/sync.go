@@ -93,6 +93,9 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 				if err := fw.listen(l); err != nil {
 					return err
 				}
+				if err := watchRequests(ctx, kube, l.Kick); err != nil {
+					return err
+				}
 				return l.Run(ctx)
 			})
 		},

@@ -334,3 +334,41 @@ func TestRollbackOpensAPullRequest(t *testing.T) {
 	e.g.Expect(mi.Status.RenderDigest).To(Equal(held), "merged: Git declares what the cluster runs")
 	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil())
 }
+
+// TestRequestsWakeASyncLoop: under a `cairn sync --interval 10m` loop (so only a
+// request can explain a sync within the test), `cairn hold`, `cairn rollback` and
+// `cairn release` each return once the loop has acted on them: the loop watches
+// the instances' request annotations as the controller does.
+func TestRequestsWakeASyncLoop(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.ensureCairnNamespace()
+	e.freeSyncLease()
+	web := inst{name: "web", ns: e.ns, replicas: 0, configs: configs("a")}
+	_, repo := publishingRepo(e, web)
+	first := repo.commit("web: a", nil)
+	kube := []string{"--kubeconfig", e.cluster.Kubeconfig}
+	loop := startCairnProcess(t, bin, append([]string{"sync", "--repo", repo.url(), "--interval", "10m", "--drift-interval", "0",
+		"--cache-dir", t.TempDir()}, kube...)...)
+	applied := func() string {
+		if mi := e.instance(e.ns, "web"); mi != nil && conditions.IsTrue(mi, "Ready") {
+			return mi.Status.LastAppliedRevision
+		}
+		return ""
+	}
+	e.g.Eventually(applied, time.Minute, 100*time.Millisecond).Should(Equal(first), loop.String)
+	web.configs = configs("a", "b")
+	second := repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	e.runCairn(bin, append([]string{"reconcile", e.ns + "/web"}, kube...)...) // a new commit, with no poll for 10 minutes
+	e.g.Eventually(applied, time.Minute, 100*time.Millisecond).Should(Equal(second), loop.String)
+
+	wait := []string{"--timeout", "30s"}
+	out := e.runCairn(bin, append(append([]string{"hold", e.ns + "/web"}, wait...), kube...)...)
+	e.g.Expect(out).To(ContainSubstring("held at "), loop.String())
+	out = e.runCairn(bin, append(append([]string{"rollback", e.ns + "/web", "--to", first}, wait...), kube...)...)
+	e.g.Expect(out).To(ContainSubstring("held at "), loop.String())
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "rolled back by the loop")
+	out = e.runCairn(bin, append(append([]string{"release", e.ns + "/web"}, wait...), kube...)...)
+	e.g.Expect(out).To(ContainSubstring("released"), loop.String())
+	e.g.Eventually(func() bool { return e.configMap(e.ns, "web-b") != nil }, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), loop.String)
+}
