@@ -44,6 +44,9 @@ func (in *revisionInput) instanceAnnotations(r *instancePlan) map[string]string 
 	if r.refresh != "" {
 		ann[refreshAnnotation] = r.refresh
 	}
+	if t := in.set.Tenant(r.mi.Namespace, r.mi.Name); t != nil {
+		ann[cairnv1.TenantAnnotation] = t.Name
+	}
 	return ann
 }
 

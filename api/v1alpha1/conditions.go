@@ -103,6 +103,10 @@ const (
 	// (`cairn release`). Its value is a HoldRequest as JSON ("{}" will do: nobody
 	// named, until released).
 	HoldAnnotation = "cairn.dev/hold"
+	// TenantAnnotation on a ModuleInstance CR names the tenant whose paths hold its
+	// declaration (none: the platform team's), written with the instance's input;
+	// the dashboard's filters read it.
+	TenantAnnotation = "cairn.dev/tenant"
 	// ReconcileRequestAnnotation, set to a new value (`cairn reconcile`, a time),
 	// makes the next sync re-apply every object of the instance and check its health,
 	// as Flux's reconcile.fluxcd.io/requestedAt does; status.lastHandledReconcileAt

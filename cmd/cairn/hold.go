@@ -17,12 +17,10 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/lease"
+	"cairn.dev/cairn/reconciler/requests"
 	"cairn.dev/cairn/reconciler/status"
 )
 
-// holdFieldManager owns the hold annotation, apart from the manager that mirrors
-// the CR from Git, so that a sync never removes it.
-const holdFieldManager = "cairn-hold"
 
 // holdFlags are the flags of cairn hold and cairn release.
 type holdFlags struct {
@@ -175,7 +173,7 @@ func hold(cmd *cobra.Command, kube *kubeFlags, f *holdFlags, ref string, on bool
 	if err != nil {
 		return err
 	}
-	if err := annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, string(b), holdFieldManager); err != nil {
+	if err := requests.Annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, string(b), requests.HoldManager); err != nil {
 		return err
 	}
 	var req *cairnv1.HoldRequest // the hold to wait for; nil: the release
@@ -253,7 +251,7 @@ func recordHoldNow(ctx context.Context, c client.Client, ns, name string, req *c
 		return err
 	}
 	if req == nil { // the release is recorded: its request goes
-		return annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, "", holdFieldManager)
+		return requests.Annotate(ctx, c, ns, name, cairnv1.HoldAnnotation, "", requests.HoldManager)
 	}
 	return nil
 }

@@ -1,25 +1,18 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/requests"
 )
-
-// suspendFieldManager owns the suspend annotation, apart from the manager that
-// mirrors the CR from Git, so that a sync never removes it.
-const suspendFieldManager = "cairn-suspend"
 
 func newSuspendCommand(kube *kubeFlags) *cobra.Command {
 	return &cobra.Command{
@@ -68,7 +61,7 @@ Platform's status.lastHandledReconcileAt (cairn status shows it).`,
 				return err
 			}
 			now := time.Now().UTC().Format(time.RFC3339Nano)
-			if err := annotate(cmd.Context(), c, ns, name, cairnv1.ReconcileRequestAnnotation, now, reconcileFieldManager); err != nil {
+			if err := requests.Annotate(cmd.Context(), c, ns, name, cairnv1.ReconcileRequestAnnotation, now, requests.ReconcileManager); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: reconcile requested at %s\n", ns, name, now)
@@ -90,9 +83,6 @@ func reconcileSource(cmd *cobra.Command, kube *kubeFlags) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "source: reconcile requested at %s (the controller syncs the branch head at once)\n", at)
 	return nil
 }
-
-// reconcileFieldManager owns the reconcile request annotation.
-const reconcileFieldManager = loop.RequestFieldManager
 
 // instanceClient parses NAMESPACE/NAME and connects to the cluster.
 func instanceClient(kube *kubeFlags, ref string) (client.Client, string, string, error) {
@@ -123,34 +113,13 @@ func setSuspend(cmd *cobra.Command, kube *kubeFlags, ref string, suspend bool) e
 	if suspend {
 		value = "true"
 	}
-	if err := annotate(cmd.Context(), c, ns, name, cairnv1.SuspendAnnotation, value, suspendFieldManager); err != nil {
+	if err := requests.Annotate(cmd.Context(), c, ns, name, cairnv1.SuspendAnnotation, value, requests.SuspendManager); err != nil {
 		return err
 	}
 	if suspend {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s suspended: the next sync leaves its objects as they are; `cairn resume %s/%s` undoes it\n", ns, name, ns, name)
 	} else {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s resumed: the next sync applies what Git says\n", ns, name)
-	}
-	return nil
-}
-
-// annotate sets the annotation key to value ("" removes it) on the ModuleInstance
-// ns/name, as manager.
-func annotate(ctx context.Context, c client.Client, ns, name, key, value, manager string) error {
-	mi := &cairnv1.ModuleInstance{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("no ModuleInstance %s/%s in the cluster (an instance is created by its first sync)", ns, name)
-		}
-		return fmt.Errorf("failed to read ModuleInstance %s/%s: %w", ns, name, err)
-	}
-	v := any(nil)
-	if value != "" {
-		v = value
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
-	if err := c.Patch(ctx, mi, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(manager)); err != nil {
-		return fmt.Errorf("failed to annotate ModuleInstance %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"reconciler/lease":       1,
 	"reconciler/outcome":     1,
 	"reconciler/shard":       1,
+	"reconciler/requests":    1,
 	"reconciler/contracts":   1,
 	"render":                 2,
 	"reconciler/apply":       2,

@@ -14,11 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/requests"
 )
 
 // RequestFieldManager owns the reconcile request annotation on the Platform, apart
 // from the manager that mirrors it from Git, so that a sync never removes it.
-const RequestFieldManager = "cairn-reconcile"
+const RequestFieldManager = requests.ReconcileManager
 
 // RequestSourceReconcile asks the controller's leader to fetch and sync the branch
 // head at once (`cairn reconcile source`, or a push webhook that reached a replica

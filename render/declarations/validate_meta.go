@@ -34,6 +34,10 @@ func controlAnnotations(m map[string]string) []problem {
 				"not allowed in Git: it is a request made in the cluster (cairn hold, cairn suspend, cairn reconcile); in Git, use spec.suspend"})
 		}
 	}
+	if _, ok := m[cairnv1.TenantAnnotation]; ok {
+		ps = append(ps, problem{ReasonInvalidDeclaration, "metadata.annotations." + cairnv1.TenantAnnotation,
+			"not allowed in Git: cairn writes it from the tenant whose paths hold the declaration"})
+	}
 	return ps
 }
 
