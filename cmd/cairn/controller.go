@@ -46,6 +46,7 @@ type controllerFlags struct {
 	concurrent    int
 	render        renderFlags
 	renderer      rendertask.JobOptions
+	dashboard     dashboardFlags
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -73,6 +74,9 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.renderer.CPU, "renderer-cpu", "", "render Jobs' CPU request and limit (empty: none; memory is the render's budget, limits.renderMemory)")
 	fl.StringVar(&f.renderer.CAConfigMap, "renderer-ca-configmap", "", "a ConfigMap of cairn's namespace whose ca.crt render Jobs trust for every registry (beside each Registry's CA)")
 	fl.DurationVar(&f.renderer.FailedJobTTL, "renderer-failed-job-ttl", rendertask.DefaultFailedJobTTL, "how long a failed render Job and its config Secret stay")
+	fl.StringVar(&f.dashboard.addr, "dashboard-bind-address", "0", "where the dashboard is served, on every replica (users log in with a bearer token; cairn install serves it on :8090; 0 disables it)")
+	fl.BoolVar(&f.dashboard.anonymousRead, "dashboard-anonymous-read", false, "let requests without a token read the whole dashboard (never act)")
+	f.dashboard.registerCommitURL(cmd)
 }
 
 // leaderNamespace is --leader-election-namespace, else $POD_NAMESPACE, else cairn's.
@@ -207,6 +211,9 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 		return err
 	}
 	if err := watchPlanRequests(mgr, fw, log.WithName("plan-requests")); err != nil {
+		return err
+	}
+	if err := serveControllerDashboard(ctx, mgr, cfg, &cf.dashboard, repo, fw.planDir(), log.WithName("dashboard")); err != nil {
 		return err
 	}
 	signalled := ctx // ended by SIGTERM or an interrupt (see main)

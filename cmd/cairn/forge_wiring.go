@@ -66,10 +66,18 @@ func (w *forgeWiring) planner(e loop.PlanEngine) *loop.Planner {
 	}
 	w.plans = loop.NewPlanner(loop.PlannerOptions{
 		Engine: e, Forge: w.client, Poster: w.queue, Repo: w.ref, CommentLimit: w.limit,
-		Git: loop.NewGitRepo(opts, ""), PlanDir: filepath.Join(w.repo.cacheDir, "plans"),
+		Git: loop.NewGitRepo(opts, ""), PlanDir: w.planDir(),
 		TargetURL: w.flags.targetURL, Log: w.log.WithName("plans"),
 	})
 	return w.plans
+}
+
+// planDir is where the planner keeps its plans ("" without a forge).
+func (w *forgeWiring) planDir() string {
+	if w.client == nil {
+		return ""
+	}
+	return filepath.Join(w.repo.cacheDir, "plans")
 }
 
 func (w *forgeWiring) close() {

@@ -21,7 +21,6 @@ import (
 	"cairn.dev/cairn/reconciler/status"
 )
 
-
 // holdFlags are the flags of cairn hold and cairn release.
 type holdFlags struct {
 	to          string

@@ -48,9 +48,11 @@ func TestInstallControllerDryRun(t *testing.T) {
 	for _, doc := range yamlDocuments(g, r.stdout) {
 		kinds[doc["kind"].(string)]++
 	}
-	g.Expect(kinds).To(Equal(map[string]int{"CustomResourceDefinition": 4, "Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1, "Deployment": 1}))
+	g.Expect(kinds).To(Equal(map[string]int{"CustomResourceDefinition": 4, "Namespace": 1, "ServiceAccount": 1,
+		"ClusterRole":        4, // cairn's, the dashboard's, and the dashboard's view and operate for users
+		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1, "Deployment": 1}))
 	image, args := deploymentArgs(g, r.stdout)
+	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--dashboard-bind-address :8090"))
 	g.Expect(image).To(Equal(digestRef))
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--renderer-image "+digestRef), "render Jobs run the controller's own image")
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--repo https://git.example.com/platform.git --branch prod --path . --interval 30s"))
@@ -62,6 +64,14 @@ func TestInstallControllerDryRun(t *testing.T) {
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
 	g.Expect(r.stdout).To(ContainSubstring("kind: ClusterRole\n"))
 	g.Expect(r.stdout).NotTo(ContainSubstring("- deployments"), "--no-workload-watch leaves the workloads out of the ClusterRole")
+
+	r = execCairn(t, "install", "--controller", "--repo", "https://git.example.com/platform.git", "--no-dashboard",
+		"--dry-run", "-o", "yaml")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stdout).NotTo(ContainSubstring("impersonate\n  - apiGroups:\n  - \"\"\n  resources:\n  - users"))
+	g.Expect(r.stdout).NotTo(ContainSubstring("name: cairn-controller-dashboard"), "--no-dashboard leaves its rights out")
+	_, args = deploymentArgs(g, r.stdout)
+	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--dashboard-bind-address 0"))
 }
 
 // TestInstallControllerRefusals: a tag, no image, a directory for --repo, controller

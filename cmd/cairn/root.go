@@ -61,6 +61,7 @@ func newRootCommand() *cobra.Command {
 		newSyncCommand(kube),
 		newControllerCommand(kube),
 		newStatusCommand(kube),
+		newDashboardCommand(kube),
 		newHistoryCommand(kube),
 		newSuspendCommand(kube),
 		newResumeCommand(kube),

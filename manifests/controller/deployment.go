@@ -75,6 +75,7 @@ func container(o Options) corev1.Container {
 			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
 			{Name: "probes", ContainerPort: ProbePort, Protocol: corev1.ProtocolTCP},
 			{Name: "webhook", ContainerPort: WebhookPort, Protocol: corev1.ProtocolTCP},
+			{Name: "dashboard", ContainerPort: DashboardPort, Protocol: corev1.ProtocolTCP},
 		},
 		LivenessProbe:  probe("/healthz"),
 		ReadinessProbe: probe("/readyz"),
@@ -123,6 +124,11 @@ func Args(o Options) []string {
 		"--render-workers", fmt.Sprint(rs.Workers), "--render-memory", formatBytes(rs.Budget),
 		"--metrics-bind-address", fmt.Sprintf(":%d", MetricsPort), "--health-probe-bind-address", fmt.Sprintf(":%d", ProbePort),
 		"--renderer-image", o.Image} // render Jobs run the controller's own image
+	if o.NoDashboard {
+		args = append(args, "--dashboard-bind-address", "0")
+	} else {
+		args = append(args, "--dashboard-bind-address", fmt.Sprintf(":%d", DashboardPort))
+	}
 	if o.GitUsername != "" {
 		args = append(args, "--git-username", o.GitUsername)
 	}

@@ -61,6 +61,10 @@ func Removable(o Options) []client.Object {
 	if o.AllowApplyAsController {
 		objs = append(objs, clusterRoleBinding(o.Namespace, ApplyAsControllerBinding, "cluster-admin"))
 	}
+	objs = append(objs, dashboardUserRoles()...)
+	if !o.NoDashboard {
+		objs = append(objs, dashboardRole(), clusterRoleBinding(o.Namespace, DashboardRole, DashboardRole))
+	}
 	return append(objs, service(o.Namespace), podDisruptionBudget(o.Namespace), deployment(o))
 }
 
@@ -68,12 +72,14 @@ func serviceAccount(ns string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(ns, Name)}
 }
 
-// service exposes the webhook receiver (served by the leader) and the metrics.
+// service exposes the webhook receiver (served by the leader), the metrics and the
+// dashboard.
 func service(ns string) *corev1.Service {
 	return &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(ns, Name),
 		Spec: corev1.ServiceSpec{Selector: selectorLabels(), Ports: []corev1.ServicePort{
 			{Name: "webhook", Port: 80, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP},
 			{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
+			{Name: "dashboard", Port: DashboardPort, TargetPort: intstr.FromString("dashboard"), Protocol: corev1.ProtocolTCP},
 		}}}
 }
 

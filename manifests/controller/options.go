@@ -20,6 +20,8 @@ const (
 	MetricsPort = 8080
 	ProbePort   = 8081
 	WebhookPort = 9292
+	// DashboardPort serves the dashboard (docs/dashboard.md).
+	DashboardPort = 8090
 )
 
 // Options are the settings of the controller's manifests.
@@ -52,6 +54,9 @@ type Options struct {
 	// out of the ClusterRole: the health waits then poll each object as the instance's
 	// ServiceAccount (docs/controller.md, Permissions).
 	NoWorkloadWatch bool
+	// NoDashboard serves no dashboard, and leaves out the rights it needs
+	// (TokenReviews, SubjectAccessReviews, impersonating users and groups).
+	NoDashboard bool
 }
 
 // Credentials are the contents of the controller's credential files. Each one given

@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"slices"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ApplyAsControllerBinding names the ClusterRoleBinding of Options.AllowApplyAsController.
@@ -85,4 +88,44 @@ func serviceAccountSubject(ns string) []rbacv1.Subject {
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+// The ClusterRoles of the dashboard (docs/dashboard.md).
+const (
+	// DashboardRole is the controller's, bound to its ServiceAccount while the
+	// dashboard is served: it checks users' tokens (TokenReview), asks what they may
+	// (SubjectAccessReview), and makes their requests as them (impersonation of users,
+	// their groups, uids and extra), so that the API server authorises and audits each
+	// as the user's own. Impersonating groups is a wide right: a controller that must
+	// not hold it is installed with --no-dashboard.
+	DashboardRole = "cairn-controller-dashboard"
+	// DashboardViewRole and DashboardOperateRole are for users, bound by the cluster's
+	// admins (a RoleBinding in a namespace shows that namespace's instances): view
+	// reads the instances and the Platform; operate adds patch on ModuleInstances, the
+	// verb of every request (reconcile, suspend, resume, hold, release, rollback).
+	DashboardViewRole    = "cairn-dashboard-view"
+	DashboardOperateRole = "cairn-dashboard-operate"
+)
+
+func dashboardRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta("", DashboardRole),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids", "userextras/*"}, Verbs: []string{"impersonate"}},
+		}}
+}
+
+func dashboardUserRoles() []client.Object {
+	read := []string{"get", "list", "watch"}
+	view := []rbacv1.PolicyRule{
+		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances", "platforms", "registries"}, Verbs: read},
+	}
+	operate := append(slices.Clone(view),
+		rbacv1.PolicyRule{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances"}, Verbs: []string{"patch"}})
+	role := func(name string, rules []rbacv1.PolicyRule) client.Object {
+		return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta("", name), Rules: rules}
+	}
+	return []client.Object{role(DashboardViewRole, view), role(DashboardOperateRole, operate)}
 }
