@@ -237,8 +237,10 @@ type Actor interface {
 	As(id *Identity) (client.Client, error)
 }
 
-// Impersonator makes requests as the user (impersonation), so the API server's
-// own authorization and audit apply to them.
+// Impersonator makes requests as the user (impersonation: the user's name, uid and
+// groups), so the API server's own authorization and audit apply to them. The
+// user's extra attributes are left out: RBAC cannot grant the impersonation of
+// extras by a wildcard, and RBAC decides by user and groups.
 type Impersonator struct {
 	Config  *rest.Config
 	Options client.Options
@@ -249,8 +251,8 @@ func (i *Impersonator) As(id *Identity) (client.Client, error) {
 		return nil, errors.New("an anonymous request makes no change")
 	}
 	cfg := rest.CopyConfig(i.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User, UID: id.UID, Groups: id.Groups, Extra: id.Extra}
-	return client.New(cfg, i.Options)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User, UID: id.UID, Groups: id.Groups}
+	return client.New(cfg, i.Options) // Options.Mapper shared: no discovery per request
 }
 
 // Self makes requests as the client's own identity (the local dashboard).
@@ -372,7 +374,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, id *Identity) {
+	if err := s.checkCSRF(r, id); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	s.clearSession(w, r)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

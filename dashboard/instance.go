@@ -25,20 +25,31 @@ const maxLiveObjects = 300
 
 // instanceView is the instance page.
 type instanceView struct {
-	Row        row
-	Spec       string // the module, as declared
-	Conditions []metav1.Condition
-	Held       *cairnv1.HeldRender
-	HeldText   string
-	History    []historyRow
-	Inventory  []inventoryGroup
-	Unread     int
-	Events     []corev1.Event
-	Published  *cairnv1.PublishedArtifact
-	Source     string
-	CanAct     bool
-	Actions    []string
-	Done       string
+	Row         row
+	Spec        string // the module, as declared
+	Conditions  []metav1.Condition
+	Held        *cairnv1.HeldRender
+	HeldText    string
+	History     []historyRow
+	Inventory   []inventoryGroup
+	Unread      int
+	Events      []corev1.Event
+	Published   *cairnv1.PublishedArtifact
+	Source      string
+	Annotations []keyValue
+	CanAct      bool
+	Actions     []string
+	Done        string
+}
+
+type keyValue struct{ Key, Value string }
+
+// hiddenAnnotations are not shown: cairn's bookkeeping, and kubectl's copy of the
+// whole object.
+var hiddenAnnotations = map[string]bool{
+	"kubectl.kubernetes.io/last-applied-configuration": true,
+	"cairn.dev/spec-digest":                            true, "cairn.dev/input-digest": true, "cairn.dev/input-revision": true, "cairn.dev/input-refresh": true,
+	"cairn.dev/origin": true,
 }
 
 type historyRow struct {
@@ -81,6 +92,12 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 	if v.Held != nil {
 		v.HeldText = cairnstatus.HeldMessage(v.Held)
 	}
+	for k, val := range mi.Annotations {
+		if !hiddenAnnotations[k] {
+			v.Annotations = append(v.Annotations, keyValue{k, val})
+		}
+	}
+	sort.Slice(v.Annotations, func(i, j int) bool { return v.Annotations[i].Key < v.Annotations[j].Key })
 	for _, h := range mi.Status.History {
 		hr := historyRow{Revision: h.Revision, RevisionURL: s.commitURL(h.Revision), Digest: h.RenderDigest,
 			Result: h.Result, Reason: h.Reason, Time: h.Time, Objects: h.Objects}
@@ -89,8 +106,17 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 		}
 		v.History = append(v.History, hr)
 	}
-	v.Inventory, v.Unread = s.inventoryOf(ctx, mi)
-	v.Events = s.eventsOf(ctx, mi)
+	// The objects' health and the Events are read as the user: a page shows nothing
+	// of the cluster its reader may not read (anonymous readers: with the server's
+	// own rights, which read no tenant's objects).
+	asUser := client.Reader(s.opts.Live)
+	if !id.Anonymous && s.opts.Act != nil {
+		if c, err := s.opts.Act.As(id); err == nil {
+			asUser = c
+		}
+	}
+	v.Inventory, v.Unread = s.inventoryOf(ctx, mi, asUser)
+	v.Events = eventsOf(ctx, asUser, mi)
 	if !id.Anonymous {
 		v.CanAct, _ = s.opts.Authz.Allowed(ctx, id, Access{Verb: "patch", Resource: "moduleinstances", Namespace: namespace})
 	}
@@ -100,7 +126,7 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 
 // inventoryOf groups mi's objects by namespace and kind, with the health of the
 // first maxLiveObjects read live (kstatus, as a sync's health wait reads it).
-func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance) ([]inventoryGroup, int) {
+func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance, asUser client.Reader) ([]inventoryGroup, int) {
 	if mi.Status.Inventory == nil || s.opts.Live == nil {
 		return nil, 0
 	}
@@ -118,7 +144,7 @@ func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance) ([
 		}
 		o := inventoryObject{Name: m.Name, Health: "Unknown"}
 		if i < maxLiveObjects {
-			o.Health, o.Message = s.healthOf(ctx, m, e.Version)
+			o.Health, o.Message = healthOf(ctx, asUser, m, e.Version)
 		} else {
 			unread++
 		}
@@ -145,17 +171,20 @@ func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance) ([
 	return out, unread
 }
 
-// healthOf reads one object and computes its kstatus.
-func (s *Server) healthOf(ctx context.Context, m object.ObjMetadata, version string) (string, string) {
+// healthOf reads one object with c and computes its kstatus.
+func healthOf(ctx context.Context, c client.Reader, m object.ObjMetadata, version string) (string, string) {
 	u := &unstructured.Unstructured{}
 	gv, err := schema.ParseGroupVersion(version)
 	if err != nil {
 		return "Unknown", ""
 	}
 	u.SetGroupVersionKind(gv.WithKind(m.GroupKind.Kind))
-	if err := s.opts.Live.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, u); err != nil {
-		if apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, u); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
 			return "NotFound", "not in the cluster"
+		case apierrors.IsForbidden(err):
+			return "Unknown", "you may not read it"
 		}
 		return "Unknown", "could not be read"
 	}
@@ -166,13 +195,13 @@ func (s *Server) healthOf(ctx context.Context, m object.ObjMetadata, version str
 	return string(res.Status), res.Message
 }
 
-// eventsOf lists the Events of mi, newest first (at most 30).
-func (s *Server) eventsOf(ctx context.Context, mi *cairnv1.ModuleInstance) []corev1.Event {
-	if s.opts.Live == nil {
+// eventsOf lists the Events of mi with c, newest first (at most 30).
+func eventsOf(ctx context.Context, c client.Reader, mi *cairnv1.ModuleInstance) []corev1.Event {
+	if c == nil {
 		return nil
 	}
 	var list corev1.EventList
-	if err := s.opts.Live.List(ctx, &list, client.InNamespace(mi.Namespace), client.MatchingFields{
+	if err := c.List(ctx, &list, client.InNamespace(mi.Namespace), client.MatchingFields{
 		"involvedObject.name": mi.Name, "involvedObject.kind": cairnv1.ModuleInstanceKind}); err != nil {
 		return nil
 	}

@@ -75,7 +75,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", cacheForever(http.FileServerFS(static))))
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
-	s.mux.HandleFunc("POST /logout", s.logout)
+	s.mux.HandleFunc("POST /logout", s.authed(s.logout))
 	s.mux.HandleFunc("GET /{$}", s.authed(s.fleet))
 	s.mux.HandleFunc("GET /instances/{namespace}/{name}", s.authed(s.instance))
 	s.mux.HandleFunc("POST /instances/{namespace}/{name}/{action}", s.authed(s.action))

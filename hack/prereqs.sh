@@ -9,6 +9,7 @@
 #   flock, useradd   (util-linux, passwd)
 #   unshare, setpriv, mount, chroot  (util-linux, mount, coreutils): the e2e test
 #                    that runs cairn's image as its Deployment does, without a runtime
+#   chromium         (chromium)         the headless browser the dashboard's e2e tests drive
 #
 # Go itself (1.26, /usr/local/go/bin or on PATH) cannot come from Debian: when it
 # is missing the script stops with that message. Installing needs root (or
@@ -48,6 +49,7 @@ needs=(
   "mount mount"
   "chroot coreutils"
   "useradd passwd"
+  "chromium chromium"
 )
 missing=()
 for n in "${needs[@]}"; do

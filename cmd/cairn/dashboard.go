@@ -94,7 +94,7 @@ func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *res
 		Reader: mgr.GetClient(), Live: live, Namespace: repo.namespace, PlanDir: planDir, Log: log,
 		Auth:      &dashboard.TokenReviewer{Client: live, AnonymousRead: f.anonymousRead},
 		Authz:     &dashboard.SubjectAccessReviewer{Client: live},
-		Act:       &dashboard.Impersonator{Config: cfg, Options: client.Options{Scheme: reconciler.Scheme}},
+		Act:       &dashboard.Impersonator{Config: cfg, Options: client.Options{Scheme: reconciler.Scheme, Mapper: mgr.GetRESTMapper()}},
 		CommitURL: commitURLs(f.commitURL, repoURL),
 	})
 	if err != nil {

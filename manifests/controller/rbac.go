@@ -95,13 +95,15 @@ const (
 	// DashboardRole is the controller's, bound to its ServiceAccount while the
 	// dashboard is served: it checks users' tokens (TokenReview), asks what they may
 	// (SubjectAccessReview), and makes their requests as them (impersonation of users,
-	// their groups, uids and extra), so that the API server authorises and audits each
+	// their groups and uids), so that the API server authorises and audits each
 	// as the user's own. Impersonating groups is a wide right: a controller that must
 	// not hold it is installed with --no-dashboard.
 	DashboardRole = "cairn-controller-dashboard"
 	// DashboardViewRole and DashboardOperateRole are for users, bound by the cluster's
 	// admins (a RoleBinding in a namespace shows that namespace's instances): view
-	// reads the instances and the Platform; operate adds patch on ModuleInstances, the
+	// reads the instances, the Platform and the Events (an instance's objects are
+	// read as the user too, so their health shows where other roles let the user
+	// read them); operate adds patch on ModuleInstances, the
 	// verb of every request (reconcile, suspend, resume, hold, release, rollback).
 	DashboardViewRole    = "cairn-dashboard-view"
 	DashboardOperateRole = "cairn-dashboard-operate"
@@ -113,7 +115,7 @@ func dashboardRole() *rbacv1.ClusterRole {
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids", "userextras/*"}, Verbs: []string{"impersonate"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids"}, Verbs: []string{"impersonate"}},
 		}}
 }
 
@@ -121,6 +123,7 @@ func dashboardUserRoles() []client.Object {
 	read := []string{"get", "list", "watch"}
 	view := []rbacv1.PolicyRule{
 		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances", "platforms", "registries"}, Verbs: read},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: read},
 	}
 	operate := append(slices.Clone(view),
 		rbacv1.PolicyRule{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances"}, Verbs: []string{"patch"}})

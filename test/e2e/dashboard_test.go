@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/dashboard"
+	"cairn.dev/cairn/manifests/controller"
+)
+
+// TestDashboard drives headless Chromium against the dashboard of `cairn
+// controller`, run with the installed ServiceAccount's token (so the dashboard's
+// ClusterRole is what lets it review tokens and access and impersonate users):
+// an operator of one namespace logs in with a ServiceAccount token and sees its
+// instances, not another namespace's; a commit shows up on the open page without a
+// reload; an annotation holding a script is shown as text and never runs; the
+// operator's suspend is made as the operator and recorded as an Event naming them;
+// a viewer gets no buttons and its forged request is refused; a user of another
+// namespace sees only that one. Screenshots of each page go to the test results.
+func TestDashboard(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	other := e.ns + "-b"
+	e.grantNamespace(e.ns, "*")
+	e.grantNamespace(other, "*")
+	sa := "  serviceAccountName: deployer\n"
+	web := inst{name: "web", ns: e.ns, configs: configs("a"), extra: sa}
+	api := inst{name: "api", ns: e.ns, configs: configs("a"), extra: sa}
+	hidden := inst{name: "hidden", ns: other, configs: configs("a"), extra: sa}
+	files := appRepo("", web, api, hidden)
+	const note = `<script>window.cairnOwned = 1</script><b>bold</b>`
+	files["instances/web.yaml"] = strings.Replace(web.yaml(), "metadata:\n",
+		fmt.Sprintf("metadata:\n  annotations:\n    note: %q\n", note), 1)
+	repo := newGitRepo(t, files)
+	e.installController(bin, repo)
+	kubeconfig, _ := e.controllerIdentity()
+	addr := freeLoopbackAddr(t)
+	ctrl := startCairnProcessWithEnv(t, bin, []string{"POD_NAME=cairn-0"},
+		append(e.controllerArgsAs(t, repo, kubeconfig, freeLoopbackAddr(t), "0"), "--dashboard-bind-address", addr)...)
+	base := "http://" + addr
+	ready := func(ns, name string) func() bool {
+		return func() bool { mi := e.instance(ns, name); return mi != nil && stateOf(mi).ready }
+	}
+	for _, i := range []inst{web, api, hidden} {
+		e.g.Eventually(ready(i.ns, i.name), 2*time.Minute, 200*time.Millisecond).Should(BeTrue(), ctrl.String)
+	}
+	operator := e.userToken("operator", e.ns, controller.DashboardOperateRole, "view") // Kubernetes' own view: the objects' health
+	viewer := e.userToken("viewer", e.ns, controller.DashboardViewRole)
+	outsider := e.userToken("outsider", other, controller.DashboardViewRole)
+
+	// The operator: the fleet of its namespace.
+	b := newBrowser(t)
+	run(t, b, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	screenshot(t, b, "dashboard-login")
+	login(t, b, base, operator)
+	fleet := text(t, b, "table.fleet")
+	e.g.Expect(fleet).To(ContainSubstring(e.ns + "/web"))
+	e.g.Expect(fleet).To(ContainSubstring(e.ns + "/api"))
+	e.g.Expect(fleet).NotTo(ContainSubstring("hidden"), "another namespace's instance")
+	screenshot(t, b, "dashboard-fleet")
+
+	// A commit shows up on the open page, with no reload.
+	eval[string](t, b, `window.cairnMark = "still this page"`)
+	api.configs = configs("a", "b")
+	began := time.Now()
+	sha := repo.commit("api: a and b", map[string]string{"instances/api.yaml": api.yaml()})
+	cell := fmt.Sprintf(`document.querySelector('tr[data-instance="%s/api"] td:nth-child(4)').textContent`, e.ns)
+	e.g.Eventually(func() string {
+		got, _ := chromedp.Run(b, chromedp.Evaluate[string](cell))
+		return strings.TrimSpace(got)
+	}, time.Minute, 50*time.Millisecond).Should(Equal(sha[:12]), ctrl.String)
+	shown := time.Since(began)
+	e.g.Expect(eval[string](t, b, `window.cairnMark`)).To(Equal("still this page"), "updated in place, not reloaded")
+	mi := e.instance(e.ns, "api")
+	applied := mi.Status.History[0].Time.Time
+	t.Logf("a commit on the open fleet page %s after the push (the controller polls every 1s); shown %s after its apply was recorded",
+		shown.Round(time.Millisecond), time.Since(applied).Round(time.Millisecond))
+
+	// The instance page: the annotation is text, and never runs.
+	run(t, b, chromedp.Navigate(base+"/instances/"+e.ns+"/web"), chromedp.WaitVisible(chromedp.CSS("table.history")))
+	e.g.Expect(text(t, b, "table.annotations")).To(ContainSubstring(note), "shown as text")
+	e.g.Expect(eval[string](t, b, `typeof window.cairnOwned`)).To(Equal("undefined"), "the script never ran")
+	objects := text(t, b, "details.inventory")
+	e.g.Expect(objects).To(ContainSubstring("web Current"), "the Deployment's health, read as the operator")
+	e.g.Expect(objects).To(ContainSubstring("web-a Current"))
+	e.g.Expect(text(t, b, "table.events")).NotTo(ContainSubstring("No event."), "the instance's Events, read as the operator")
+	screenshot(t, b, "dashboard-instance")
+
+	// The operator suspends web: made as the operator, recorded naming them.
+	run(t, b, chromedp.Click(chromedp.CSS(`button[value="suspend"]`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	e.g.Eventually(func() string { return e.instance(e.ns, "web").Annotations[cairnv1.SuspendAnnotation] }, 10*time.Second).Should(Equal("true"))
+	user := "system:serviceaccount:" + e.ns + ":operator"
+	e.g.Expect(e.eventsOf(e.ns, "web")).To(ContainElement(And(HaveField("Reason", dashboard.EventReason),
+		HaveField("Message", user+" asked a suspension from the dashboard"))))
+	e.g.Expect(suspendWriter(e.instance(e.ns, "web"))).To(Equal("cairn-suspend"), "written with the request's own field manager")
+	e.g.Eventually(func() bool { return stateOf(e.instance(e.ns, "web")).suspended }, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), ctrl.String)
+	run(t, b, chromedp.WaitVisible(chromedp.CSS(`button[value="resume"]`)), chromedp.Click(chromedp.CSS(`button[value="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	e.g.Eventually(func() bool { _, ok := e.instance(e.ns, "web").Annotations[cairnv1.SuspendAnnotation]; return ok }, 10*time.Second).Should(BeFalse())
+
+	// A viewer: no buttons, and a request forged with its own CSRF token is refused.
+	v := newBrowser(t)
+	login(t, v, base, viewer)
+	run(t, v, chromedp.Navigate(base+"/instances/"+e.ns+"/web"), chromedp.WaitVisible(chromedp.CSS("table.history")))
+	e.g.Expect(eval[int](t, v, `document.querySelectorAll('section.actions button').length`)).To(BeZero())
+	e.g.Expect(text(t, v, "details.inventory")).To(ContainSubstring("you may not read it"), "the viewer may not read the objects themselves")
+	code := eval[int](t, v, fmt.Sprintf(`fetch("/instances/%s/web/suspend", {method: "POST", credentials: "same-origin",
+		body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value})}).then(r => r.status)`, e.ns))
+	e.g.Expect(code).To(Equal(403))
+	e.g.Consistently(func() bool { _, ok := e.instance(e.ns, "web").Annotations[cairnv1.SuspendAnnotation]; return ok }, time.Second).Should(BeFalse())
+
+	// A user of the other namespace sees only that one.
+	o := newBrowser(t)
+	login(t, o, base, outsider)
+	fleet = text(t, o, "table.fleet")
+	e.g.Expect(fleet).To(ContainSubstring(other + "/hidden"))
+	e.g.Expect(fleet).NotTo(ContainSubstring(e.ns + "/web"))
+	run(t, o, chromedp.Navigate(base+"/instances/"+e.ns+"/web"))
+	e.g.Expect(text(t, o, "main")).To(ContainSubstring("no ModuleInstance " + e.ns + "/web that you may see"))
+	e.g.Expect(ctrl.String()).NotTo(ContainSubstring(operator), "no token in the controller's log")
+}
+
+type miState struct{ ready, suspended bool }
+
+func stateOf(mi *cairnv1.ModuleInstance) miState {
+	var s miState
+	for _, c := range mi.Status.Conditions {
+		if c.Type == "Ready" {
+			s.ready = c.Status == "True"
+			s.suspended = c.Reason == cairnv1.ReasonSuspended
+		}
+	}
+	return s
+}
+
+func suspendWriter(mi *cairnv1.ModuleInstance) string {
+	for _, f := range mi.ManagedFields {
+		if f.FieldsV1 != nil && strings.Contains(string(f.FieldsV1.Raw), cairnv1.SuspendAnnotation) {
+			return f.Manager
+		}
+	}
+	return ""
+}
+
+func (e *env) eventsOf(ns, name string) []corev1.Event {
+	var list corev1.EventList
+	e.g.Expect(e.c.List(e.ctx, &list, client.InNamespace(ns))).To(Succeed())
+	var out []corev1.Event
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
