@@ -297,3 +297,22 @@ func reviewFuncs(answers map[string]struct {
 		return c.Create(ctx, obj, opts...)
 	}}
 }
+
+// TestGraphShowsOnlyVisibleDependents: an instance's page draws what it depends on
+// and what depends on it, leaving out a dependent in a namespace the user may not
+// see.
+func TestGraphShowsOnlyVisibleDependents(t *testing.T) {
+	g := NewWithT(t)
+	web := instance("team-a", "web", "True", "ok")
+	api := instance("team-a", "api", "True", "ok")
+	api.Spec.DependsOn = []cairnv1.InstanceReference{{Name: "web"}}
+	spy := instance("team-b", "spy", "True", "ok")
+	spy.Spec.DependsOn = []cairnv1.InstanceReference{{Name: "web", Namespace: "team-a"}}
+	f := newFixture(t, false, web, api, spy)
+	_, body := f.get(t, "/instances/team-a/web", "alice-token")
+	g.Expect(body).To(ContainSubstring(`<svg xmlns="http://www.w3.org/2000/svg" class="graph"`))
+	g.Expect(body).To(ContainSubstring(`<a href="/instances/team-a/api">`))
+	g.Expect(body).NotTo(ContainSubstring("spy"), "a dependent alice may not see")
+	_, body = f.get(t, "/instances/team-a/web", "admin-token")
+	g.Expect(body).To(ContainSubstring(`<a href="/instances/team-b/spy">`))
+}

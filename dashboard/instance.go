@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"html/template"
 	"sort"
 	"strings"
 
@@ -37,6 +38,7 @@ type instanceView struct {
 	Published   *cairnv1.PublishedArtifact
 	Source      string
 	Annotations []keyValue
+	Graph       template.HTML
 	CanAct      bool
 	Actions     []string
 	Done        string
@@ -121,6 +123,7 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 		v.CanAct, _ = s.opts.Authz.Allowed(ctx, id, Access{Verb: "patch", Resource: "moduleinstances", Namespace: namespace})
 	}
 	v.Actions = actionsFor(mi)
+	v.Graph = s.graphOf(ctx, id, mi)
 	return v, true, nil
 }
 

@@ -119,3 +119,31 @@ func TestMarkdownIsBounded(t *testing.T) {
 	// Even the affected part too large: a note only.
 	g.Expect(Markdown(big, 3)).To(Equal("_The graph of 35 instances (4 around this change) is too large to draw here (at most 3): run `cairn graph`._\n"))
 }
+
+// TestSVG: each instance after what it comes after, an arrow per edge (a
+// contract's dashed and labelled), links, states, and every text escaped.
+func TestSVG(t *testing.T) {
+	g := Graph{
+		Nodes: []Node{{Key: "apps/web", State: StateFailed}, {Key: "infra/cert-manager"}, {Key: `apps/<script>`}},
+		Edges: []Edge{
+			{From: "apps/web", To: "infra/cert-manager", Kind: Contract, Label: "Certificate.cert-manager.io"},
+			{From: `apps/<script>`, To: "apps/web", Kind: DependsOn},
+		},
+	}
+	svg := g.SVG("apps/web", func(k string) string { return "/instances/" + k })
+	for _, want := range []string{
+		`<a href="/instances/apps/web">`, `stroke="#b3261e"`, `stroke-dasharray="5,4"`, `>Certificate.cert-manager.io</text>`,
+		`apps/&lt;script&gt;`, `font-weight="700" fill="#1d2430">apps/web</text>`,
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the drawing lacks %s:\n%s", want, svg)
+		}
+	}
+	if strings.Contains(svg, "<script>") || strings.Contains(svg, "style=") {
+		t.Errorf("unescaped text or an inline style:\n%s", svg)
+	}
+	// cert-manager (column 0) before web (1) before <script> (2).
+	if !strings.Contains(svg, `x="16" y="16" width="240"`) || !strings.Contains(svg, `x="366"`) || !strings.Contains(svg, `x="716"`) {
+		t.Errorf("not three columns:\n%s", svg)
+	}
+}

@@ -33,7 +33,7 @@ func TestDashboard(t *testing.T) {
 	e.grantNamespace(other, "*")
 	sa := "  serviceAccountName: deployer\n"
 	web := inst{name: "web", ns: e.ns, configs: configs("a"), extra: sa}
-	api := inst{name: "api", ns: e.ns, configs: configs("a"), extra: sa}
+	api := inst{name: "api", ns: e.ns, configs: configs("a"), extra: sa, dependsOn: []string{"web"}}
 	hidden := inst{name: "hidden", ns: other, configs: configs("a"), extra: sa}
 	files := appRepo("", web, api, hidden)
 	const note = `<script>window.cairnOwned = 1</script><b>bold</b>`
@@ -91,6 +91,8 @@ func TestDashboard(t *testing.T) {
 	objects := text(t, b, "details.inventory")
 	e.g.Expect(objects).To(ContainSubstring("web Current"), "the Deployment's health, read as the operator")
 	e.g.Expect(objects).To(ContainSubstring("web-a Current"))
+	e.g.Expect(eval[int](t, b, fmt.Sprintf(`document.querySelectorAll('svg.graph a[href="/instances/%s/api"]').length`, e.ns))).
+		To(Equal(1), "its graph: api comes after it")
 	e.g.Expect(text(t, b, "table.events")).NotTo(ContainSubstring("No event."), "the instance's Events, read as the operator")
 	screenshot(t, b, "dashboard-instance")
 
