@@ -61,7 +61,7 @@ func Removable(o Options) []client.Object {
 	if o.AllowApplyAsController {
 		objs = append(objs, clusterRoleBinding(o.Namespace, ApplyAsControllerBinding, "cluster-admin"))
 	}
-	objs = append(objs, dashboardUserRoles()...)
+	objs = append(objs, DashboardUserRoles()...)
 	if !o.NoDashboard {
 		objs = append(objs, dashboardRole(), clusterRoleBinding(o.Namespace, DashboardRole, DashboardRole))
 	}

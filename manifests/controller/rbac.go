@@ -119,7 +119,8 @@ func dashboardRole() *rbacv1.ClusterRole {
 		}}
 }
 
-func dashboardUserRoles() []client.Object {
+// DashboardUserRoles are the ClusterRoles cairn-dashboard-view and cairn-dashboard-operate.
+func DashboardUserRoles() []client.Object {
 	read := []string{"get", "list", "watch"}
 	view := []rbacv1.PolicyRule{
 		{APIGroups: []string{"cairn.dev"}, Resources: []string{"moduleinstances", "platforms", "registries"}, Verbs: read},
