@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 // tokens maps bearer tokens to users; users maps users to the namespaces they may
@@ -315,4 +317,39 @@ func TestGraphShowsOnlyVisibleDependents(t *testing.T) {
 	g.Expect(body).NotTo(ContainSubstring("spy"), "a dependent alice may not see")
 	_, body = f.get(t, "/instances/team-a/web", "admin-token")
 	g.Expect(body).To(ContainSubstring(`<a href="/instances/team-b/spy">`))
+}
+
+// TestPullsShowWhatTheUserMaySee: a tenant sees the plans that touch its
+// namespaces, cut to those; a merged pull request says which instance was applied
+// as planned (its history has the planned render at the merge commit).
+func TestPullsShowWhatTheUserMaySee(t *testing.T) {
+	g := NewWithT(t)
+	web := instance("team-a", "web", "True", "ok")
+	web.Status.History = []cairnv1.HistoryEntry{{Revision: "merge", RenderDigest: "hmac-sha256:planned"}}
+	f := newFixture(t, false, web)
+	store := &plans.Store{Client: f.c, Namespace: "cairn-system"}
+	f.s.opts.Plans = store
+	ctx := context.Background()
+	g.Expect(store.Save(ctx, &plans.Record{Number: 3, HeadSHA: "h3", HeadRef: "scale-web", State: "merged", MergeSHA: "merge",
+		Plan: &reconciler.Plan{Instances: []reconciler.InstancePlan{
+			{Namespace: "team-a", Name: "web", Action: "Update", RenderDigest: "hmac-sha256:planned", Configure: []string{"apps/v1/Deployment/team-a/web"},
+				Diff: "-replicas: 1\n+replicas: <script>2</script>\n"},
+			{Namespace: "team-b", Name: "db", Action: "Update", RenderDigest: "hmac-sha256:x", Diff: "team-b's secret plan"},
+		}}})).To(Succeed())
+	g.Expect(store.Save(ctx, &plans.Record{Number: 4, HeadSHA: "h4", HeadRef: "only-b", State: "open",
+		Plan: &reconciler.Plan{Instances: []reconciler.InstancePlan{{Namespace: "team-b", Name: "db", Action: "Update"}}}})).To(Succeed())
+
+	_, body := f.get(t, "/pulls", "alice-token")
+	g.Expect(body).To(ContainSubstring(`data-pull="3"`))
+	g.Expect(body).NotTo(ContainSubstring(`data-pull="4"`), "a plan of team-b only")
+	g.Expect(body).To(ContainSubstring("1 as planned"))
+	resp, body := f.get(t, "/pulls/3", "alice-token")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("applied as planned"))
+	g.Expect(body).To(ContainSubstring("&#43;replicas: &lt;script&gt;2&lt;/script&gt;"))
+	g.Expect(body).NotTo(ContainSubstring("team-b"))
+	resp, _ = f.get(t, "/pulls/4", "alice-token")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusNotFound))
+	_, body = f.get(t, "/pulls", "admin-token")
+	g.Expect(body).To(ContainSubstring(`data-pull="4"`))
 }

@@ -18,6 +18,8 @@ type page struct {
 	Error    string
 	Fleet    *fleetView
 	Instance *instanceView
+	Pulls    *pullsView
+	Pull     *pullView
 }
 
 type pages struct {
@@ -26,12 +28,37 @@ type pages struct {
 
 var funcs = template.FuncMap{
 	"since": since, "short": short, "eventTime": eventTime, "oneLine": joinLines,
-	"lower": strings.ToLower,
+	"lower": strings.ToLower, "diffLines": diffLines,
+}
+
+// diffLine is one line of a unified diff and how it is drawn.
+type diffLine struct{ Class, Text string }
+
+// diffLines splits a unified diff for drawing: added, removed, hunk and context
+// lines (the text stays text: the template escapes it).
+func diffLines(diff string) []diffLine {
+	lines := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+	out := make([]diffLine, 0, len(lines))
+	for _, l := range lines {
+		c := "ctx"
+		switch {
+		case strings.HasPrefix(l, "+++") || strings.HasPrefix(l, "---"):
+			c = "file"
+		case strings.HasPrefix(l, "+"):
+			c = "add"
+		case strings.HasPrefix(l, "-"):
+			c = "del"
+		case strings.HasPrefix(l, "@@"):
+			c = "hunk"
+		}
+		out = append(out, diffLine{c, l})
+	}
+	return out
 }
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"fleet", "instance", "login", "error"} {
+	for _, name := range []string{"fleet", "instance", "pulls", "pull", "login", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 //go:embed templates/*.html
@@ -39,10 +41,9 @@ type Options struct {
 	// CommitURL links a revision to its commit on the forge ("" when unknown);
 	// nil: no links.
 	CommitURL func(sha string) string
-	// PlanDir is where the pull-request planner keeps its plans as JSON (""
-	// when none is kept here).
-	PlanDir string
-	Log     logr.Logger
+	// Plans are the pull requests' plans (nil: none kept).
+	Plans *plans.Store
+	Log   logr.Logger
 }
 
 // Server serves the dashboard.
@@ -79,6 +80,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /{$}", s.authed(s.fleet))
 	s.mux.HandleFunc("GET /instances/{namespace}/{name}", s.authed(s.instance))
 	s.mux.HandleFunc("POST /instances/{namespace}/{name}/{action}", s.authed(s.action))
+	s.mux.HandleFunc("GET /pulls", s.authed(s.pulls))
+	s.mux.HandleFunc("GET /pulls/{number}", s.authed(s.pull))
 	s.mux.HandleFunc("GET /events", s.authed(s.events))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return s, nil

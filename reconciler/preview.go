@@ -53,6 +53,9 @@ type InstancePlan struct {
 	Reason       string `json:"reason,omitempty"`
 	// Diff is the rendered diff from the base revision (PlanChange only).
 	Diff string `json:"diff,omitempty"`
+	// RenderDigest is the digest of the render the plan made: once the change is
+	// synced, the instance's history says whether it was applied as planned.
+	RenderDigest string `json:"renderDigest,omitempty"`
 	// Artifacts are the OCI artifacts the render uses and how each verified.
 	Artifacts []cairnv1.ArtifactStatus `json:"artifacts,omitempty"`
 	// Publish is where the render would be published, when the Platform publishes.
@@ -154,6 +157,9 @@ func (s *RevisionState) previewInstance(ctx context.Context, r *instanceState) I
 
 func (s *RevisionState) previewRendered(ctx context.Context, r *instanceState) InstancePlan {
 	ip := InstancePlan{Namespace: r.mi.Namespace, Name: r.mi.Name, Why: r.why, Artifacts: r.render.artifacts, Warnings: r.warnings}
+	if r.rendered != nil {
+		ip.RenderDigest = r.rendered.Digest
+	}
 	if pub := s.platform.Spec.Render.Publish; pub != nil && r.rendered != nil {
 		ip.Publish = fmt.Sprintf("%s %s/%s/%s:%s", pub.Registry, strings.Trim(pub.Repository, "/"),
 			r.mi.Namespace, r.mi.Name, strings.ReplaceAll(r.rendered.Digest, ":", "-"))

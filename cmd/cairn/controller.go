@@ -184,9 +184,13 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := e.WatchHealth(ctx); err != nil {
 		return err
 	}
-	recent := &loop.Recent{Source: src} // the instance reconciles read the leader's revisions from it
+	recent := &loop.Recent{Source: src}           // the instance reconciles read the leader's revisions from it
+	store, err := planStore(kube, repo.namespace) // uncached: Secrets of cairn's namespace only
+	if err != nil {
+		return err
+	}
 	l := loop.New(loop.Options{Engine: e, Source: recent, Interval: cf.interval, DriftInterval: cf.drift,
-		Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
+		Out: cmd.OutOrStdout(), Log: log, Planner: fw.plannerKeeping(e, store)})
 	if err := watchEdits(mgr, l.Kick, e.KeepInventoryOfDeleted, log); err != nil {
 		return err
 	}
@@ -213,7 +217,7 @@ func runController(ctx context.Context, cmd *cobra.Command, kube *kubeFlags, rep
 	if err := watchPlanRequests(mgr, fw, log.WithName("plan-requests")); err != nil {
 		return err
 	}
-	if err := serveControllerDashboard(ctx, mgr, cfg, &cf.dashboard, repo, fw.planDir(), log.WithName("dashboard")); err != nil {
+	if err := serveControllerDashboard(ctx, mgr, cfg, &cf.dashboard, repo, log.WithName("dashboard")); err != nil {
 		return err
 	}
 	signalled := ctx // ended by SIGTERM or an interrupt (see main)

@@ -19,6 +19,7 @@ import (
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
 	"cairn.dev/cairn/dashboard"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 // dashboardFlags configure the dashboard, served by the controller and by `cairn
@@ -81,7 +82,7 @@ func commitTemplateOf(repoURL string) string {
 // too): users log in with a bearer token, checked by a TokenReview; what they see
 // and do is decided by SubjectAccessReviews; their requests are made as them.
 func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *rest.Config, f *dashboardFlags, repo *repoFlags,
-	planDir string, log logr.Logger) error {
+	log logr.Logger) error {
 	if f.addr == "" || f.addr == "0" {
 		return nil
 	}
@@ -91,7 +92,8 @@ func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *res
 	}
 	repoURL, _ := repo.url()
 	s, err := dashboard.New(dashboard.Options{
-		Reader: mgr.GetClient(), Live: live, Namespace: repo.namespace, PlanDir: planDir, Log: log,
+		Reader: mgr.GetClient(), Live: live, Namespace: repo.namespace, Log: log,
+		Plans:     &plans.Store{Client: live, Namespace: repo.namespace},
 		Auth:      &dashboard.TokenReviewer{Client: live, AnonymousRead: f.anonymousRead},
 		Authz:     &dashboard.SubjectAccessReviewer{Client: live},
 		Act:       &dashboard.Impersonator{Config: cfg, Options: client.Options{Scheme: reconciler.Scheme, Mapper: mgr.GetRESTMapper()}},
@@ -173,6 +175,7 @@ func runLocalDashboard(cmd *cobra.Command, kube *kubeFlags, f *dashboardFlags, n
 	repoURL := platformRepository(ctx, live)
 	s, err := dashboard.New(dashboard.Options{
 		Reader: c, Live: live, Namespace: namespace, Log: log,
+		Plans:     &plans.Store{Client: live, Namespace: namespace},
 		Auth:      &dashboard.LocalSession{Secret: secret, User: dashboard.Identity{User: user}},
 		Authz:     &dashboard.SelfAccessReviewer{Client: live},
 		Act:       dashboard.Self{Client: live},

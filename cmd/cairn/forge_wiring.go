@@ -7,6 +7,7 @@ import (
 
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/plans"
 	"cairn.dev/cairn/reconciler/report"
 )
 
@@ -56,6 +57,11 @@ func (w *forgeWiring) reporter() report.Reporter {
 // planner plans pull requests with e (nil without a forge). The repository's Git
 // options come from the flags; a fork's head is read anonymously (loop.GitRepo.Fork).
 func (w *forgeWiring) planner(e loop.PlanEngine) *loop.Planner {
+	return w.plannerKeeping(e, nil)
+}
+
+// plannerKeeping is planner, keeping the plans in store too (nil: on disk only).
+func (w *forgeWiring) plannerKeeping(e loop.PlanEngine, store *plans.Store) *loop.Planner {
 	if w.client == nil {
 		return nil
 	}
@@ -67,7 +73,7 @@ func (w *forgeWiring) planner(e loop.PlanEngine) *loop.Planner {
 	w.plans = loop.NewPlanner(loop.PlannerOptions{
 		Engine: e, Forge: w.client, Poster: w.queue, Repo: w.ref, CommentLimit: w.limit,
 		Git: loop.NewGitRepo(opts, ""), PlanDir: w.planDir(),
-		TargetURL: w.flags.targetURL, Log: w.log.WithName("plans"),
+		TargetURL: w.flags.targetURL, Log: w.log.WithName("plans"), Store: store,
 	})
 	return w.plans
 }

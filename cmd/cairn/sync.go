@@ -8,9 +8,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/cairn/reconciler"
 	"cairn.dev/cairn/reconciler/loop"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 func newSyncCommand(kube *kubeFlags) *cobra.Command {
@@ -84,8 +86,12 @@ func newSyncCommand(kube *kubeFlags) *cobra.Command {
 			if once && !cmd.Flags().Changed("drift-interval") {
 				drift = 0 // a one-off sync checks drift only when asked
 			}
+			store, err := planStore(kube, repo.namespace)
+			if err != nil {
+				return err
+			}
 			l := loop.New(loop.Options{Engine: e, Source: src, Interval: interval, DriftInterval: drift,
-				Out: cmd.OutOrStdout(), Log: log, Planner: fw.planner(e)})
+				Out: cmd.OutOrStdout(), Log: log, Planner: fw.plannerKeeping(e, store)})
 			return syncLease(ctx, kube, &repo, lockWait, log, func(ctx context.Context) error {
 				if once {
 					return syncOnce(ctx, l)
@@ -130,4 +136,18 @@ func syncOnce(ctx context.Context, l *loop.Loop) error {
 		return errInstancesFailed
 	}
 	return nil
+}
+
+// planStore keeps pull requests' plans in Secrets of cairn's namespace, for the
+// dashboard.
+func planStore(kube *kubeFlags, namespace string) (*plans.Store, error) {
+	cfg, err := kube.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: reconciler.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &plans.Store{Client: c, Namespace: namespace}, nil
 }

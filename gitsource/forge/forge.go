@@ -83,4 +83,17 @@ type PR struct {
 	// base (or in a deleted one). Plans of forks get no credentials beyond
 	// read access to the registries.
 	Fork bool
+	// State is PROpen, PRClosed or PRMerged; MergeSHA the commit a merge made
+	// on the base branch (empty until merged).
+	State    string
+	MergeSHA string
 }
+
+// The states of a pull request.
+const (
+	PROpen   = "open"
+	PRMerged = "merged"
+	// PRClosed is closed without a merge (as a state), or closed with or
+	// without one (as a webhook's action).
+	PRClosed = "closed"
+)

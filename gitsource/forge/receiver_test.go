@@ -253,10 +253,10 @@ func TestReceiverRejections(t *testing.T) {
 		{"other repository", func(o *forge.ReceiverOptions) { o.Repos = []string{"platform/config"} }, func(t *testing.T) *http.Request {
 			return delivery(github.Name, "push", push(t), secret)
 		}, http.StatusAccepted, "ignored: repository not tracked"},
-		{"pull request closed", nil, func(t *testing.T) *http.Request {
-			body := bytes.Replace(fixture(t, "github_pull_request_opened.json"), []byte(`"action": "opened"`), []byte(`"action": "closed"`), 1)
+		{"pull request labeled", nil, func(t *testing.T) *http.Request {
+			body := bytes.Replace(fixture(t, "github_pull_request_opened.json"), []byte(`"action": "opened"`), []byte(`"action": "labeled"`), 1)
 			return delivery(github.Name, "pull_request", body, secret)
-		}, http.StatusAccepted, `ignored: pull request action "closed"`},
+		}, http.StatusAccepted, `ignored: pull request action "labeled"`},
 		{"gitlab tag push hook", nil, func(t *testing.T) *http.Request {
 			return delivery(gitlab.Name, "Tag Push Hook", fixture(t, "gitlab_push.json"), secret)
 		}, http.StatusAccepted, `ignored: event "Tag Push Hook"`},

@@ -48,6 +48,7 @@ var layer = map[string]int{
 	"reconciler/rendertask":  3,
 	"reconciler":             4,
 	"reconciler/loop":        5,
+	"reconciler/plans":       5,
 	"dashboard":              5,
 	"cmd/...":                6,
 }

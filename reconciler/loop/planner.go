@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
 	"cairn.dev/cairn/gitsource/forge"
 	"cairn.dev/cairn/reconciler"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 // PlanEngine is what a Planner needs of reconciler.Engine.
@@ -39,6 +41,9 @@ type PlannerOptions struct {
 	Git *GitRepo
 	// PlanDir keeps each plan as JSON (<PlanDir>/<owner>/<name>/pr-<n>.json).
 	PlanDir string
+	// Store, when set, keeps each plan in the cluster too (for the dashboard), and
+	// what became of its pull request once closed or merged.
+	Store *plans.Store
 	// TargetURL is linked from the cairn/plan status.
 	TargetURL string
 	// MaxPending bounds the pull requests waiting for a plan (default 64); beyond
@@ -129,6 +134,14 @@ func (p *Planner) plan(ctx context.Context, number int) {
 		p.opts.Log.Error(err, "failed to read a pull request", "pr", number)
 		return
 	}
+	if pr.State != "" && pr.State != forge.PROpen { // closed or merged: its plan is kept as it was
+		if p.opts.Store != nil {
+			if err := p.opts.Store.SetState(ctx, number, pr.State, pr.MergeSHA); err != nil {
+				p.opts.Log.Error(err, "failed to record a closed pull request", "pr", number)
+			}
+		}
+		return
+	}
 	p.status(pr.HeadSHA, forge.StatePending, "planning")
 	plan, err := p.planPR(ctx, pr)
 	if err != nil {
@@ -141,6 +154,13 @@ func (p *Planner) plan(ctx context.Context, number int) {
 	p.status(plan.Revision, state, desc)
 	if err := p.keepPlan(number, plan); err != nil {
 		p.opts.Log.Error(err, "failed to keep the JSON plan", "pr", number, "revision", plan.Revision)
+	}
+	if p.opts.Store != nil {
+		rec := &plans.Record{Number: number, HeadSHA: plan.Revision, BaseSHA: plan.Base, HeadRef: pr.HeadRef, BaseRef: pr.BaseRef,
+			Fork: pr.Fork, State: forge.PROpen, PlannedAt: time.Now().UTC(), Plan: plan}
+		if err := p.opts.Store.Save(ctx, rec); err != nil {
+			p.opts.Log.Error(err, "failed to keep the plan in the cluster", "pr", number, "revision", plan.Revision)
+		}
 	}
 }
 

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +165,62 @@ func (e *env) eventsOf(ns, name string) []corev1.Event {
 		}
 	}
 	return out
+}
+
+// TestDashboardPullRequests: `cairn sync` against a real Gitea keeps each pull
+// request's plan in the cluster; `cairn dashboard` (the local one, as the
+// kubeconfig's user, logged in through the key of the URL it prints) shows it
+// waiting, with its rendered diff; once merged, the pull request shows the
+// instance applied as planned.
+func TestDashboardPullRequests(t *testing.T) {
+	e := newEnv(t)
+	bin := buildCairn(t)
+	e.ensureCairnNamespace()
+	e.freeSyncLease()
+	web := inst{name: "web", ns: e.ns, configs: configs("a")}
+	f, _ := newForgeEnv(t, e, appRepo("", web))
+	dir := t.TempDir()
+	tokenFile, secretFile := filepath.Join(dir, "token"), filepath.Join(dir, "webhook-secret")
+	e.g.Expect(os.WriteFile(tokenFile, []byte(f.gitea.Token+"\n"), 0o600)).To(Succeed())
+	e.g.Expect(os.WriteFile(secretFile, []byte(f.secret+"\n"), 0o600)).To(Succeed())
+	hooks := freeLoopbackAddr(t)
+	e.g.Expect(f.gitea.AddWebhook(e.ctx, f.repo, "http://"+hooks+"/hooks/gitea", f.secret, "push", "pull_request")).To(Succeed())
+	sync := startCairnProcess(t, bin, "sync", "--repo", f.gitURL(), "--interval", "2s", "--drift-interval", "0",
+		"--forge", "gitea", "--forge-url", f.gitea.URL, "--forge-token-file", tokenFile, "--listen", hooks, "--webhook-secret-file", secretFile,
+		"--kubeconfig", e.cluster.Kubeconfig, "--cache-dir", filepath.Join(dir, "cache"))
+	sync.waitListening(t, "http://"+hooks+"/hooks/gitea")
+	e.g.Eventually(func() bool { mi := e.instance(e.ns, "web"); return mi != nil && stateOf(mi).ready }, time.Minute, 200*time.Millisecond).Should(BeTrue(), sync.String)
+
+	dash := startCairnProcess(t, bin, "dashboard", "--address", freeLoopbackAddr(t), "--kubeconfig", e.cluster.Kubeconfig)
+	var url string
+	e.g.Eventually(func() string {
+		url = regexp.MustCompile(`http://\S+/login\?key=\S+`).FindString(dash.String())
+		return url
+	},
+		30*time.Second, 100*time.Millisecond).ShouldNot(BeEmpty(), dash.String)
+	base := strings.SplitN(url, "/login", 2)[0]
+
+	web.configs = configs("a", "b")
+	head := f.putFile("web-b", "main", "instances/web.yaml", web.yaml())
+	number, err := f.gitea.CreatePullRequest(e.ctx, f.repo, "web-b", "main", "web: a and b")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	f.waitPlanComment(number, head)
+
+	b := newBrowser(t)
+	run(t, b, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("table.fleet")))
+	row := fmt.Sprintf(`tr[data-pull="%d"]`, number)
+	run(t, b, chromedp.Navigate(base+"/pulls"), chromedp.WaitVisible(chromedp.CSS(row)))
+	e.g.Expect(text(t, b, row)).To(ContainSubstring("0 create, 1 update, 0 delete"))
+	e.g.Expect(text(t, b, row)).To(ContainSubstring("1 to create, 0 to configure, 0 to prune"))
+	screenshot(t, b, "dashboard-pulls")
+	run(t, b, chromedp.Navigate(fmt.Sprintf("%s/pulls/%d", base, number)), chromedp.WaitVisible(chromedp.CSS("pre.diff")))
+	e.g.Expect(text(t, b, "pre.diff")).To(ContainSubstring("web-b"), "the rendered diff")
+	screenshot(t, b, "dashboard-pull")
+
+	e.g.Expect(f.gitea.MergePullRequest(e.ctx, f.repo, number)).To(Succeed())
+	e.g.Eventually(func() string {
+		_ = chromedp.Do(b, chromedp.Navigate(base+"/pulls"), chromedp.WaitVisible(chromedp.CSS(row)))
+		got, _ := chromedp.Run(b, chromedp.Text(chromedp.CSS(row)))
+		return got
+	}, time.Minute, time.Second).Should(ContainSubstring("merged · 1 as planned"), sync.String)
 }

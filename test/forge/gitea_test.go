@@ -130,7 +130,7 @@ func TestPullRequestShas(t *testing.T) {
 	pr, err := client(t).PullRequest(ctx, repo, number)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr).To(Equal(forge.PR{Number: number, BaseSHA: base, HeadSHA: head, BaseRef: "main", HeadRef: "scale-web",
-		HeadRepoFullName: repo.String()}))
+		HeadRepoFullName: repo.String(), State: forge.PROpen}))
 	g.Expect(head).NotTo(Equal(base))
 }
 
@@ -367,4 +367,24 @@ func TestProposeChange(t *testing.T) {
 	stale.Files[0].Before = []byte("replicas: 2\n") // not what main holds
 	_, err = c.ProposeChange(ctx, repo, stale)
 	g.Expect(err).To(HaveOccurred())
+}
+
+// TestMergedPullRequest: a merged pull request reads as merged, with the merge
+// commit that is now the base branch's head.
+func TestMergedPullRequest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	repo := newRepo(t, ctx)
+	number := openPR(t, ctx, repo, "scale-web")
+	pr, err := client(t).PullRequest(ctx, repo, number)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pr.State).To(Equal(forge.PROpen))
+	g.Expect(pr.MergeSHA).To(BeEmpty())
+	g.Expect(server.MergePullRequest(ctx, repo, number)).To(Succeed())
+	pr, err = client(t).PullRequest(ctx, repo, number)
+	g.Expect(err).NotTo(HaveOccurred())
+	main, err := server.BranchSHA(ctx, repo, "main")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pr.State).To(Equal(forge.PRMerged))
+	g.Expect(pr.MergeSHA).To(Equal(main))
 }

@@ -61,7 +61,7 @@ func TestUpsertAndPullRequest(t *testing.T) {
 	pr, err := c.PullRequest(context.Background(), repo, 1)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr).To(Equal(forge.PR{Number: 1, BaseSHA: sha, HeadSHA: strings.Repeat("2", 40), BaseRef: "main", HeadRef: "feature",
-		HeadRepoFullName: "cairn/platform"}))
+		HeadRepoFullName: "cairn/platform", State: forge.PROpen}))
 }
 
 func TestTokenNeverInErrors(t *testing.T) {

@@ -165,11 +165,11 @@ func TestPullRequest(t *testing.T) {
 		want       forge.PR
 	}{
 		{"same repository", "pull.json", 1347, forge.PR{Number: 1347, BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5f", HeadSHA: sha,
-			BaseRef: "master", HeadRef: "new-topic", HeadRepoFullName: "octocat/Hello-World"}},
+			BaseRef: "master", HeadRef: "new-topic", HeadRepoFullName: "octocat/Hello-World", State: forge.PROpen}},
 		{"fork", "pull_fork.json", 1348, forge.PR{Number: 1348, BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5f", HeadSHA: strings.Repeat("a", 40),
-			BaseRef: "master", HeadRef: "patch-1", HeadRepoFullName: "mallory/Hello-World", Fork: true}},
+			BaseRef: "master", HeadRef: "patch-1", HeadRepoFullName: "mallory/Hello-World", Fork: true, State: forge.PROpen}},
 		{"deleted fork", "pull_deleted_fork.json", 1349, forge.PR{Number: 1349, BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5f", HeadSHA: strings.Repeat("b", 40),
-			BaseRef: "master", HeadRef: "patch-2", Fork: true}},
+			BaseRef: "master", HeadRef: "patch-2", Fork: true, State: forge.PROpen}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 // actions maps GitHub's pull request actions to cairn's.
 var actions = map[string]string{
-	"opened": forge.PROpened, "synchronize": forge.PRSynchronize, "reopened": forge.PRReopened, "edited": forge.PREdited,
+	"opened": forge.PROpened, "synchronize": forge.PRSynchronize, "reopened": forge.PRReopened, "edited": forge.PREdited, "closed": forge.PRClosed,
 }
 
 // Parse implements forge.Webhook for the push and pull_request events; ping

@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -188,6 +189,9 @@ type mergeRequest struct {
 	TargetBranch    string `json:"target_branch"`
 	SourceProjectID int64  `json:"source_project_id"`
 	TargetProjectID int64  `json:"target_project_id"`
+	State           string `json:"state"`
+	MergeSHA        string `json:"merge_commit_sha"`
+	SquashSHA       string `json:"squash_commit_sha"`
 	DiffRefs        *struct {
 		BaseSHA  string `json:"base_sha"`
 		HeadSHA  string `json:"head_sha"`
@@ -212,7 +216,13 @@ func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (f
 		return forge.PR{}, err
 	}
 	out := forge.PR{Number: mr.IID, HeadSHA: mr.SHA, BaseRef: mr.TargetBranch, HeadRef: mr.SourceBranch,
-		HeadRepoFullName: repo.String(), Fork: mr.SourceProjectID != mr.TargetProjectID}
+		HeadRepoFullName: repo.String(), Fork: mr.SourceProjectID != mr.TargetProjectID, State: forge.PROpen}
+	switch mr.State {
+	case "merged":
+		out.State, out.MergeSHA = forge.PRMerged, cmp.Or(mr.MergeSHA, mr.SquashSHA)
+	case "closed", "locked":
+		out.State = forge.PRClosed
+	}
 	if mr.DiffRefs != nil {
 		out.BaseSHA = mr.DiffRefs.StartSHA
 		if out.HeadSHA == "" {

@@ -148,7 +148,7 @@ func TestMergeRequest(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr).To(Equal(forge.PR{Number: 133, BaseSHA: "c380d3acebd181f13629a25d2e2acca46ffe1e00",
 		HeadSHA: "e82eb4a098e32c796079ca3915e07487fc4db24c", BaseRef: "main", HeadRef: "manual-job-rules",
-		HeadRepoFullName: "group/sub/project"}))
+		HeadRepoFullName: "group/sub/project", State: forge.PROpen}))
 }
 
 func TestMergeRequestFromFork(t *testing.T) {
@@ -160,7 +160,7 @@ func TestMergeRequestFromFork(t *testing.T) {
 	pr, err := newClient(t, srv, "").PullRequest(context.Background(), repo, 134)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr).To(Equal(forge.PR{Number: 134, HeadSHA: "f82eb4a098e32c796079ca3915e07487fc4db24c", BaseRef: "main",
-		HeadRef: "patch-1", HeadRepoFullName: "mallory/project", Fork: true}))
+		HeadRef: "patch-1", HeadRepoFullName: "mallory/project", Fork: true, State: forge.PROpen}))
 }
 
 func TestTokenNeverInErrors(t *testing.T) {

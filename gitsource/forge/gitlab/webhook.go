@@ -67,6 +67,8 @@ func parseMergeRequest(p payload) (forge.Event, error) {
 		action = forge.PRSynchronize
 	case attrs.Action == "update":
 		action = forge.PREdited
+	case attrs.Action == "close" || attrs.Action == "merge":
+		action = forge.PRClosed
 	default:
 		return nil, forge.Ignore("merge request action", attrs.Action)
 	}

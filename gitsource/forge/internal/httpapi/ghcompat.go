@@ -58,9 +58,12 @@ func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (f
 		return forge.PR{}, err
 	}
 	var out struct {
-		Number int      `json:"number"`
-		Base   prBranch `json:"base"`
-		Head   prBranch `json:"head"`
+		Number   int      `json:"number"`
+		Base     prBranch `json:"base"`
+		Head     prBranch `json:"head"`
+		State    string   `json:"state"`
+		Merged   bool     `json:"merged"`
+		MergeSHA *string  `json:"merge_commit_sha"`
 	}
 	_, err := c.Do(ctx, Request{Op: fmt.Sprintf("read pull request %s#%d", repo, pr), Method: http.MethodGet,
 		Path: RepoPath(repo, "pulls", strconv.Itoa(pr)), Out: &out})
@@ -72,9 +75,20 @@ func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (f
 		base = repo.String()
 	}
 	head := out.Head.fullName()
+	state := forge.PROpen
+	switch {
+	case out.Merged:
+		state = forge.PRMerged
+	case out.State == "closed":
+		state = forge.PRClosed
+	}
+	merge := ""
+	if out.Merged && out.MergeSHA != nil {
+		merge = *out.MergeSHA // before the merge, GitHub fills it with a test merge commit
+	}
 	return forge.PR{
 		Number: out.Number, BaseSHA: out.Base.SHA, HeadSHA: out.Head.SHA, BaseRef: out.Base.Ref, HeadRef: out.Head.Ref,
-		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base),
+		HeadRepoFullName: head, Fork: head == "" || !strings.EqualFold(head, base), State: state, MergeSHA: merge,
 	}, nil
 }
 
