@@ -353,3 +353,19 @@ func TestPullsShowWhatTheUserMaySee(t *testing.T) {
 	_, body = f.get(t, "/pulls", "admin-token")
 	g.Expect(body).To(ContainSubstring(`data-pull="4"`))
 }
+
+// TestFleetShowsThePlatformsSyncs: a user who may read the Platform sees its
+// revision and its last syncs, with the prune guards' refusals.
+func TestFleetShowsThePlatformsSyncs(t *testing.T) {
+	g := NewWithT(t)
+	p := &cairnv1.Platform{ObjectMeta: metav1.ObjectMeta{Name: cairnv1.PlatformName}}
+	p.Status.LastSyncedRevision = "abcdef0123456789abcdef0123456789abcdef01"
+	p.Status.RecentSyncs = []cairnv1.SyncRecord{{Revision: p.Status.LastSyncedRevision, Started: metav1.Now(),
+		Duration: metav1.Duration{Duration: 1500 * time.Millisecond}, Result: "InstancesFailed", Changed: 3, Failed: 1, PruneGuard: 1}}
+	f := newFixture(t, false, p)
+	_, body := f.get(t, "/", "admin-token")
+	g.Expect(body).To(ContainSubstring(`<a href="https://git.example.com/ops/platform/commit/abcdef0123456789abcdef0123456789abcdef01">abcdef012345</a>`))
+	g.Expect(body).To(MatchRegexp(`<td>1.5s</td><td>InstancesFailed</td><td>3</td><td>1</td><td><span class="error">1 refused</span>`))
+	_, body = f.get(t, "/", "alice-token")
+	g.Expect(body).NotTo(ContainSubstring("InstancesFailed"), "alice may not read the Platform")
+}

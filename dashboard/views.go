@@ -54,6 +54,7 @@ type platformView struct {
 	LastSync                         *metav1.Time
 	Repository                       string
 	Conditions                       []metav1.Condition
+	Recent                           []cairnv1.SyncRecord
 }
 
 type fleetView struct {
@@ -252,7 +253,8 @@ func (s *Server) platformOf(ctx context.Context, id *Identity) (*platformView, e
 		return nil, err
 	}
 	v := &platformView{Revision: p.Status.LastSyncedRevision, Attempted: p.Status.LastAttemptedRevision,
-		LastSync: p.Status.LastSyncTime, Repository: p.Status.Repository, Ready: "Unknown", Conditions: p.Status.Conditions}
+		LastSync: p.Status.LastSyncTime, Repository: p.Status.Repository, Ready: "Unknown", Conditions: p.Status.Conditions,
+		Recent: p.Status.RecentSyncs}
 	v.RevisionURL = s.commitURL(v.Revision)
 	if c := conditions.Get(&p, "Ready"); c != nil {
 		v.Ready, v.Reason, v.Message = string(c.Status), c.Reason, c.Message

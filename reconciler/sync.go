@@ -337,6 +337,7 @@ func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) er
 	p.Status.Instances = countInstances(res)
 	if interrupted(ctx) {
 		markPlatformInterrupted(ctx, p, in.rev.SHA)
+		recordSync(p, in.rev.SHA, in.now, "Interrupted", res)
 		ctx, cancel := apply.Finishing(ctx)
 		defer cancel()
 		return patchStatus(ctx, in.e.cluster.client, p, before)
@@ -356,7 +357,33 @@ func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) er
 		conditions.MarkTrue(p, "Ready", cairnv1.ReasonSucceeded, "%d instances synced at %s",
 			p.Status.Instances.Total, gitsource.ShortSHA(in.rev.SHA))
 	}
+	recordSync(p, in.rev.SHA, in.now, conditions.GetReason(p, "Ready"), res)
 	return patchStatus(ctx, in.e.cluster.client, p, before)
+}
+
+// recordSync adds the sync of rev that started at started to the Platform's recent
+// syncs, newest first.
+func recordSync(p *cairnv1.Platform, rev string, started time.Time, result string, res *SyncResult) {
+	r := cairnv1.SyncRecord{Revision: rev, Started: metav1.NewTime(started), Result: result,
+		Duration: metav1.Duration{Duration: time.Since(started).Round(time.Millisecond)}}
+	for _, i := range res.Instances {
+		switch {
+		case i.Action == outcome.ActionFailed:
+			r.Failed++
+			if i.Reason == cairnv1.ReasonPruneGuard {
+				r.PruneGuard++
+			}
+		case i.Applied > 0 || i.Pruned > 0 || i.Action == outcome.ActionDeleted || i.Action == outcome.ActionCreated:
+			r.Changed++
+		}
+		if len(i.Warnings) > 0 {
+			r.Warnings++
+		}
+	}
+	p.Status.RecentSyncs = append([]cairnv1.SyncRecord{r}, p.Status.RecentSyncs...)
+	if len(p.Status.RecentSyncs) > cairnv1.MaxRecentSyncs {
+		p.Status.RecentSyncs = p.Status.RecentSyncs[:cairnv1.MaxRecentSyncs]
+	}
 }
 
 func countInstances(res *SyncResult) cairnv1.InstanceCounts {

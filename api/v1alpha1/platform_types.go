@@ -271,6 +271,34 @@ type PlatformStatus struct {
 	// annotation (`cairn reconcile source`) the last sync of the repository handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// RecentSyncs are the last syncs of a revision, newest first (at most
+	// MaxRecentSyncs): what the dashboard shows of the Platform's history.
+	// +optional
+	RecentSyncs []SyncRecord `json:"recentSyncs,omitempty"`
+}
+
+// MaxRecentSyncs is how many syncs status.recentSyncs keeps.
+const MaxRecentSyncs = 10
+
+// SyncRecord is one sync of a revision, as the revision step saw it finish.
+type SyncRecord struct {
+	Revision string      `json:"revision"`
+	Started  metav1.Time `json:"started"`
+	// Duration is from the start of the revision step to the sync's end.
+	Duration metav1.Duration `json:"duration"`
+	// Result is Succeeded, InstancesFailed, Progressing or Interrupted.
+	Result string `json:"result"`
+	// Changed counts the instances the sync applied, pruned or removed; Failed
+	// those that failed; PruneGuard those whose prune the guards refused;
+	// Warnings the instances with warnings (catalog skew under Warn among them).
+	// +optional
+	Changed int32 `json:"changed,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	PruneGuard int32 `json:"pruneGuard,omitempty"`
+	// +optional
+	Warnings int32 `json:"warnings,omitempty"`
 }
 
 // InstanceCounts counts instances by state.
