@@ -369,3 +369,31 @@ func TestFleetShowsThePlatformsSyncs(t *testing.T) {
 	_, body = f.get(t, "/", "alice-token")
 	g.Expect(body).NotTo(ContainSubstring("InstancesFailed"), "alice may not read the Platform")
 }
+
+// TestObjectsAreShownWithSecretsMasked: an object of the inventory is shown as it
+// is; a Secret's values and kubectl's copy of it never are; an object outside the
+// inventory is not served.
+func TestObjectsAreShownWithSecretsMasked(t *testing.T) {
+	g := NewWithT(t)
+	web := instance("team-a", "web", "True", "ok")
+	web.Status.Inventory = &cairnv1.Inventory{Count: 2, Entries: []cairnv1.InventoryEntry{
+		{ID: "team-a_creds__Secret", Version: "v1"}, {ID: "team-a_web-a__ConfigMap", Version: "v1"}}}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "creds",
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"password":"aHVudGVyMg=="}}`}},
+		Data: map[string][]byte{"password": []byte("hunter2")}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web-a"}, Data: map[string]string{"value": "v-a"}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "not-web"}, Data: map[string]string{"value": "x"}}
+	f := newFixture(t, false, web, creds, cm, other)
+	resp, body := f.get(t, "/instances/team-a/web/object?id=team-a_creds__Secret", "alice-token")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("password: (7 bytes, not shown)"))
+	g.Expect(body).NotTo(ContainSubstring("hunter2"))
+	g.Expect(body).NotTo(ContainSubstring("aHVudGVyMg"))
+	_, body = f.get(t, "/instances/team-a/web/object?id=team-a_web-a__ConfigMap", "alice-token")
+	g.Expect(body).To(ContainSubstring("value: v-a"))
+	resp, _ = f.get(t, "/instances/team-a/web/object?id=team-a_not-web__ConfigMap", "alice-token")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusNotFound), "not in the inventory")
+	_, page := f.get(t, "/instances/team-a/web", "alice-token")
+	g.Expect(page).To(ContainSubstring(`href="/instances/team-a/web/object?id=team-a_creds__Secret"`))
+	g.Expect(page).NotTo(ContainSubstring("hunter2"))
+}

@@ -72,7 +72,7 @@ type inventoryKind struct {
 }
 
 type inventoryObject struct {
-	Name, Health, Message string
+	ID, Name, Health, Message string
 }
 
 // instanceOf builds the page of namespace/name; ok is false when id may not see it
@@ -145,7 +145,7 @@ func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance, as
 		if err != nil {
 			continue
 		}
-		o := inventoryObject{Name: m.Name, Health: "Unknown"}
+		o := inventoryObject{ID: e.ID, Name: m.Name, Health: "Unknown"}
 		if i < maxLiveObjects {
 			o.Health, o.Message = healthOf(ctx, asUser, m, e.Version)
 		} else {

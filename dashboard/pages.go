@@ -20,6 +20,7 @@ type page struct {
 	Instance *instanceView
 	Pulls    *pullsView
 	Pull     *pullView
+	Object   *objectView
 }
 
 type pages struct {
@@ -58,7 +59,7 @@ func diffLines(diff string) []diffLine {
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
-	for _, name := range []string{"fleet", "instance", "pulls", "pull", "login", "error"} {
+	for _, name := range []string{"fleet", "instance", "pulls", "pull", "object", "login", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err

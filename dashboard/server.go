@@ -79,6 +79,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /logout", s.authed(s.logout))
 	s.mux.HandleFunc("GET /{$}", s.authed(s.fleet))
 	s.mux.HandleFunc("GET /instances/{namespace}/{name}", s.authed(s.instance))
+	s.mux.HandleFunc("GET /instances/{namespace}/{name}/object", s.authed(s.object))
 	s.mux.HandleFunc("POST /instances/{namespace}/{name}/{action}", s.authed(s.action))
 	s.mux.HandleFunc("GET /pulls", s.authed(s.pulls))
 	s.mux.HandleFunc("GET /pulls/{number}", s.authed(s.pull))

@@ -97,6 +97,9 @@ func TestDashboard(t *testing.T) {
 	e.g.Expect(eval[int](t, b, fmt.Sprintf(`document.querySelectorAll('svg.graph a[href="/instances/%s/api"]').length`, e.ns))).
 		To(Equal(1), "its graph: api comes after it")
 	e.g.Expect(text(t, b, "table.events")).NotTo(ContainSubstring("No event."), "the instance's Events, read as the operator")
+	run(t, b, chromedp.Click(chromedp.CSS(`a.name[href$="_web-a__ConfigMap"]`)), chromedp.WaitVisible(chromedp.CSS("pre.object")))
+	e.g.Expect(text(t, b, "pre.object")).To(ContainSubstring("value: v-a"), "the object, read as the operator")
+	run(t, b, chromedp.Navigate(base+"/instances/"+e.ns+"/web"), chromedp.WaitVisible(chromedp.CSS("table.history")))
 	screenshot(t, b, "dashboard-instance")
 
 	// The operator suspends web: made as the operator, recorded naming them.
