@@ -87,7 +87,7 @@ start_pod() {
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 base_free() {
   local p
-  for p in 80 81 1292 180 181 1392; do port_free $(($1 + p)) || return 1; done
+  for p in 80 81 90 1292 180 181 190 1392; do port_free $(($1 + p)) || return 1; done
 }
 base=${DEMO_PORT_BASE:-}
 if [ -z "$base" ] && [ -s "$DEMO_DIR/port-base" ]; then
@@ -102,7 +102,14 @@ if [ -z "$base" ]; then
 fi
 echo "$base" >"$DEMO_DIR/port-base"
 
-step "two replicas: cairn-controller-0 (metrics 127.0.0.1:$((base + 80))) and cairn-controller-1 (127.0.0.1:$((base + 180)))"
+step "a user of the dashboard: ServiceAccount cairn-system/dashboard-demo, bound to cairn-dashboard-operate and view"
+k -n cairn-system create serviceaccount dashboard-demo --dry-run=client -o yaml | k apply -f - >/dev/null
+for role in cairn-dashboard-operate view; do
+  k create clusterrolebinding "dashboard-demo-$role" --clusterrole="$role" --serviceaccount=cairn-system:dashboard-demo \
+    --dry-run=client -o yaml | k apply -f - >/dev/null
+done
+
+step "two replicas: cairn-controller-0 (metrics 127.0.0.1:$((base + 80)), dashboard 127.0.0.1:$((base + 90))) and cairn-controller-1 (127.0.0.1:$((base + 180)), $((base + 190)))"
 mkdir -p "$DEMO_DIR/logs" "$pods_dir"
 start_pod cairn-controller-0 "$base"
 start_pod cairn-controller-1 $((base + 100))

@@ -116,6 +116,10 @@ the ServiceAccount's token in $DEMO_DIR/controller.kubeconfig), following $DEMO_
   tail -f $DEMO_DIR/logs/cairn-controller-*.log                        # sync results, JSON logs
   curl -s 127.0.0.1:$((port_base + 80))/metrics | grep ^cairn_                        # replica 0 (replica 1: $((port_base + 180)))
   (cd $DEMO_DIR/platform && sed -i 's/pods: 20/pods: 25/' instances/team-a.yaml && git commit -qam 'team-a: 25 pods')
+The dashboard (every replica serves it; live, as the user who logs in):
+  http://127.0.0.1:$((port_base + 90))/    log in with a token of the demo's user:
+  $CAIRN_KUBE_BIN/kubectl --kubeconfig $kubeconfig -n cairn-system create token dashboard-demo
+  or, as your kubeconfig's user: $CAIRN dashboard --kubeconfig $kubeconfig
 Fail it over: kill -9 the leader (the other takes the Lease within 15 s and goes on):
   kill -9 \$(cat $DEMO_DIR/pods/\$($CAIRN_KUBE_BIN/kubectl -n cairn-system get lease cairn-sync -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1).pid)
 Stop it: kill \$(cat $DEMO_DIR/pods/*.pid) (make demo-down stops it all)

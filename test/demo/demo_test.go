@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // statusRow is a row of `cairn status` as make demo prints it: namespace, name, READY.
@@ -60,7 +65,43 @@ func TestTwoDemosSideBySide(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+
+		// The dashboard it prints, with a token of the demo's user: the fourteen instances.
+		dashboard := fmt.Sprintf("http://127.0.0.1:%d/", n+90)
+		g.Expect(d.out).To(ContainSubstring(dashboard), "the demo prints its dashboard's address")
+		g.Expect(fleetRows(t, d.dir, dashboard)).To(Equal(14))
 	}
+}
+
+// fleetRows counts the instances on the dashboard's fleet page, logged in with a
+// token of the demo's user.
+func fleetRows(t *testing.T, dir, dashboard string) int {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("cairn-system").CreateToken(context.Background(), "dashboard-demo",
+		&authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, dashboard, nil)
+	req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the dashboard answered %s", resp.Status)
+	}
+	return strings.Count(string(body), "data-instance=")
 }
 
 // notReady lists the instances of the demo in dir that cairn status does not show
