@@ -55,9 +55,9 @@ var hiddenAnnotations = map[string]bool{
 }
 
 type historyRow struct {
-	Revision, RevisionURL, Digest, Artifact, KeyID, Result, Reason string
-	Time                                                           metav1.Time
-	Objects                                                        int32
+	Revision, RevisionURL, Digest, Artifact, KeyID, Result, Reason, Took string
+	Time                                                                 metav1.Time
+	Objects                                                              int32
 }
 
 // inventoryGroup is the objects of one namespace, by kind.
@@ -103,6 +103,9 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 	for _, h := range mi.Status.History {
 		hr := historyRow{Revision: h.Revision, RevisionURL: s.commitURL(h.Revision), Digest: h.RenderDigest,
 			Result: h.Result, Reason: h.Reason, Time: h.Time, Objects: h.Objects}
+		if h.Duration != nil {
+			hr.Took = h.Duration.Duration.String()
+		}
 		if h.Published != nil {
 			hr.Artifact, hr.KeyID = h.Published.Ref, h.Published.KeyID
 		}

@@ -36,6 +36,7 @@ type row struct {
 	Suspended               bool
 	Drift                   string
 	LastSync                *metav1.Time
+	Took                    string // how long the last reconcile took
 	Objects                 int32
 }
 
@@ -202,6 +203,9 @@ func (s *Server) rowOf(mi *cairnv1.ModuleInstance) row {
 	}
 	if len(mi.Status.History) > 0 {
 		r.LastSync = &mi.Status.History[0].Time
+		if d := mi.Status.History[0].Duration; d != nil {
+			r.Took = d.Duration.String()
+		}
 	}
 	if mi.Status.Inventory != nil {
 		r.Objects = mi.Status.Inventory.Count

@@ -399,6 +399,9 @@ func (s *RevisionState) record(ctx context.Context, r *instanceReconcile, before
 func (s *RevisionState) attempt(ctx context.Context, r *instanceReconcile) status.Attempt {
 	a := status.Attempt{Revision: s.rev.SHA, Now: s.now, Forced: r.forced, Failure: r.failure,
 		Keep: s.platform.Spec.Render.Publish.KeepOrDefault()}
+	if !r.started.IsZero() {
+		a.Took = time.Since(r.started)
+	}
 	if r.affected {
 		a.Input, a.Artifacts = r.inputDigest, r.render.artifacts
 	}

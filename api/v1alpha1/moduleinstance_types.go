@@ -475,6 +475,10 @@ type HistoryEntry struct {
 	// Objects counts the rendered objects applied.
 	// +optional
 	Objects int32 `json:"objects,omitempty"`
+	// Duration is how long the instance's reconcile took, from its start to its
+	// status (render, apply, prune, health).
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
 	// Published is the signed artifact of the render (the Platform's
 	// render.publish); absent when renders are not published.
 	// +optional

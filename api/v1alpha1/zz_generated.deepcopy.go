@@ -206,6 +206,11 @@ func (in *HeldRender) DeepCopy() *HeldRender {
 func (in *HistoryEntry) DeepCopyInto(out *HistoryEntry) {
 	*out = *in
 	in.Time.DeepCopyInto(&out.Time)
+	if in.Duration != nil {
+		in, out := &in.Duration, &out.Duration
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.Published != nil {
 		in, out := &in.Published, &out.Published
 		*out = new(PublishedArtifact)

@@ -52,6 +52,8 @@ type Attempt struct {
 	// Keep is the Platform's render.publish.keep: the history holds max(10, Keep)
 	// renders.
 	Keep int
+	// Took is how long the reconcile took (zero: unknown).
+	Took time.Duration
 }
 
 // Render is a render an attempt applied, as its history entry records it.
@@ -204,6 +206,9 @@ func addHistory(mi *cairnv1.ModuleInstance, a Attempt) {
 	}
 	entry := cairnv1.HistoryEntry{Revision: revision, Time: metav1.NewTime(a.Now), Result: result, Reason: reason,
 		RenderDigest: a.Render.Digest, Objects: a.Render.Objects, Published: a.Render.Published}
+	if a.Took > 0 {
+		entry.Duration = &metav1.Duration{Duration: a.Took.Round(time.Millisecond)}
+	}
 	h = append([]cairnv1.HistoryEntry{entry}, h...)
 	mi.Status.History = h[:min(len(h), HistoryLimit(a.Keep))]
 }

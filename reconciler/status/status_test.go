@@ -381,3 +381,15 @@ func TestRollbackTarget(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Published).NotTo(BeNil())
 }
+
+// TestHistoryRecordsHowLongTheReconcileTook: an entry carries its reconcile's
+// duration when the attempt knows it.
+func TestHistoryRecordsHowLongTheReconcileTook(t *testing.T) {
+	g := NewWithT(t)
+	mi := &cairnv1.ModuleInstance{}
+	Record(mi, Attempt{Revision: "a", Now: time.Now(), Input: "sha256:in", Took: 1234567 * time.Microsecond,
+		Render: &Render{Digest: "hmac-sha256:r", Objects: 2}})
+	g.Expect(mi.Status.History).To(HaveLen(1))
+	g.Expect(mi.Status.History[0].Duration).NotTo(BeNil())
+	g.Expect(mi.Status.History[0].Duration.Duration).To(Equal(1235 * time.Millisecond))
+}
