@@ -248,7 +248,8 @@ func TestARollbackDoesNotTakeAnotherInstancesObject(t *testing.T) {
 // --repo` applies the rollback itself, holding the sync Lease, at the revision the
 // cluster last synced, read from the local Git cache with the Git server gone; the
 // render comes from its published artifact. It prints the instance Ready and held,
-// the object added since is pruned, and another instance is left as it was.
+// across a module version change and an object added since (pruned), and another
+// instance is left as it was.
 func TestRollbackAtOnceWithoutAController(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
@@ -261,10 +262,15 @@ func TestRollbackAtOnceWithoutAController(t *testing.T) {
 	cache := t.TempDir()
 	flags := []string{"--kubeconfig", e.cluster.Kubeconfig, "--repo", repo.url(), "--cache-dir", cache}
 	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
+	// The next version of its module (labels its Deployment), and an object more.
 	web.configs = configs("a", "b")
-	repo.commit("web: a and b", map[string]string{"instances/web.yaml": web.yaml()})
+	v2 := strings.Replace(appModule, "metadata: name: instance.name", `metadata: {name: instance.name, labels: version: "v2"}`, 1)
+	repo.commit("web: module v2, a and b", map[string]string{
+		"modules/app-v2/app.cue": v2, "modules/app-v2/cue.mod/module.cue": appModuleFile,
+		"instances/web.yaml":     strings.Replace(web.yaml(), "./modules/app", "./modules/app-v2", 1)})
 	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
 	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil())
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "web").GetLabels()).To(HaveKeyWithValue("version", "v2"))
 	otherBefore := e.instance(e.ns, "other").Status.LastAttemptedInput
 
 	away := repo.dir + ".down"
@@ -273,6 +279,7 @@ func TestRollbackAtOnceWithoutAController(t *testing.T) {
 	out := e.runCairn(bin, append([]string{"rollback", e.ns + "/web", "--to", first[:10]}, flags...)...)
 	e.g.Expect(out).To(ContainSubstring("held at "))
 	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "applied at once: the object added since is pruned")
+	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "web").GetLabels()).NotTo(HaveKey("version"), "back at the module's first version")
 	e.g.Expect(e.configMap(e.ns, "web-a")).NotTo(BeNil())
 	mi := e.instance(e.ns, "web")
 	e.g.Expect(conditions.IsTrue(mi, "Ready")).To(BeTrue(), conditions.GetMessage(mi, "Ready"))
