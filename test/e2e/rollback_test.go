@@ -267,7 +267,7 @@ func TestRollbackAtOnceWithoutAController(t *testing.T) {
 	v2 := strings.Replace(appModule, "metadata: name: instance.name", `metadata: {name: instance.name, labels: version: "v2"}`, 1)
 	repo.commit("web: module v2, a and b", map[string]string{
 		"modules/app-v2/app.cue": v2, "modules/app-v2/cue.mod/module.cue": appModuleFile,
-		"instances/web.yaml":     strings.Replace(web.yaml(), "./modules/app", "./modules/app-v2", 1)})
+		"instances/web.yaml": strings.Replace(web.yaml(), "./modules/app", "./modules/app-v2", 1)})
 	e.runCairn(bin, append([]string{"sync", "--once", "-q"}, flags...)...)
 	e.g.Expect(e.configMap(e.ns, "web-b")).NotTo(BeNil())
 	e.g.Expect(e.get("apps/v1", "Deployment", e.ns, "web").GetLabels()).To(HaveKeyWithValue("version", "v2"))
