@@ -73,7 +73,7 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 	for _, mi := range set.Instances {
 		key := mi.Namespace + "/" + mi.Name
 		live := s.live[key]
-		if !driftCheckable(mi, live) || (skip != nil && skip(key)) {
+		if !driftCheckable(mi, live, e.opts.Revisions != nil) || (skip != nil && skip(key)) {
 			continue
 		}
 		select {
@@ -96,21 +96,23 @@ func (e *Engine) CheckDriftOf(ctx context.Context, rev Revision, skip func(key s
 	return reports, nil
 }
 
-func driftCheckable(mi, live *cairnv1.ModuleInstance) bool {
+func driftCheckable(mi, live *cairnv1.ModuleInstance, canRenderAgain bool) bool {
 	// A held instance is checked against the render it is held at, never the
-	// head's: only when that render was published (it is pulled from there).
-	if status.HoldRequested(live) != nil && heldRender(live) == nil {
+	// head's: pulled from its published artifact, or rendered again at its revision
+	// (read from Git, the render's digest checked against the one held), as a
+	// rollback does.
+	if h := heldRender(live); status.HoldRequested(live) != nil && (h == nil || h.Published == nil && !canRenderAgain) {
 		return false
 	}
 	return live != nil && status.IsReady(live) && !mi.Spec.Suspend && !status.SuspendAnnotated(live) &&
 		mi.Spec.Drift != cairnv1.DriftIgnore
 }
 
-// heldRender is the published render live is held at, as a render of its history
-// (nil: not held, or its render was not published).
+// heldRender is the render live is held at, as a render of its history (nil: not
+// held yet, or held at no render).
 func heldRender(live *cairnv1.ModuleInstance) *cairnv1.HistoryEntry {
 	h := live.Status.Held
-	if h == nil || h.Published == nil {
+	if h == nil || h.RenderDigest == "" || h.Revision == "" {
 		return nil
 	}
 	return &cairnv1.HistoryEntry{Revision: h.Revision, RenderDigest: h.RenderDigest, Published: h.Published}
@@ -121,7 +123,7 @@ func (s *RevisionState) checkInstanceDrift(ctx context.Context, mi, live *cairnv
 	r := &instanceState{instancePlan: instancePlan{mi: mi, was: live, why: "drift check"}}
 	held := status.HoldRequested(live) != nil
 	if held {
-		r.rollback = heldRender(live) // the render it is held at, from its artifact
+		r.rollback = heldRender(live) // the render it is held at: from its artifact, or rendered again
 	}
 	if usesCapabilities(mi) {
 		s.capabilities(ctx)

@@ -165,7 +165,8 @@ func publishingRepo(e *env, web inst) (*testRegistry, *gitRepo) {
 // renders the instance again as it was declared at that revision (read from Git),
 // applies it only when it renders to the digest the history recorded, prunes what
 // was added since, and holds it there; with no way to read revisions the rollback
-// fails NotAvailable and nothing is applied.
+// fails NotAvailable and nothing is applied. Held there, its drift is corrected to
+// that render, rendered again.
 func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
@@ -202,6 +203,19 @@ func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
 	mi := e.instance(e.ns, "web")
 	e.g.Expect(mi.Status.RenderDigest).To(Equal(firstDigest), "the same render, to the digest")
 	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
+
+	// Its drift is corrected to the render it is held at, rendered again at its revision.
+	cm := e.configMap(e.ns, "web-a")
+	want := cm.Data["value"]
+	cm.Data = map[string]string{"value": "edited by hand"}
+	e.g.Expect(e.c.Update(e.ctx, cm)).To(Succeed())
+	rev, err := e.revision(repo)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	reports, err := e.engine.CheckDrift(e.ctx, rev)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(reports).To(ContainElement(And(HaveField("Name", "web"), HaveField("Corrected", BeNumerically(">", 0)))), "%+v", reports)
+	e.g.Expect(e.configMap(e.ns, "web-a").Data).To(HaveKeyWithValue("value", want), "corrected to the held render")
+	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "not the head's render")
 }
 
 // TestARollbackDoesNotTakeAnotherInstancesObject: web's first render held a
