@@ -2,10 +2,10 @@ package dashboard
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -58,21 +59,32 @@ type TokenReviewer struct {
 	// AnonymousRead lets requests without a token read (never act) as
 	// system:anonymous.
 	AnonymousRead bool
-	// TTL is how long an answer is reused (default 30 s).
-	TTL time.Duration
 
-	mu    sync.Mutex
-	cache map[[32]byte]reviewed
+	once    sync.Once
+	answers *ttlCache[[32]byte, *Identity] // nil: refused
+	limit   *rate.Limiter
 }
 
-type reviewed struct {
-	id      *Identity
-	expires time.Time
-}
+// Bounds of the token reviews: answers kept 30 s, at most 4096 (the least
+// recently used go first); reviews of tokens not known already at most 20 a second
+// with bursts of 40, so a flood of bad tokens costs the API server that much and
+// no more (it is answered 503 beyond).
+const (
+	reviewTTL   = 30 * time.Second
+	maxAnswers  = 4096
+	reviewRate  = 20
+	reviewBurst = 40
+)
 
-// maxCached bounds the reviews kept: a flood of bad tokens costs TokenReviews,
-// never memory.
-const maxCached = 4096
+// ErrBusy: too many new tokens to review at once.
+var ErrBusy = errors.New("too many logins at once: try again")
+
+func (t *TokenReviewer) init() {
+	t.once.Do(func() {
+		t.answers = newTTLCache[[32]byte, *Identity](maxAnswers, reviewTTL)
+		t.limit = rate.NewLimiter(reviewRate, reviewBurst)
+	})
+}
 
 func (t *TokenReviewer) Anonymous() *Identity {
 	if !t.AnonymousRead {
@@ -82,17 +94,17 @@ func (t *TokenReviewer) Anonymous() *Identity {
 }
 
 func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	t.init()
 	key := sha256.Sum256([]byte(token))
-	now := time.Now()
-	t.mu.Lock()
-	if r, ok := t.cache[key]; ok && now.Before(r.expires) {
-		t.mu.Unlock()
-		if r.id == nil {
+	if id, ok := t.answers.get(key); ok {
+		if id == nil {
 			return nil, ErrUnauthenticated
 		}
-		return r.id, nil
+		return id, nil
 	}
-	t.mu.Unlock()
+	if !t.limit.Allow() {
+		return nil, ErrBusy
+	}
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 	if err := t.Client.Create(ctx, review); err != nil {
 		return nil, fmt.Errorf("failed to review the token: %w", err) // never the token
@@ -107,16 +119,7 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (*Identi
 			}
 		}
 	}
-	ttl := t.TTL
-	if ttl <= 0 {
-		ttl = 30 * time.Second
-	}
-	t.mu.Lock()
-	if t.cache == nil || len(t.cache) >= maxCached {
-		t.cache = map[[32]byte]reviewed{}
-	}
-	t.cache[key] = reviewed{id: id, expires: now.Add(ttl)}
-	t.mu.Unlock()
+	t.answers.put(key, id)
 	if id == nil {
 		return nil, ErrUnauthenticated // an identity that maps to no user too
 	}
@@ -153,34 +156,29 @@ type Authorizer interface {
 }
 
 // SubjectAccessReviewer asks the API server (SubjectAccessReview), as the
-// controller's identity, whether the user may; answers are kept briefly. An
-// anonymous identity may read everything and do nothing (--dashboard-anonymous-read).
+// controller's identity, whether the user may; answers are kept 10 s (at most
+// 16384, the least recently used going first). An anonymous identity may read
+// everything and do nothing (--dashboard-anonymous-read).
 type SubjectAccessReviewer struct {
 	Client client.Client
-	// TTL is how long an answer is reused (default 10 s).
-	TTL time.Duration
 
-	mu    sync.Mutex
-	cache map[string]answer
-}
-
-type answer struct {
-	allowed bool
-	expires time.Time
+	once    sync.Once
+	answers *ttlCache[string, bool]
 }
 
 func (s *SubjectAccessReviewer) Allowed(ctx context.Context, id *Identity, a Access) (bool, error) {
 	if id.Anonymous {
 		return readOnly(a.Verb), nil
 	}
-	key := strings.Join([]string{id.User, id.UID, strings.Join(id.Groups, ","), a.Verb, a.Resource, a.Namespace}, "\x00")
-	now := time.Now()
-	s.mu.Lock()
-	if r, ok := s.cache[key]; ok && now.Before(r.expires) {
-		s.mu.Unlock()
-		return r.allowed, nil
+	s.once.Do(func() { s.answers = newTTLCache[string, bool](4*maxAnswers, 10*time.Second) })
+	raw, err := json.Marshal([]any{id.User, id.UID, id.Groups, id.Extra, a})
+	if err != nil {
+		return false, err
 	}
-	s.mu.Unlock()
+	key := string(raw)
+	if ok, hit := s.answers.get(key); hit {
+		return ok, nil
+	}
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: id.User, UID: id.UID, Groups: id.Groups, Extra: extraValues(id.Extra),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -189,16 +187,7 @@ func (s *SubjectAccessReviewer) Allowed(ctx context.Context, id *Identity, a Acc
 	if err := s.Client.Create(ctx, review); err != nil {
 		return false, fmt.Errorf("failed to review access: %w", err)
 	}
-	ttl := s.TTL
-	if ttl <= 0 {
-		ttl = 10 * time.Second
-	}
-	s.mu.Lock()
-	if s.cache == nil || len(s.cache) >= maxCached {
-		s.cache = map[string]answer{}
-	}
-	s.cache[key] = answer{allowed: review.Status.Allowed, expires: now.Add(ttl)}
-	s.mu.Unlock()
+	s.answers.put(key, review.Status.Allowed)
 	return review.Status.Allowed, nil
 }
 
@@ -237,22 +226,36 @@ type Actor interface {
 	As(id *Identity) (client.Client, error)
 }
 
-// Impersonator makes requests as the user (impersonation: the user's name, uid and
-// groups), so the API server's own authorization and audit apply to them. The
-// user's extra attributes are left out: RBAC cannot grant the impersonation of
-// extras by a wildcard, and RBAC decides by user and groups.
-type Impersonator struct {
+// UserToken makes requests with the user's own bearer token, the one they logged
+// in with: the API server authenticates, authorises and audits each as theirs,
+// with all of the user's attributes, and cairn needs no right to impersonate
+// anyone. Clients are kept 5 minutes per token (their connections reused).
+type UserToken struct {
+	// Config is the server's: its host and CA; its own credentials are dropped.
 	Config  *rest.Config
 	Options client.Options
+
+	once    sync.Once
+	clients *ttlCache[[32]byte, client.Client]
 }
 
-func (i *Impersonator) As(id *Identity) (client.Client, error) {
-	if id.Anonymous || id.User == "" {
-		return nil, errors.New("an anonymous request makes no change")
+func (u *UserToken) As(id *Identity) (client.Client, error) {
+	if id.Anonymous || id.User == "" || id.session == "" {
+		return nil, errors.New("an anonymous request reads and makes nothing as a user")
 	}
-	cfg := rest.CopyConfig(i.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User, UID: id.UID, Groups: id.Groups}
-	return client.New(cfg, i.Options) // Options.Mapper shared: no discovery per request
+	u.once.Do(func() { u.clients = newTTLCache[[32]byte, client.Client](256, 5*time.Minute) })
+	key := sha256.Sum256([]byte(id.session))
+	if c, ok := u.clients.get(key); ok {
+		return c, nil
+	}
+	cfg := rest.AnonymousClientConfig(u.Config) // the host and CA, none of the server's credentials
+	cfg.BearerToken = id.session
+	c, err := client.New(cfg, u.Options) // Options.Mapper shared: no discovery per user
+	if err != nil {
+		return nil, err
+	}
+	u.clients.put(key, c)
+	return c, nil
 }
 
 // Self makes requests as the client's own identity (the local dashboard).
@@ -287,6 +290,9 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			case errors.Is(err, ErrUnauthenticated):
 				s.clearSession(w, r)
 				id = nil
+			case errors.Is(err, ErrBusy):
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
 			case err != nil:
 				s.opts.Log.Error(err, "authentication failed")
 				http.Error(w, "authentication is not available: try again", http.StatusServiceUnavailable)
@@ -308,15 +314,14 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 	}
 }
 
-// csrfToken is the token the forms of id's pages carry: an HMAC of its session,
-// so a page of another origin cannot forge it.
+// csrfToken is the token the forms of id's pages carry: a digest of its session
+// (a secret a page of another origin does not have), the same on every replica.
 func (s *Server) csrfToken(id *Identity) string {
 	if id.session == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, s.csrf)
-	m.Write([]byte("csrf\x00" + id.session))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	sum := sha256.Sum256([]byte("cairn-dashboard-csrf\x00" + id.session))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // checkCSRF refuses a state-changing request whose token is not id's, or whose
@@ -335,19 +340,22 @@ func (s *Server) checkCSRF(r *http.Request, id *Identity) error {
 	return nil
 }
 
-func (s *Server) setSession(w http.ResponseWriter, r *http.Request, value string) {
+// setSession keeps the session's credential in a cookie no script reads, sent
+// only over HTTPS (or to this machine: browsers count http://localhost and
+// 127.0.0.1 as secure), only to this site.
+func (s *Server) setSession(w http.ResponseWriter, _ *http.Request, value string) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: url.QueryEscape(value), Path: "/", HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds())})
+		Secure: true, SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds())})
 }
 
-func (s *Server) clearSession(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+func (s *Server) clearSession(w http.ResponseWriter, _ *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
 // loginPage asks for a token; the local dashboard's URL carries its key instead.
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
-	if key := r.URL.Query().Get("key"); key != "" {
+	if key := r.URL.Query().Get("key"); key != "" && s.opts.KeyInURL {
 		if _, err := s.opts.Auth.Authenticate(r.Context(), key); err == nil {
 			s.setSession(w, r, key)
 			http.Redirect(w, r, "/", http.StatusSeeOther)

@@ -12,7 +12,8 @@
 // Who sees what is Kubernetes' to say: a bearer token (a ServiceAccount's or the
 // cluster's OIDC token), checked with a TokenReview, and a SubjectAccessReview of
 // that user per namespace filters every view and authorises every request, which
-// is then made as that user (impersonation) and recorded as an Event. Served
+// is then made with the user's own token (so the API server authorises and audits
+// it as theirs) and recorded as an Event. Served
 // locally (cairn dashboard), the user is the kubeconfig's, and a secret in the
 // printed URL is the key to the session.
 package dashboard

@@ -72,7 +72,11 @@ func (s *Server) graphOf(ctx context.Context, id *Identity, mi *cairnv1.ModuleIn
 	}
 	for _, e := range g.Edges {
 		for _, k := range []string{e.From, e.To} {
-			if st, ok := state[k]; ok && k != key {
+			st, ok := state[k]
+			if !ok {
+				st = graph.StateUnknown // named by the instance's own spec, not visible: its state is not shown
+			}
+			if k != key {
 				g.Nodes = append(g.Nodes, graph.Node{Key: k, State: st})
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -23,6 +24,9 @@ import (
 // maxLiveObjects bounds the objects whose health an instance page reads live: an
 // instance of thousands of objects shows the rest unread.
 const maxLiveObjects = 300
+
+// healthReads is how many objects a page reads at once.
+const healthReads = 16
 
 // instanceView is the instance page.
 type instanceView struct {
@@ -112,9 +116,9 @@ func (s *Server) instanceOf(ctx context.Context, id *Identity, namespace, name s
 		v.History = append(v.History, hr)
 	}
 	// The objects' health and the Events are read as the user: a page shows nothing
-	// of the cluster its reader may not read (anonymous readers: with the server's
-	// own rights, which read no tenant's objects).
-	asUser := client.Reader(s.opts.Live)
+	// of the cluster its reader may not read. An anonymous reader, or a user whose
+	// client cannot be made, gets neither (never the server's own reads).
+	var asUser client.Reader
 	if !id.Anonymous && s.opts.Act != nil {
 		if c, err := s.opts.Act.As(id); err == nil {
 			asUser = c
@@ -141,27 +145,53 @@ func (s *Server) inventoryOf(ctx context.Context, mi *cairnv1.ModuleInstance, as
 		s.opts.Log.Error(err, "failed to read an inventory", "instance", mi.Namespace+"/"+mi.Name)
 		return nil, 0
 	}
-	groups := map[string]map[string][]inventoryObject{}
+	type read struct {
+		m       object.ObjMetadata
+		version string
+		o       inventoryObject
+	}
+	var reads []*read
 	unread := 0
 	for i, e := range inv.Entries() {
 		m, err := object.ParseObjMetadata(e.ID)
 		if err != nil {
 			continue
 		}
-		o := inventoryObject{ID: e.ID, Name: m.Name, Health: "Unknown"}
-		if i < maxLiveObjects {
-			o.Health, o.Message = healthOf(ctx, asUser, m, e.Version)
-		} else {
+		r := &read{m: m, version: e.Version, o: inventoryObject{ID: e.ID, Name: m.Name, Health: "Unknown"}}
+		switch {
+		case asUser == nil:
+			r.o.Message = "not read: log in to see it"
+		case i >= maxLiveObjects:
 			unread++
 		}
-		if groups[m.Namespace] == nil {
-			groups[m.Namespace] = map[string][]inventoryObject{}
+		reads = append(reads, r)
+	}
+	if asUser != nil { // read at most healthReads at once
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, healthReads)
+		for i, r := range reads {
+			if i >= maxLiveObjects {
+				break
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				r.o.Health, r.o.Message = healthOf(ctx, asUser, r.m, r.version)
+			}()
 		}
-		kind := m.GroupKind.Kind
-		if m.GroupKind.Group != "" {
-			kind += "." + m.GroupKind.Group
+		wg.Wait()
+	}
+	groups := map[string]map[string][]inventoryObject{}
+	for _, r := range reads {
+		if groups[r.m.Namespace] == nil {
+			groups[r.m.Namespace] = map[string][]inventoryObject{}
 		}
-		groups[m.Namespace][kind] = append(groups[m.Namespace][kind], o)
+		kind := r.m.GroupKind.Kind
+		if r.m.GroupKind.Group != "" {
+			kind += "." + r.m.GroupKind.Group
+		}
+		groups[r.m.Namespace][kind] = append(groups[r.m.Namespace][kind], r.o)
 	}
 	var out []inventoryGroup
 	for ns, kinds := range groups {

@@ -92,6 +92,44 @@ func Watch(ctx context.Context, informers cache.Informers, h *Hub) error {
 	return nil
 }
 
+// Bounds of the event streams: at most maxStreams open at once, maxUserStreams of
+// one user (anonymous readers count as one), each write done within writeWait.
+const (
+	maxStreams     = 512
+	maxUserStreams = 16
+	writeWait      = 10 * time.Second
+)
+
+// streamCounts counts the open streams, in all and per user.
+type streamCounts struct {
+	mu     sync.Mutex
+	total  int
+	byUser map[string]int
+}
+
+func (c *streamCounts) take(user string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byUser == nil {
+		c.byUser = map[string]int{}
+	}
+	if c.total >= maxStreams || c.byUser[user] >= maxUserStreams {
+		return false
+	}
+	c.total++
+	c.byUser[user]++
+	return true
+}
+
+func (c *streamCounts) give(user string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if c.byUser[user]--; c.byUser[user] <= 0 {
+		delete(c.byUser, user)
+	}
+}
+
 // settle is how long a stream gathers changes before it tells the page: a sync
 // changes many instances within it, and the page fetches itself once.
 const settle = 150 * time.Millisecond
@@ -105,6 +143,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id *Identity) {
 		return
 	}
 	scope := r.URL.Query().Get("scope")
+	if !s.streams.take(id.User) {
+		http.Error(w, "too many open pages: close some", http.StatusTooManyRequests)
+		return
+	}
+	defer s.streams.give(id.User)
+	rc := http.NewResponseController(w)
 	ch := s.hub.subscribe()
 	if ch == nil {
 		http.Error(w, "the dashboard is stopping", http.StatusServiceUnavailable)
@@ -125,7 +169,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id *Identity) {
 		case <-r.Context().Done():
 			return
 		case <-ping.C:
-			fmt.Fprint(w, ": ping\n\n")
+			_ = rc.SetWriteDeadline(time.Now().Add(writeWait)) // a reader that stopped reading ends its stream
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
 			flusher.Flush()
 		case ns, open := <-ch:
 			if !open {
@@ -136,7 +183,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id *Identity) {
 			}
 		case <-due:
 			due = nil
-			fmt.Fprint(w, "event: change\ndata: {}\n\n")
+			_ = rc.SetWriteDeadline(time.Now().Add(writeWait))
+			if _, err := fmt.Fprint(w, "event: change\ndata: {}\n\n"); err != nil {
+				return
+			}
 			flusher.Flush()
 		}
 	}

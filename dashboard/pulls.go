@@ -52,105 +52,107 @@ type pullView struct {
 	Instances []pullInstance
 }
 
-// visiblePlan is rec's plan cut to the instances id may see; ok is false when it
-// shows id nothing (a tenant sees only plans that touch its namespaces).
-func (s *Server) visiblePlan(ctx context.Context, id *Identity, rec *plans.Record) (pullView, bool, error) {
-	namespaces := make([]string, 0, len(rec.Plan.Instances))
-	for _, ip := range rec.Plan.Instances {
-		namespaces = append(namespaces, ip.Namespace)
-	}
-	visible, err := s.visibleNamespaces(ctx, id, namespaces)
-	if err != nil {
-		return pullView{}, false, err
-	}
-	v := pullView{Row: pullRow{Number: rec.Number, State: rec.State, HeadRef: rec.HeadRef, Head: rec.HeadSHA,
-		HeadURL: s.commitURL(rec.HeadSHA), MergeSHA: rec.MergeSHA, MergeURL: s.commitURL(rec.MergeSHA), PlannedAt: rec.PlannedAt,
-		Fork: rec.Fork, DiffsLeftOut: rec.DiffsLeftOut}}
-	if rec.Plan.Error != "" {
+// pullRowOf is the list's row of sum, counted over the instances visible says id may
+// see; ok is false when it shows id nothing (a tenant sees only the plans that
+// touch its namespaces).
+func (s *Server) pullRowOf(ctx context.Context, id *Identity, sum plans.Summary, visible func(string) bool) (pullRow, bool) {
+	row := pullRow{Number: sum.Number, State: sum.State, HeadRef: sum.HeadRef, Head: sum.HeadSHA, HeadURL: s.commitURL(sum.HeadSHA),
+		MergeSHA: sum.MergeSHA, MergeURL: s.commitURL(sum.MergeSHA), PlannedAt: sum.PlannedAt, Fork: sum.Fork, DiffsLeftOut: sum.DiffsLeftOut}
+	if sum.Error {
 		if ok, _ := s.opts.Authz.Allowed(ctx, id, Access{Verb: "get", Resource: "platforms"}); ok {
-			v.Row.Error = rec.Plan.Error
+			row.Error = "the revision's declarations cannot be used: open the plan"
 		}
 	}
-	create, configure, prune := 0, 0, 0
-	for _, ip := range rec.Plan.Instances {
-		if !visible(ip.Namespace) {
+	create, configure, prune, shown := 0, 0, 0, 0
+	for _, si := range sum.Instances {
+		if !visible(si.Namespace) {
 			continue
 		}
-		pi := pullInstance{InstancePlan: ip}
-		switch ip.Action {
+		shown++
+		switch outcome.PlanAction(si.Action) {
 		case outcome.PlanCreate:
-			v.Row.Create++
+			row.Create++
 		case outcome.PlanUpdate:
-			v.Row.Update++
+			row.Update++
 		case outcome.PlanDelete:
-			v.Row.Delete++
+			row.Delete++
 		case outcome.PlanError:
-			v.Row.Errors++
+			row.Errors++
 		}
-		create, configure, prune = create+len(ip.Create), configure+len(ip.Configure), prune+len(ip.Prune)
-		if rec.State == forge.PRMerged && rec.MergeSHA != "" {
-			pi.Applied = s.applied(ctx, rec.MergeSHA, ip)
-			switch pi.Applied {
-			case appliedAsPlanned:
-				v.Row.AsPlanned++
-			case appliedOtherwise:
-				v.Row.Otherwise++
-			case notSyncedYet:
-				v.Row.NotSynced++
-			}
+		create, configure, prune = create+si.Create, configure+si.Configure, prune+si.Prune
+		switch s.applied(ctx, sum, si.Namespace, si.Name, outcome.PlanAction(si.Action), si.RenderDigest) {
+		case appliedAsPlanned:
+			row.AsPlanned++
+		case appliedOtherwise:
+			row.Otherwise++
+		case notSyncedYet:
+			row.NotSynced++
 		}
-		v.Instances = append(v.Instances, pi)
 	}
-	v.Row.Objects = fmt.Sprintf("%d to create, %d to configure, %d to prune", create, configure, prune)
-	return v, len(v.Instances) > 0 || v.Row.Error != "", nil
+	row.Objects = fmt.Sprintf("%d to create, %d to configure, %d to prune", create, configure, prune)
+	return row, shown > 0 || row.Error != ""
 }
 
-// applied says whether the instance's sync of the merge commit applied the render
-// its plan made (the digests of its history), "" for an instance the plan left
-// alone.
-func (s *Server) applied(ctx context.Context, merge string, ip reconciler.InstancePlan) string {
-	if ip.Action != outcome.PlanCreate && ip.Action != outcome.PlanUpdate || ip.RenderDigest == "" {
+// applied says what became of an instance's planned render once its pull request
+// was merged: applied as planned (it runs that render now, or its history holds it
+// at the merge commit), applied otherwise (its history holds another render at the
+// merge commit, or a render applied since the merge), or not synced yet; "" for an
+// instance the plan left alone, or a pull request not merged.
+func (s *Server) applied(ctx context.Context, sum plans.Summary, ns, name string, action outcome.PlanAction, digest string) string {
+	if sum.State != forge.PRMerged || sum.MergeSHA == "" || digest == "" ||
+		action != outcome.PlanCreate && action != outcome.PlanUpdate {
 		return ""
 	}
 	mi := &cairnv1.ModuleInstance{}
-	if err := s.opts.Reader.Get(ctx, client.ObjectKey{Namespace: ip.Namespace, Name: ip.Name}, mi); err != nil {
+	if err := s.opts.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mi); err != nil {
 		return notSyncedYet
 	}
+	if mi.Status.RenderDigest == digest {
+		return appliedAsPlanned
+	}
 	for _, h := range mi.Status.History {
-		if h.Revision == merge {
-			if h.RenderDigest == ip.RenderDigest {
-				return appliedAsPlanned
-			}
+		switch {
+		case h.Revision == sum.MergeSHA && h.RenderDigest == digest:
+			return appliedAsPlanned
+		case h.Revision == sum.MergeSHA, sum.MergedAt != nil && h.Time.After(*sum.MergedAt):
 			return appliedOtherwise
 		}
 	}
 	return notSyncedYet
 }
 
-// pulls serves the plans of the pull requests: those waiting first.
+// pulls serves the plans of the pull requests: those waiting first. It reads the
+// plans' summaries only (the Secrets' metadata).
 func (s *Server) pulls(w http.ResponseWriter, r *http.Request, id *Identity) {
 	p := s.base(id, "Pull requests")
 	p.Pulls = &pullsView{}
 	if s.opts.Plans != nil {
-		recs, err := s.opts.Plans.List(r.Context())
+		sums, err := s.opts.Plans.Summaries(r.Context())
 		if err != nil {
 			s.opts.Log.Error(err, "failed to list the plans")
 			s.fail(w, r, id, http.StatusServiceUnavailable, "the plans could not be read: try again")
 			return
 		}
-		for _, rec := range recs {
-			v, ok, err := s.visiblePlan(r.Context(), id, rec)
-			if err != nil {
-				s.fail(w, r, id, http.StatusServiceUnavailable, "the access review failed: try again")
-				return
+		var namespaces []string
+		for _, sum := range sums {
+			for _, si := range sum.Instances {
+				namespaces = append(namespaces, si.Namespace)
 			}
+		}
+		visible, err := s.visibleNamespaces(r.Context(), id, namespaces)
+		if err != nil {
+			s.fail(w, r, id, http.StatusServiceUnavailable, "the access review failed: try again")
+			return
+		}
+		for _, sum := range sums {
+			row, ok := s.pullRowOf(r.Context(), id, sum, visible)
 			if !ok {
 				continue
 			}
-			if rec.State == forge.PROpen || rec.State == "" {
-				p.Pulls.Open = append(p.Pulls.Open, v.Row)
+			if sum.State == forge.PROpen || sum.State == "" {
+				p.Pulls.Open = append(p.Pulls.Open, row)
 			} else {
-				p.Pulls.Done = append(p.Pulls.Done, v.Row)
+				p.Pulls.Done = append(p.Pulls.Done, row)
 			}
 		}
 	}
@@ -173,7 +175,7 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, id *Identity) {
 	var v pullView
 	ok := false
 	if rec != nil {
-		if v, ok, err = s.visiblePlan(r.Context(), id, rec); err != nil {
+		if v, ok, err = s.planOf(r.Context(), id, rec); err != nil {
 			s.fail(w, r, id, http.StatusServiceUnavailable, "the access review failed: try again")
 			return
 		}
@@ -185,4 +187,34 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, id *Identity) {
 	p := s.base(id, fmt.Sprintf("Pull request #%d", number))
 	p.Pull = &v
 	s.render(w, r, "pull", http.StatusOK, p)
+}
+
+// planOf is rec's plan cut to the instances id may see.
+func (s *Server) planOf(ctx context.Context, id *Identity, rec *plans.Record) (pullView, bool, error) {
+	namespaces := make([]string, 0, len(rec.Plan.Instances))
+	for _, ip := range rec.Plan.Instances {
+		namespaces = append(namespaces, ip.Namespace)
+	}
+	visible, err := s.visibleNamespaces(ctx, id, namespaces)
+	if err != nil {
+		return pullView{}, false, err
+	}
+	sum := plans.Summary{Number: rec.Number, HeadSHA: rec.HeadSHA, HeadRef: rec.HeadRef, Fork: rec.Fork, State: rec.State,
+		MergeSHA: rec.MergeSHA, MergedAt: rec.MergedAt, PlannedAt: rec.PlannedAt, Error: rec.Plan.Error != "", DiffsLeftOut: rec.DiffsLeftOut}
+	for _, ip := range rec.Plan.Instances {
+		sum.Instances = append(sum.Instances, plans.SummaryInstance{Namespace: ip.Namespace, Name: ip.Name, Action: string(ip.Action),
+			RenderDigest: ip.RenderDigest, Create: len(ip.Create), Configure: len(ip.Configure), Prune: len(ip.Prune)})
+	}
+	row, ok := s.pullRowOf(ctx, id, sum, visible)
+	if row.Error != "" {
+		row.Error = rec.Plan.Error
+	}
+	v := pullView{Row: row}
+	for _, ip := range rec.Plan.Instances {
+		if visible(ip.Namespace) {
+			v.Instances = append(v.Instances, pullInstance{InstancePlan: ip,
+				Applied: s.applied(ctx, sum, ip.Namespace, ip.Name, ip.Action, ip.RenderDigest)})
+		}
+	}
+	return v, ok, nil
 }

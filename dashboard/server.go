@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -34,8 +33,11 @@ type Options struct {
 	// Auth tells who a request comes from; Authz what they may see and do.
 	Auth  Authenticator
 	Authz Authorizer
-	// Act makes a request of an instance as the user (see Actor).
+	// Act gives the client a user's requests and reads are made with (see Actor).
 	Act Actor
+	// KeyInURL lets /login?key=... start a session (the local dashboard's printed
+	// URL); never for the controller's, whose credentials are tokens.
+	KeyInURL bool
 	// Namespace is cairn's own namespace (inventories kept in Secrets live there).
 	Namespace string
 	// CommitURL links a revision to its commit on the forge ("" when unknown);
@@ -51,8 +53,9 @@ type Server struct {
 	opts  Options
 	pages *pages
 	hub   *Hub
-	csrf  []byte // the key CSRF tokens are derived with
-	mux   *http.ServeMux
+	// streams counts the open event streams.
+	streams streamCounts
+	mux     *http.ServeMux
 }
 
 // New returns a Server for opts; its Hub must be fed the changes of the cache
@@ -65,10 +68,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, pages: p, hub: NewHub(), csrf: make([]byte, 32), mux: http.NewServeMux()}
-	if _, err := rand.Read(s.csrf); err != nil {
-		return nil, err
-	}
+	s := &Server{opts: opts, pages: p, hub: NewHub(), mux: http.NewServeMux()}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -100,6 +100,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -165,8 +165,6 @@ func (r row) is(state string) bool {
 	switch state {
 	case stateHeld:
 		return r.Held != ""
-	case stateSuspended:
-		return r.Suspended
 	}
 	return r.State == state
 }
@@ -189,6 +187,9 @@ func (s *Server) rowOf(mi *cairnv1.ModuleInstance) row {
 		r.State = stateProgressing
 	}
 	r.Suspended = mi.Spec.Suspend || status.SuspendAnnotated(mi)
+	if r.Suspended { // counted, and filtered, as suspended only
+		r.State = stateSuspended
+	}
 	if h := mi.Status.Held; h != nil {
 		r.Held = h.RenderDigest
 		if r.Held == "" {

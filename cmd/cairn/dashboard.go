@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -80,7 +81,8 @@ func commitTemplateOf(repoURL string) string {
 // serveControllerDashboard serves the dashboard on every replica of the controller
 // (it reads the manager's informer cache, so a replica that does not lead serves it
 // too): users log in with a bearer token, checked by a TokenReview; what they see
-// and do is decided by SubjectAccessReviews; their requests are made as them.
+// and do is decided by SubjectAccessReviews; their requests and reads are made with
+// their own token.
 func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *rest.Config, f *dashboardFlags, repo *repoFlags,
 	log logr.Logger) error {
 	if f.addr == "" || f.addr == "0" {
@@ -96,7 +98,7 @@ func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *res
 		Plans:     &plans.Store{Client: live, Namespace: repo.namespace},
 		Auth:      &dashboard.TokenReviewer{Client: live, AnonymousRead: f.anonymousRead},
 		Authz:     &dashboard.SubjectAccessReviewer{Client: live},
-		Act:       &dashboard.Impersonator{Config: cfg, Options: client.Options{Scheme: reconciler.Scheme, Mapper: mgr.GetRESTMapper()}},
+		Act:       &dashboard.UserToken{Config: cfg, Options: client.Options{Scheme: reconciler.Scheme, Mapper: mgr.GetRESTMapper()}},
 		CommitURL: commitURLs(f.commitURL, repoURL),
 	})
 	if err != nil {
@@ -177,6 +179,7 @@ func runLocalDashboard(cmd *cobra.Command, kube *kubeFlags, f *dashboardFlags, n
 		Reader: c, Live: live, Namespace: namespace, Log: log,
 		Plans:     &plans.Store{Client: live, Namespace: namespace},
 		Auth:      &dashboard.LocalSession{Secret: secret, User: dashboard.Identity{User: user}},
+		KeyInURL:  true,
 		Authz:     &dashboard.SelfAccessReviewer{Client: live},
 		Act:       dashboard.Self{Client: live},
 		CommitURL: commitURLs(f.commitURL, repoURL),
@@ -188,8 +191,11 @@ func runLocalDashboard(cmd *cobra.Command, kube *kubeFlags, f *dashboardFlags, n
 		return err
 	}
 	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("failed to read the ModuleInstances and the Platform (does %s may list them?)", user)
+	synced, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !c.WaitForCacheSync(synced) {
+		return fmt.Errorf("failed to read the ModuleInstances and the Platform within a minute: %s needs to list and watch them "+
+			"cluster-wide (ClusterRole cairn-dashboard-view); a user of some namespaces reads the controller's dashboard instead", user)
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

@@ -52,7 +52,7 @@ func (f *controllerInstallFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.opts.NoWorkloadWatch, "no-workload-watch", false,
 		"do not let cairn list and watch Deployments, StatefulSets and DaemonSets cluster-wide: health waits then poll each object as the instance's ServiceAccount")
 	fl.BoolVar(&f.opts.NoDashboard, "no-dashboard", false,
-		"serve no dashboard, and leave out the rights it needs (TokenReviews, SubjectAccessReviews, impersonating users and groups)")
+		"serve no dashboard, and leave out the rights it needs (creating TokenReviews and SubjectAccessReviews)")
 	cmd.Flags().AddFlagSet(fl)
 	f.flags = fl
 }

@@ -68,7 +68,7 @@ func TestInstallControllerDryRun(t *testing.T) {
 	r = execCairn(t, "install", "--controller", "--repo", "https://git.example.com/platform.git", "--no-dashboard",
 		"--dry-run", "-o", "yaml")
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
-	g.Expect(r.stdout).NotTo(ContainSubstring("impersonate\n  - apiGroups:\n  - \"\"\n  resources:\n  - users"))
+	g.Expect(r.stdout).NotTo(ContainSubstring("tokenreviews"))
 	g.Expect(r.stdout).NotTo(ContainSubstring("name: cairn-controller-dashboard"), "--no-dashboard leaves its rights out")
 	_, args = deploymentArgs(g, r.stdout)
 	g.Expect(strings.Join(args, " ")).To(ContainSubstring("--dashboard-bind-address 0"))

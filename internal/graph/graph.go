@@ -15,6 +15,9 @@ const (
 	StateFailed State = "Failed"
 	// StateWaiting is an instance waiting for a dependency or a provider.
 	StateWaiting State = "Waiting"
+	// StateUnknown is an instance whose state is not known to the reader (the
+	// dashboard's, for an instance in a namespace the user may not see).
+	StateUnknown State = "Unknown"
 )
 
 // EdgeKind tells why one instance comes after another.

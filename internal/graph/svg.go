@@ -86,8 +86,10 @@ func (g Graph) SVG(focus string, link func(key string) string) string {
 	}
 	for _, n := range g.Nodes {
 		p := at[n.Key]
-		stroke, width := "#9aa5b5", "1"
+		stroke, width, nodeDash := "#9aa5b5", "1", ""
 		switch n.State {
+		case StateUnknown:
+			nodeDash = ` stroke-dasharray="3,3"`
 		case StateFailed:
 			stroke, width = "#b3261e", "2"
 		case StateWaiting:
@@ -104,8 +106,8 @@ func (g Graph) SVG(focus string, link func(key string) string) string {
 		if href != "" {
 			fmt.Fprintf(&b, `<a href="%s">`, esc(href))
 		}
-		fmt.Fprintf(&b, `<g class="node"><title>%s</title><rect x="%d" y="%d" width="%d" height="%d" rx="5" fill="#ffffff" stroke="%s" stroke-width="%s"/>`,
-			esc(n.Key+stateSuffix(n.State)), p.x, p.y, svgNodeWidth, svgNodeHeight, stroke, width)
+		fmt.Fprintf(&b, `<g class="node"><title>%s</title><rect x="%d" y="%d" width="%d" height="%d" rx="5" fill="#ffffff" stroke="%s" stroke-width="%s"%s/>`,
+			esc(n.Key+stateSuffix(n.State)), p.x, p.y, svgNodeWidth, svgNodeHeight, stroke, width, nodeDash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12.5" font-weight="%s" fill="#1d2430">%s</text></g>`,
 			p.x+10, p.y+svgNodeHeight/2+4, weight, esc(cut(n.Key, svgMaxLabel)))
 		if href != "" {

@@ -205,6 +205,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			g.Expect(r.Resources).To(Equal([]string{"serviceaccounts"}))
 		}
 	}
+	dash := find[*rbacv1.ClusterRole](objs, DashboardRole)
+	for _, r := range dash.Rules {
+		g.Expect(r.Verbs).To(Equal([]string{"create"}), "the dashboard reviews tokens and access; it impersonates nobody")
+	}
 	g.Expect(workloadRules(cr)).To(ConsistOf(rbacv1.PolicyRule{APIGroups: []string{"apps"},
 		Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"list", "watch"}}),
 		"workloads are watched for their health, never read one by one or written as cairn")

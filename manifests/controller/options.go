@@ -55,7 +55,7 @@ type Options struct {
 	// ServiceAccount (docs/controller.md, Permissions).
 	NoWorkloadWatch bool
 	// NoDashboard serves no dashboard, and leaves out the rights it needs
-	// (TokenReviews, SubjectAccessReviews, impersonating users and groups).
+	// (TokenReviews, SubjectAccessReviews).
 	NoDashboard bool
 }
 

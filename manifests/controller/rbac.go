@@ -93,11 +93,9 @@ func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 // The ClusterRoles of the dashboard (docs/dashboard.md).
 const (
 	// DashboardRole is the controller's, bound to its ServiceAccount while the
-	// dashboard is served: it checks users' tokens (TokenReview), asks what they may
-	// (SubjectAccessReview), and makes their requests as them (impersonation of users,
-	// their groups and uids), so that the API server authorises and audits each
-	// as the user's own. Impersonating groups is a wide right: a controller that must
-	// not hold it is installed with --no-dashboard.
+	// dashboard is served: it checks users' tokens (TokenReview) and asks what they
+	// may (SubjectAccessReview). It impersonates nobody: a user's requests and reads
+	// are made with the token they logged in with.
 	DashboardRole = "cairn-controller-dashboard"
 	// DashboardViewRole and DashboardOperateRole are for users, bound by the cluster's
 	// admins (a RoleBinding in a namespace shows that namespace's instances): view
@@ -114,8 +112,6 @@ func dashboardRole() *rbacv1.ClusterRole {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids"}, Verbs: []string{"impersonate"}},
 		}}
 }
 

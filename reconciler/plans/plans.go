@@ -48,13 +48,73 @@ type Record struct {
 	HeadRef string `json:"headRef,omitempty"`
 	BaseRef string `json:"baseRef,omitempty"`
 	Fork    bool   `json:"fork,omitempty"`
-	// State is open, merged or closed (forge.PROpen...); MergeSHA the merge's commit.
-	State     string    `json:"state"`
-	MergeSHA  string    `json:"mergeSHA,omitempty"`
-	PlannedAt time.Time `json:"plannedAt"`
+	// State is open, merged or closed (forge.PROpen...); MergeSHA the merge's
+	// commit, MergedAt when cairn learnt of the merge.
+	State     string     `json:"state"`
+	MergeSHA  string     `json:"mergeSHA,omitempty"`
+	MergedAt  *time.Time `json:"mergedAt,omitempty"`
+	PlannedAt time.Time  `json:"plannedAt"`
 	// DiffsLeftOut: the plan was too large to keep whole, its diffs are not kept.
 	DiffsLeftOut bool             `json:"diffsLeftOut,omitempty"`
 	Plan         *reconciler.Plan `json:"plan"`
+}
+
+// Summary is what the list of plans needs of a Record, kept in an annotation of
+// its Secret so that the list reads the Secrets' metadata only: the pull request,
+// and per instance its action, planned render digest and object counts.
+type Summary struct {
+	Number       int               `json:"number"`
+	HeadSHA      string            `json:"headSHA"`
+	HeadRef      string            `json:"headRef,omitempty"`
+	Fork         bool              `json:"fork,omitempty"`
+	State        string            `json:"state"`
+	MergeSHA     string            `json:"mergeSHA,omitempty"`
+	MergedAt     *time.Time        `json:"mergedAt,omitempty"`
+	PlannedAt    time.Time         `json:"plannedAt"`
+	Error        bool              `json:"error,omitempty"`
+	DiffsLeftOut bool              `json:"diffsLeftOut,omitempty"`
+	Instances    []SummaryInstance `json:"instances,omitempty"`
+	// Truncated: the plan has more instances than a summary keeps (maxSummarized).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// SummaryInstance is one instance of a Summary.
+type SummaryInstance struct {
+	Namespace    string `json:"ns"`
+	Name         string `json:"name"`
+	Action       string `json:"action"`
+	RenderDigest string `json:"digest,omitempty"`
+	Create       int    `json:"c,omitempty"`
+	Configure    int    `json:"u,omitempty"`
+	Prune        int    `json:"p,omitempty"`
+}
+
+// maxSummarized bounds a summary's instances (an annotation holds 256 KiB in all).
+const maxSummarized = 1000
+
+// Bounds of the plans kept: the newest KeepDone of the merged or closed pull
+// requests, and MaxPlans in all (the oldest merged or closed go first, then the
+// oldest open): a flood of pull requests (from forks) costs that much etcd and no
+// more.
+const (
+	KeepDone = 20
+	MaxPlans = 200
+)
+
+const summaryAnnotation = "cairn.dev/plan-summary"
+
+func summaryOf(r *Record) Summary {
+	sum := Summary{Number: r.Number, HeadSHA: r.HeadSHA, HeadRef: r.HeadRef, Fork: r.Fork, State: r.State, MergeSHA: r.MergeSHA,
+		MergedAt: r.MergedAt, PlannedAt: r.PlannedAt, Error: r.Plan.Error != "", DiffsLeftOut: r.DiffsLeftOut}
+	for i, ip := range r.Plan.Instances {
+		if i == maxSummarized {
+			sum.Truncated = true
+			break
+		}
+		sum.Instances = append(sum.Instances, SummaryInstance{Namespace: ip.Namespace, Name: ip.Name, Action: string(ip.Action),
+			RenderDigest: ip.RenderDigest, Create: len(ip.Create), Configure: len(ip.Configure), Prune: len(ip.Prune)})
+	}
+	return sum
 }
 
 // Store keeps Records in Secrets of Namespace.
@@ -83,8 +143,13 @@ func (s Store) Save(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
+	summary, err := json.Marshal(summaryOf(r))
+	if err != nil {
+		return err
+	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name(r.Number), Namespace: s.Namespace,
-		Labels: map[string]string{Label: "true", NumberLabel: strconv.Itoa(r.Number)}}, Type: SecretType,
+		Labels:      map[string]string{Label: "true", NumberLabel: strconv.Itoa(r.Number)},
+		Annotations: map[string]string{summaryAnnotation: string(summary)}}, Type: SecretType,
 		Data: map[string][]byte{dataKey: data}}
 	err = s.Client.Create(ctx, sec)
 	if apierrors.IsAlreadyExists(err) {
@@ -93,11 +158,65 @@ func (s Store) Save(ctx context.Context, r *Record) error {
 			return fmt.Errorf("failed to read the plan of pull request #%d: %w", r.Number, err)
 		}
 		before := old.DeepCopy()
-		old.Data, old.Labels = sec.Data, sec.Labels
+		old.Data, old.Labels, old.Annotations = sec.Data, sec.Labels, sec.Annotations
 		err = s.Client.Patch(ctx, old, client.MergeFrom(before)) // cairn's Role patches Secrets, never updates them
 	}
 	if err != nil {
 		return fmt.Errorf("failed to keep the plan of pull request #%d: %w", r.Number, err)
+	}
+	return s.prune(ctx)
+}
+
+// Summaries lists the summaries of every plan kept, newest pull request first,
+// reading the Secrets' metadata only.
+func (s Store) Summaries(ctx context.Context) ([]Summary, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{Label: "true"}); err != nil {
+		return nil, fmt.Errorf("failed to list the plans: %w", err)
+	}
+	out := make([]Summary, 0, len(list.Items))
+	for _, m := range list.Items {
+		var sum Summary
+		if err := json.Unmarshal([]byte(m.Annotations[summaryAnnotation]), &sum); err != nil || sum.Number <= 0 {
+			continue // one unreadable summary hides no other
+		}
+		out = append(out, sum)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
+	return out, nil
+}
+
+// prune deletes the plans beyond the bounds (KeepDone, MaxPlans).
+func (s Store) prune(ctx context.Context) error {
+	all, err := s.Summaries(ctx)
+	if err != nil {
+		return err
+	}
+	var open, done []int
+	for _, sum := range all { // newest first
+		if sum.State == "" || sum.State == "open" {
+			open = append(open, sum.Number)
+		} else {
+			done = append(done, sum.Number)
+		}
+	}
+	var drop []int
+	if len(done) > KeepDone {
+		drop, done = append(drop, done[KeepDone:]...), done[:KeepDone]
+	}
+	for over := len(open) + len(done) - MaxPlans; over > 0; over-- {
+		if len(done) > 0 {
+			drop, done = append(drop, done[len(done)-1]), done[:len(done)-1]
+		} else {
+			drop, open = append(drop, open[len(open)-1]), open[:len(open)-1]
+		}
+	}
+	for _, n := range drop {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name(n), Namespace: s.Namespace}}
+		if err := s.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete the plan of pull request #%d: %w", n, err)
+		}
 	}
 	return nil
 }
@@ -113,6 +232,10 @@ func (s Store) SetState(ctx context.Context, number int, state, mergeSHA string)
 		return nil
 	}
 	r.State, r.MergeSHA = state, mergeSHA
+	if mergeSHA != "" {
+		now := time.Now().UTC()
+		r.MergedAt = &now
+	}
 	return s.Save(ctx, r)
 }
 
@@ -127,27 +250,6 @@ func (s Store) Get(ctx context.Context, number int) (*Record, error) {
 		return nil, err
 	}
 	return decode(sec)
-}
-
-// List returns every plan kept, newest pull request first.
-func (s Store) List(ctx context.Context) ([]*Record, error) {
-	var list corev1.SecretList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{Label: "true"}); err != nil {
-		return nil, fmt.Errorf("failed to list the plans: %w", err)
-	}
-	out := make([]*Record, 0, len(list.Items))
-	for i := range list.Items {
-		if list.Items[i].Type != SecretType {
-			continue
-		}
-		r, err := decode(&list.Items[i])
-		if err != nil {
-			continue // one unreadable plan hides no other
-		}
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
-	return out, nil
 }
 
 func encode(r *Record) ([]byte, error) {

@@ -27,14 +27,18 @@ func TestStore(t *testing.T) {
 	g.Expect(s.Save(ctx, &Record{Number: 9, HeadSHA: "c", State: "open", PlannedAt: time.Now(), Plan: plan("c", "")})).To(Succeed())
 	g.Expect(s.SetState(ctx, 7, "merged", "m")).To(Succeed())
 	g.Expect(s.SetState(ctx, 8, "merged", "m")).To(Succeed(), "no plan kept: nothing to do")
-	list, err := s.List(ctx)
+	list, err := s.Summaries(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(list).To(HaveLen(2))
 	g.Expect(list[0].Number).To(Equal(9))
 	g.Expect(list[1].HeadSHA).To(Equal("b"))
 	g.Expect(list[1].State).To(Equal("merged"))
 	g.Expect(list[1].MergeSHA).To(Equal("m"))
-	g.Expect(list[1].Plan.Instances[0].Diff).To(Equal("-x\n+z\n"))
+	g.Expect(list[1].MergedAt).NotTo(BeNil())
+	g.Expect(list[1].Instances).To(Equal([]SummaryInstance{{Namespace: "team-a", Name: "web", Action: "Update"}}))
+	r7, err := s.Get(ctx, 7)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r7.Plan.Instances[0].Diff).To(Equal("-x\n+z\n"))
 
 	noise := make([]byte, 1<<20) // random: gzip cannot bring it under the limit
 	_, _ = rand.Read(noise)
@@ -44,4 +48,23 @@ func TestStore(t *testing.T) {
 	g.Expect(r.DiffsLeftOut).To(BeTrue())
 	g.Expect(r.Plan.Instances[0].Diff).To(BeEmpty())
 	g.Expect(r.Plan.Instances[0].Action).To(BeEquivalentTo("Update"))
+}
+
+// TestStoreIsBounded: the newest KeepDone merged or closed plans are kept, and at
+// most MaxPlans in all, the oldest going first.
+func TestStoreIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := Store{Client: fake.NewClientBuilder().WithScheme(reconciler.Scheme).Build(), Namespace: "cairn-system"}
+	plan := &reconciler.Plan{Revision: "r"}
+	for n := 1; n <= KeepDone+5; n++ {
+		g.Expect(s.Save(ctx, &Record{Number: n, State: "merged", MergeSHA: "m", Plan: plan})).To(Succeed())
+	}
+	for n := 100; n < 100+MaxPlans; n++ {
+		g.Expect(s.Save(ctx, &Record{Number: n, State: "open", Plan: plan})).To(Succeed())
+	}
+	list, err := s.Summaries(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list).To(HaveLen(MaxPlans))
+	g.Expect(list[len(list)-1].Number).To(Equal(100), "every merged one went before an open one")
 }

@@ -59,11 +59,21 @@ func Instance(held, head *gitsource.Tree, opts Options, namespace, name string) 
 		return nil, fmt.Errorf("the held revision declares no valid ModuleInstance %s/%s", namespace, name)
 	}
 	wasContent, _ := heldRoot.Bytes(was.File)
-	doc := wasContent[documentAt(wasContent, was.Line)[0]:documentAt(wasContent, was.Line)[1]]
+	wasAt := documentAt(wasContent, was.Line)
+	if wasAt[2] != 0 {
+		return nil, fmt.Errorf("%s: the document of %s/%s starts on its --- line: revert it by hand", was.File, namespace, name)
+	}
+	doc := slices.Clone(wasContent[wasAt[0]:wasAt[1]])
+	if len(doc) > 0 && doc[len(doc)-1] != '\n' { // the file's last document: a separator may follow it now
+		doc = append(doc, '\n')
+	}
 	r := &Revert{}
 	if is, ok := headSet.Origins[key]; ok {
 		content, _ := headRoot.Bytes(is.File)
 		at := documentAt(content, is.Line)
+		if at[2] != 0 {
+			return nil, fmt.Errorf("%s: the document of %s/%s starts on its --- line: revert it by hand", is.File, namespace, name)
+		}
 		if !bytes.Equal(content[at[0]:at[1]], doc) {
 			next := slices.Concat(content[:at[0]], doc, content[at[1]:])
 			r.Files = append(r.Files, forge.FileChange{Path: path.Join(root, is.File), Content: next, Existed: true, Before: content})
@@ -105,26 +115,35 @@ func load(t *gitsource.Tree, root, cairnNamespace string) (*declarations.Set, *g
 	return set, sub, nil // a repository with invalid documents still has its origins
 }
 
-// separator is a YAML document separator line.
-var separator = regexp.MustCompile(`^---(\s|$)`)
+// separator is a YAML document separator line; bare is one with nothing after the
+// "---" but a comment.
+var (
+	separator = regexp.MustCompile(`^---(\s|$)`)
+	bare      = regexp.MustCompile(`^---\s*(#.*)?\r?\n?$`)
+)
 
-// documentAt is the byte range of the YAML document of content holding line (1-based):
-// from after the last separator at or before it to the next separator.
-func documentAt(content []byte, line int) [2]int {
-	start, end := 0, len(content)
+// documentAt is the byte range of the YAML document of content holding line
+// (1-based): from after the last separator at or before it to the next separator;
+// its third value is 1 when that separator line holds some of the document
+// ("--- {a: 1}"), which a range of whole lines cannot replace.
+func documentAt(content []byte, line int) [3]int {
+	start, end, inline := 0, len(content), 0
 	offset := 0
 	for n, l := range bytes.SplitAfter(content, []byte("\n")) {
 		if separator.Match(l) {
 			switch {
 			case n+1 <= line:
-				start = offset + len(l)
+				start, inline = offset+len(l), 0
+				if !bare.Match(l) {
+					inline = 1
+				}
 			case end == len(content):
 				end = offset
 			}
 		}
 		offset += len(l)
 	}
-	return [2]int{start, end}
+	return [3]int{start, end, inline}
 }
 
 // localModule is the directory of mi's module, relative to the declarations or,

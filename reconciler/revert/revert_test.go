@@ -3,6 +3,7 @@ package revert
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -124,9 +125,31 @@ func TestDocumentAt(t *testing.T) {
 	g := NewWithT(t)
 	content := []byte("a: 1\n---\n# c\nb: 2\n--- # x\nc: 3\n")
 	at := documentAt(content, 4)
+	g.Expect(at[2]).To(BeZero())
 	g.Expect(string(content[at[0]:at[1]])).To(Equal("# c\nb: 2\n"))
 	at = documentAt(content, 1)
 	g.Expect(string(content[at[0]:at[1]])).To(Equal("a: 1\n"))
 	at = documentAt(content, 6)
 	g.Expect(string(content[at[0]:at[1]])).To(Equal("c: 3\n"))
+}
+
+// TestTheLastDocumentWithoutANewline: the held document, last in its file with no
+// final newline, put back before another document keeps the separator on its own
+// line.
+func TestTheLastDocumentWithoutANewline(t *testing.T) {
+	g := NewWithT(t)
+	doc := strings.TrimSuffix(instance("web", "modules/web", "3"), "\n")
+	held := tree(t, map[string]string{"platform.yaml": platform, "apps.yaml": instance("api", "modules/api", "1") + "---\n" + doc,
+		"modules/web/main.cue": "web: 1\n", "modules/api/main.cue": "api: 1\n"})
+	head := tree(t, map[string]string{"platform.yaml": platform,
+		"apps.yaml":            instance("web", "modules/web", "5") + "---\n" + instance("api", "modules/api", "1"),
+		"modules/web/main.cue": "web: 1\n", "modules/api/main.cue": "api: 1\n"})
+	r, err := Instance(held, head, Options{}, "team-a", "web")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(r.Files[0].Content)).To(Equal(doc + "\n---\n" + instance("api", "modules/api", "1")))
+
+	inline := tree(t, map[string]string{"platform.yaml": platform + "--- {apiVersion: cairn.dev/v1alpha1, kind: ModuleInstance, " +
+		"metadata: {name: web, namespace: team-a}, spec: {module: {local: {path: modules/web}}}}\n", "modules/web/main.cue": "web: 1\n"})
+	_, err = Instance(inline, head, Options{}, "team-a", "web")
+	g.Expect(err).To(MatchError(ContainSubstring("starts on its --- line")))
 }

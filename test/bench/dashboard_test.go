@@ -94,7 +94,7 @@ func TestB9Dashboard(t *testing.T) {
 	}
 	s, err := dashboard.New(dashboard.Options{Reader: informers, Live: c.admin, Namespace: reconciler.DefaultNamespace, Log: logr.Discard(),
 		Auth: &dashboard.TokenReviewer{Client: c.admin}, Authz: &dashboard.SubjectAccessReviewer{Client: c.admin},
-		Act: &dashboard.Impersonator{Config: c.RESTConfig, Options: client.Options{Scheme: reconciler.Scheme}}})
+		Act: &dashboard.UserToken{Config: c.RESTConfig, Options: client.Options{Scheme: reconciler.Scheme}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -166,8 +167,8 @@ func (c *Client) PullRequest(ctx context.Context, repo forge.RepoRef, pr int) (f
 
 var _ forge.Proposer = (*Client)(nil)
 
-// ProposeChange implements forge.Proposer with the Git data API: a tree on the
-// tree of ch.BaseSHA (POST git/trees), a commit whose parent is ch.BaseSHA (POST
+// ProposeChange implements forge.Proposer with the Git data API: a blob per file
+// (POST git/blobs), a tree on the tree of ch.BaseSHA (POST git/trees), a commit whose parent is ch.BaseSHA (POST
 // git/commits), the branch (POST git/refs), then the pull request (POST pulls).
 func (c *Client) ProposeChange(ctx context.Context, repo forge.RepoRef, ch forge.Change) (forge.Proposal, error) {
 	if err := ch.Validate(repo); err != nil {
@@ -187,11 +188,19 @@ func (c *Client) ProposeChange(ctx context.Context, repo forge.RepoRef, ch forge
 		Tree     []map[string]any `json:"tree"`
 	}{BaseTree: base.Tree.SHA}
 	for _, f := range ch.Files {
-		e := map[string]any{"path": f.Path, "mode": "100644", "type": "blob"}
-		if f.Delete {
-			e["sha"] = nil // a null sha deletes the path (sha and content never together)
-		} else {
-			e["content"] = string(f.Content)
+		e := map[string]any{"path": f.Path, "mode": "100644", "type": "blob", "sha": nil} // a null sha deletes the path
+		if !f.Delete {
+			// A blob of the bytes as they are (base64): the tree's "content" is a
+			// JSON string, which would change bytes that are not UTF-8.
+			var blob struct {
+				SHA string `json:"sha"`
+			}
+			if _, err := c.api.Do(ctx, httpapi.Request{Op: "write " + f.Path + " to " + repo.String(), Method: http.MethodPost,
+				Path: httpapi.RepoPath(repo, "git", "blobs"),
+				In:   map[string]string{"content": base64.StdEncoding.EncodeToString(f.Content), "encoding": "base64"}, Out: &blob}); err != nil {
+				return forge.Proposal{}, err
+			}
+			e["sha"] = blob.SHA
 		}
 		tree.Tree = append(tree.Tree, e)
 	}

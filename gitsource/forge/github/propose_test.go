@@ -20,17 +20,20 @@ var change = forge.Change{
 	},
 }
 
-// TestProposeChange: a tree on the base commit's tree (a deleted path has a null
-// sha), a commit whose parent is the base SHA, the branch, then the pull request,
+// TestProposeChange: a blob of each file's bytes, a tree on the base commit's tree
+// (a deleted path has a null sha), a commit whose parent is the base SHA, the branch, then the pull request,
 // as GitHub's Git data and pulls APIs document them.
 func TestProposeChange(t *testing.T) {
 	g := NewWithT(t)
 	srv := contract.New(t,
 		contract.Exchange{Method: http.MethodGet, Path: "/repos/octocat/Hello-World/git/commits/" + sha, Header: headers,
 			Response: `{"sha":"` + sha + `","tree":{"sha":"9fb037999f264ba9a7fc6274d15fa3ae2ab98312"}}`},
+		contract.Exchange{Method: http.MethodPost, Path: "/repos/octocat/Hello-World/git/blobs", Header: headers,
+			Body:   `{"content":"a2luZDogTW9kdWxlSW5zdGFuY2UK","encoding":"base64"}`,
+			Status: http.StatusCreated, Response: `{"sha":"3a0f86fb8db8eea7ccbb9a95f325ddbedfb25e15"}`},
 		contract.Exchange{Method: http.MethodPost, Path: "/repos/octocat/Hello-World/git/trees", Header: headers,
 			Body: `{"base_tree":"9fb037999f264ba9a7fc6274d15fa3ae2ab98312","tree":[
-				{"path":"instances/web.yaml","mode":"100644","type":"blob","content":"kind: ModuleInstance\n"},
+				{"path":"instances/web.yaml","mode":"100644","type":"blob","sha":"3a0f86fb8db8eea7ccbb9a95f325ddbedfb25e15"},
 				{"path":"instances/old.yaml","mode":"100644","type":"blob","sha":null}]}`,
 			Status: http.StatusCreated, Response: `{"sha":"cd8274d15fa3ae2ab983129fb037999f264ba9a7"}`},
 		contract.Exchange{Method: http.MethodPost, Path: "/repos/octocat/Hello-World/git/commits", Header: headers,
