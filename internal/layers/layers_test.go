@@ -47,10 +47,10 @@ var layer = map[string]int{
 	"reconciler/rendercache": 3,
 	"reconciler/rendertask":  3,
 	"reconciler":             4,
-	"reconciler/loop":        5,
+	"reconciler/loop":        6,
 	"reconciler/plans":       5,
-	"dashboard":              5,
-	"cmd/...":                6,
+	"dashboard":              6,
+	"cmd/...":                7,
 }
 
 func layerOf(pkg string) (int, bool) {
@@ -104,7 +104,7 @@ func TestImportsPointDown(t *testing.T) {
 
 func TestLayerOf(t *testing.T) {
 	g := NewWithT(t)
-	for pkg, want := range map[string]int{"gitsource/forge/gitea": 1, "cmd/cairn": 6, "render": 2, "render/declarations": 1, "manifests": 0} {
+	for pkg, want := range map[string]int{"gitsource/forge/gitea": 1, "cmd/cairn": 7, "render": 2, "render/declarations": 1, "manifests": 0} {
 		got, ok := layerOf(pkg)
 		g.Expect(ok).To(BeTrue(), pkg)
 		g.Expect(got).To(Equal(want), pkg)
