@@ -7,11 +7,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 // Hub passes the cache's changes (the namespace of each changed instance, "" for
@@ -130,6 +132,30 @@ func (c *streamCounts) give(user string) {
 	}
 }
 
+// plansChanged is what the Hub is told when a pull request's plan changes: no
+// namespace (it is never one), for the pages of every namespace.
+const plansChanged = "\x00plans"
+
+// WatchPlans feeds h the changes of the pull requests' plans, the Secrets of
+// namespace that plans.Store keeps (informers must hold Secrets of that namespace;
+// their data is not needed).
+func WatchPlans(ctx context.Context, informers cache.Informers, namespace string, h *Hub) error {
+	inf, err := informers.GetInformer(ctx, &corev1.Secret{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("dashboard: failed to watch the plans: %w", err)
+	}
+	tell := func(o any) {
+		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if m, ok := o.(client.Object); ok && m.GetNamespace() == namespace && m.GetLabels()[plans.Label] == "true" {
+			h.Changed(plansChanged)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: tell, DeleteFunc: tell, UpdateFunc: func(_, n any) { tell(n) }})
+	return err
+}
+
 // settle is how long a stream gathers changes before it tells the page: a sync
 // changes many instances within it, and the page fetches itself once.
 const settle = 150 * time.Millisecond
@@ -194,6 +220,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id *Identity) {
 
 // concerns tells whether a change in ns is one for a page of scope that id may see.
 func (s *Server) concerns(ctx context.Context, id *Identity, scope, ns string) bool {
+	if ns == plansChanged { // the pages of every namespace (the fleet, the plans); it tells nothing of a plan
+		return scope == ""
+	}
 	if scope != "" && ns != scope && ns != "" {
 		return false
 	}

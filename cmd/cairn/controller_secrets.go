@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
+	"cairn.dev/cairn/reconciler/plans"
 )
 
 // registryRefIndex indexes the Registry CRs by the Secrets and ConfigMaps they name,
@@ -57,8 +59,20 @@ func namespaceCache(namespace string) cache.Options {
 	only := map[string]cache.Config{namespace: {}}
 	none := cache.TransformStripManagedFields()
 	return cache.Options{DefaultTransform: withoutFieldSets, ByObject: map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Namespaces: only, Transform: none}, &corev1.ConfigMap{}: {Namespaces: only, Transform: none},
+		&corev1.Secret{}: {Namespaces: only, Transform: withoutPlanData(none)}, &corev1.ConfigMap{}: {Namespaces: only, Transform: none},
 	}}
+}
+
+// withoutPlanData is then, dropping the data of the Secrets holding pull requests'
+// plans (up to 768 KiB each, read by the dashboard from the API server, never from
+// the cache): the cache keeps their metadata, whose changes update the dashboard.
+func withoutPlanData(then toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		if s, ok := in.(*corev1.Secret); ok && s.Labels[plans.Label] == "true" {
+			s.Data = nil
+		}
+		return then(in)
+	}
 }
 
 // withoutFieldSets clears the field sets (FieldsV1) of a cached object's

@@ -12,6 +12,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +110,9 @@ func serveControllerDashboard(ctx context.Context, mgr manager.Manager, cfg *res
 	if err := dashboard.Watch(ctx, mgr.GetCache(), s.Hub()); err != nil {
 		return err
 	}
+	if err := dashboard.WatchPlans(ctx, mgr.GetCache(), repo.namespace, s.Hub()); err != nil { // cairn's namespace only (namespaceCache)
+		return err
+	}
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
 		ln, err := net.Listen("tcp", f.addr)
 		if err != nil {
@@ -165,7 +171,16 @@ func runLocalDashboard(cmd *cobra.Command, kube *kubeFlags, f *dashboardFlags, n
 	if user == "" {
 		return fmt.Errorf("the cluster does not say who the kubeconfig's user is (SelfSubjectReview): the dashboard acts as that user only")
 	}
-	c, err := cache.New(cfg, cache.Options{Scheme: reconciler.Scheme})
+	// Secrets: the plans' only, in cairn's namespace, without their data.
+	c, err := cache.New(cfg, cache.Options{Scheme: reconciler.Scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{namespace: {}}, Label: labels.SelectorFromSet(labels.Set{plans.Label: "true"}),
+			Transform: func(in any) (any, error) {
+				if s, ok := in.(*corev1.Secret); ok {
+					s.Data = nil
+				}
+				return in, nil
+			}},
+	}})
 	if err != nil {
 		return err
 	}
@@ -190,6 +205,11 @@ func runLocalDashboard(cmd *cobra.Command, kube *kubeFlags, f *dashboardFlags, n
 	if err := dashboard.Watch(ctx, c, s.Hub()); err != nil {
 		return err
 	}
+	if mayWatchPlans(ctx, live, namespace) { // else the plans are not shown anyway: no watch that could never sync
+		if err := dashboard.WatchPlans(ctx, c, namespace, s.Hub()); err != nil {
+			return err
+		}
+	}
 	go func() { _ = c.Start(ctx) }()
 	synced, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -213,4 +233,17 @@ func platformRepository(ctx context.Context, c client.Client) string {
 		return ""
 	}
 	return p.Status.Repository
+}
+
+// mayWatchPlans tells whether the kubeconfig's user may list and watch the Secrets
+// of cairn's namespace, where the plans are kept.
+func mayWatchPlans(ctx context.Context, c client.Client, namespace string) bool {
+	for _, verb := range []string{"list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Resource: "secrets"}}}
+		if err := c.Create(ctx, review); err != nil || !review.Status.Allowed {
+			return false
+		}
+	}
+	return true
 }

@@ -173,8 +173,8 @@ func (e *env) eventsOf(ns, name string) []corev1.Event {
 // TestDashboardPullRequests: `cairn sync` against a real Gitea keeps each pull
 // request's plan in the cluster; `cairn dashboard` (the local one, as the
 // kubeconfig's user, logged in through the key of the URL it prints) shows it
-// waiting, with its rendered diff; once merged, the pull request shows the
-// instance applied as planned.
+// waiting, with its rendered diff; once merged, the open page shows, by itself,
+// the instance applied as planned.
 func TestDashboardPullRequests(t *testing.T) {
 	e := newEnv(t)
 	bin := buildCairn(t)
@@ -220,10 +220,13 @@ func TestDashboardPullRequests(t *testing.T) {
 	e.g.Expect(text(t, b, "pre.diff")).To(ContainSubstring("web-b"), "the rendered diff")
 	screenshot(t, b, "dashboard-pull")
 
+	// Merged: the open page says so by itself, with no reload.
+	run(t, b, chromedp.Navigate(base+"/pulls"), chromedp.WaitVisible(chromedp.CSS(row)))
+	eval[string](t, b, `window.cairnMark = "still this page"`)
 	e.g.Expect(f.gitea.MergePullRequest(e.ctx, f.repo, number)).To(Succeed())
 	e.g.Eventually(func() string {
-		_ = chromedp.Do(b, chromedp.Navigate(base+"/pulls"), chromedp.WaitVisible(chromedp.CSS(row)))
 		got, _ := chromedp.Run(b, chromedp.Text(chromedp.CSS(row)))
 		return got
-	}, time.Minute, time.Second).Should(ContainSubstring("merged · 1 as planned"), sync.String)
+	}, time.Minute, 100*time.Millisecond).Should(ContainSubstring("merged · 1 as planned"), sync.String)
+	e.g.Expect(eval[string](t, b, `window.cairnMark`)).To(Equal("still this page"), "updated in place, not reloaded")
 }
