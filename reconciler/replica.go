@@ -226,8 +226,8 @@ func (s *RevisionState) takeAttempts(ctx context.Context, wait []*instanceState)
 }
 
 // Due says whether the instance reconcile of mi has work now: its CR holds an input
-// it has not attempted, its spec changed, or it failed or is progressing and its
-// retry or health recheck is due. Otherwise after is when it will have (0: only on
+// it has not attempted, its spec changed, it was resumed, or it failed or is
+// progressing and its retry or health recheck is due. Otherwise after is when it will have (0: only on
 // a change of its CR).
 func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Duration) {
 	switch {
@@ -237,7 +237,8 @@ func Due(mi *cairnv1.ModuleInstance, now time.Time) (due bool, after time.Durati
 		return false, 0 // no input written yet
 	case mi.Annotations[inputDigestAnnotation] != mi.Status.LastAttemptedInput,
 		mi.Generation != mi.Status.ObservedGeneration,
-		reconcileRequested(mi):
+		reconcileRequested(mi),
+		status.IsSuspended(mi): // recorded suspended, no longer: resumed (cairn resume)
 		return true, 0
 	case status.IsReady(mi):
 		return false, 0
@@ -265,13 +266,21 @@ const InputDigestAnnotation = inputDigestAnnotation
 // same revision (see refreshAnnotation), which a state built before it planned as
 // unchanged: reconciled there, the refresh would be kept as "unchanged" and never
 // verified, so such a state does not hold it; nor does one built before the
-// instance's hold was asked or released.
+// instance's hold was asked or released, or before it was suspended or resumed in
+// the cluster.
 func (s *RevisionState) HoldsInput(mi *cairnv1.ModuleInstance) bool {
 	r := s.byKey[mi.Namespace+"/"+mi.Name]
 	if r == nil {
 		return true
 	}
 	if r.was != nil {
+		// A suspension or resumption in the cluster since the state was built (cairn
+		// suspend, cairn resume), or a suspension recorded since (by the revision step),
+		// changes the plan at the same revision and input: a state that planned the
+		// instance suspended, or unchanged, would leave it suspended once resumed.
+		if status.SuspendAnnotated(r.was) != status.SuspendAnnotated(mi) || status.IsSuspended(r.was) != status.IsSuspended(mi) {
+			return false
+		}
 		// A hold asked or released since the state was built (cairn hold, cairn
 		// release) changes the plan at the same revision and input.
 		p := r.instancePlan

@@ -51,6 +51,10 @@ func TestDue(t *testing.T) {
 			mi.Spec.Suspend = true
 			mi.Annotations[inputDigestAnnotation] = "sha256:new"
 		}), false, 0},
+		{"resumed: recorded suspended, a retry far away", attempted(func(mi *cairnv1.ModuleInstance) {
+			conditions.MarkUnknown(mi, "Ready", cairnv1.ReasonSuspended, "suspended")
+			mi.Status.NextRetryAt = &metav1.Time{Time: now.Add(time.Hour)}
+		}), true, 0},
 		{"failed, retry due", attempted(failed(-time.Second)), true, 0},
 		{"failed, retry in a minute", attempted(failed(time.Minute)), false, time.Minute},
 	} {
@@ -156,4 +160,30 @@ func TestUnrefreshed(t *testing.T) {
 		{instancePlan: instancePlan{refresh: "catalog@T1", was: held("catalog@T1")}, mirrorErr: failed}, // carried over, not new
 	}}
 	g.Expect(s.unrefreshed()).To(Equal([]string{"modules"}))
+}
+
+// TestASuspensionInTheClusterNeedsAFreshState: a replica's state built while an
+// instance was suspended in the cluster (cairn suspend) does not serve it once
+// resumed, nor the other way round: planned afresh, a resumed instance is applied
+// again.
+func TestASuspensionInTheClusterNeedsAFreshState(t *testing.T) {
+	g := NewWithT(t)
+	cr := func(suspended bool) *cairnv1.ModuleInstance {
+		mi := &cairnv1.ModuleInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web",
+			Annotations: map[string]string{inputDigestAnnotation: "sha256:in"}}}
+		if suspended {
+			mi.Annotations[cairnv1.SuspendAnnotation] = "true"
+		}
+		return mi
+	}
+	st := &RevisionState{replica: true, byKey: map[string]*instanceState{
+		"team/web": {instancePlan: instancePlan{inputDigest: "sha256:in", was: cr(true)}},
+	}}
+	g.Expect(st.HoldsInput(cr(true))).To(BeTrue(), "still suspended")
+	g.Expect(st.HoldsInput(cr(false))).To(BeFalse(), "resumed since the state was built")
+	st.byKey["team/web"].was = cr(false)
+	g.Expect(st.HoldsInput(cr(true))).To(BeFalse(), "suspended since the state was built")
+	recorded := cr(false) // resumed, its suspension still recorded: planned unchanged before, it would stay so
+	conditions.MarkUnknown(recorded, "Ready", cairnv1.ReasonSuspended, "suspended")
+	g.Expect(st.HoldsInput(recorded)).To(BeFalse(), "a suspension recorded since the state was built")
 }

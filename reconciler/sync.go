@@ -293,7 +293,13 @@ func (s *RevisionState) finish(ctx context.Context) (*SyncResult, error) {
 			s.e.opts.Reporter.InstanceFinished(s.rev.SHA, report.InstanceKey{Namespace: ns, Name: name}, invalidResult(inv))
 		}
 	}
-	err := s.recordPlatform(ctx, res)
+	var affected int32
+	for _, r := range s.runs {
+		if r.affected {
+			affected++
+		}
+	}
+	err := s.recordPlatform(ctx, res, affected)
 	s.e.opts.Reporter.SyncFinished(s.rev.SHA, res)
 	return res, err
 }
@@ -327,7 +333,7 @@ func invalidResult(inv *declarations.Error) InstanceResult {
 	return InstanceResult{Namespace: ns, Name: name, Action: outcome.ActionFailed, Reason: inv.Reason, Message: inv.Error()}
 }
 
-func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) error {
+func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult, affected int32) error {
 	p := in.platform
 	before := p.DeepCopy()
 	defer in.e.emitTransition(before, p)
@@ -337,7 +343,7 @@ func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) er
 	p.Status.Instances = countInstances(res)
 	if interrupted(ctx) {
 		markPlatformInterrupted(ctx, p, in.rev.SHA)
-		recordSync(p, in.rev.SHA, in.now, "Interrupted", res)
+		recordSync(p, in.rev.SHA, in.now, "Interrupted", res, affected)
 		ctx, cancel := apply.Finishing(ctx)
 		defer cancel()
 		return patchStatus(ctx, in.e.cluster.client, p, before)
@@ -357,14 +363,16 @@ func (in *revisionInput) recordPlatform(ctx context.Context, res *SyncResult) er
 		conditions.MarkTrue(p, "Ready", cairnv1.ReasonSucceeded, "%d instances synced at %s",
 			p.Status.Instances.Total, gitsource.ShortSHA(in.rev.SHA))
 	}
-	recordSync(p, in.rev.SHA, in.now, conditions.GetReason(p, "Ready"), res)
+	recordSync(p, in.rev.SHA, in.now, conditions.GetReason(p, "Ready"), res, affected)
 	return patchStatus(ctx, in.e.cluster.client, p, before)
 }
 
 // recordSync adds the sync of rev that started at started to the Platform's recent
-// syncs, newest first.
-func recordSync(p *cairnv1.Platform, rev string, started time.Time, result string, res *SyncResult) {
-	r := cairnv1.SyncRecord{Revision: rev, Started: metav1.NewTime(started), Result: result,
+// syncs, newest first; affected counts the instances the revision affected (their
+// outcome, taken from their CRs in a sharded sync, does not say whether they
+// applied anything).
+func recordSync(p *cairnv1.Platform, rev string, started time.Time, result string, res *SyncResult, affected int32) {
+	r := cairnv1.SyncRecord{Revision: rev, Started: metav1.NewTime(started), Result: result, Changed: affected,
 		Duration: metav1.Duration{Duration: time.Since(started).Round(time.Millisecond)}}
 	for _, i := range res.Instances {
 		switch {
@@ -373,7 +381,7 @@ func recordSync(p *cairnv1.Platform, rev string, started time.Time, result strin
 			if i.Reason == cairnv1.ReasonPruneGuard {
 				r.PruneGuard++
 			}
-		case i.Applied > 0 || i.Pruned > 0 || i.Action == outcome.ActionDeleted || i.Action == outcome.ActionCreated:
+		case i.Action == outcome.ActionDeleted:
 			r.Changed++
 		}
 		if len(i.Warnings) > 0 {

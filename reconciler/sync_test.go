@@ -239,23 +239,24 @@ func TestMarkInvalidWritesOverTheCRAsItIsNow(t *testing.T) {
 }
 
 // TestRecordSync: each sync of a revision is recorded newest first, at most
-// MaxRecentSyncs, counting the instances changed, failed, refused by the prune
-// guards and warned.
+// MaxRecentSyncs, counting the instances affected or removed, failed, refused by
+// the prune guards and warned.
 func TestRecordSync(t *testing.T) {
 	g := NewWithT(t)
 	p := &cairnv1.Platform{}
 	res := &SyncResult{Instances: []InstanceResult{
 		{Action: outcome.ActionCreated, Applied: 2},
+		{Action: outcome.ActionDeleted},
 		{Action: outcome.ActionUnchanged, Warnings: []string{"catalog skew"}},
 		{Action: outcome.ActionFailed, Reason: cairnv1.ReasonPruneGuard},
 		{Action: outcome.ActionFailed, Reason: cairnv1.ReasonRenderFailed},
 	}}
 	for i := range cairnv1.MaxRecentSyncs + 2 {
-		recordSync(p, fmt.Sprintf("rev-%d", i), time.Now().Add(-time.Second), "InstancesFailed", res)
+		recordSync(p, fmt.Sprintf("rev-%d", i), time.Now().Add(-time.Second), "InstancesFailed", res, 3)
 	}
 	g.Expect(p.Status.RecentSyncs).To(HaveLen(cairnv1.MaxRecentSyncs))
 	r := p.Status.RecentSyncs[0]
 	g.Expect(r.Revision).To(Equal(fmt.Sprintf("rev-%d", cairnv1.MaxRecentSyncs+1)), "newest first")
 	g.Expect(r.Duration.Duration).To(BeNumerically(">=", time.Second))
-	g.Expect([]int32{r.Changed, r.Failed, r.PruneGuard, r.Warnings}).To(Equal([]int32{1, 2, 1, 1}))
+	g.Expect([]int32{r.Changed, r.Failed, r.PruneGuard, r.Warnings}).To(Equal([]int32{4, 2, 1, 1}), "3 affected and 1 removed")
 }

@@ -288,9 +288,10 @@ type SyncRecord struct {
 	Duration metav1.Duration `json:"duration"`
 	// Result is Succeeded, InstancesFailed, Progressing or Interrupted.
 	Result string `json:"result"`
-	// Changed counts the instances the sync applied, pruned or removed; Failed
-	// those that failed; PruneGuard those whose prune the guards refused;
-	// Warnings the instances with warnings (catalog skew under Warn among them).
+	// Changed counts the instances the revision affected (rendered, applied and
+	// pruned again) and those it removed; Failed those that failed; PruneGuard
+	// those whose prune the guards refused; Warnings the instances with warnings
+	// (catalog skew under Warn among them).
 	// +optional
 	Changed int32 `json:"changed,omitempty"`
 	// +optional

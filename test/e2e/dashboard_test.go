@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/cairn/api/v1alpha1"
@@ -133,7 +136,32 @@ func TestDashboard(t *testing.T) {
 	e.g.Expect(fleet).NotTo(ContainSubstring(e.ns + "/web"))
 	run(t, o, chromedp.Navigate(base+"/instances/"+e.ns+"/web"))
 	e.g.Expect(text(t, o, "main")).To(ContainSubstring("no ModuleInstance " + e.ns + "/web that you may see"))
+
+	// A viewer of every namespace: all the instances, and the Platform with its syncs.
+	e.g.Eventually(ready(e.ns, "web"), 30*time.Second, 200*time.Millisecond).Should(BeTrue(),
+		"resumed under a sharded controller: reconciled again, not left suspended")
+	a := newBrowser(t)
+	login(t, a, base, e.clusterViewerToken("fleet-viewer"))
+	fleet = text(t, a, "table.fleet")
+	e.g.Expect(fleet).To(ContainSubstring(e.ns + "/web"))
+	e.g.Expect(fleet).To(ContainSubstring(other + "/hidden"))
+	e.g.Expect(text(t, a, "section.platform")).To(ContainSubstring(sha[:12]), "the Platform's revision")
+	e.g.Expect(text(t, a, "table.syncs")).To(ContainSubstring("Succeeded"), "its last syncs")
+	screenshot(t, a, "dashboard-fleet-all")
 	e.g.Expect(ctrl.String()).NotTo(ContainSubstring(operator), "no token in the controller's log")
+}
+
+// clusterViewerToken is a token of ServiceAccount name in the test's namespace,
+// bound cluster-wide to cairn-dashboard-view.
+func (e *env) clusterViewerToken(name string) string {
+	e.t.Helper()
+	token := e.userToken(name, e.ns)
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: controller.DashboardViewRole},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: e.ns}}}
+	e.g.Expect(e.c.Create(e.ctx, binding)).To(Succeed())
+	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), binding) })
+	return token
 }
 
 type miState struct{ ready, suspended bool }
