@@ -28,7 +28,8 @@ import (
 // an operator of one namespace logs in with a ServiceAccount token and sees its
 // instances, not another namespace's; a commit shows up on the open page without a
 // reload; an annotation holding a script is shown as text and never runs; the
-// operator's suspend is made as the operator and recorded as an Event naming them;
+// operator's suspend (and its hold and release) is made as the operator and recorded
+// as an Event naming them;
 // a viewer gets no buttons and its forged request is refused; a user of another
 // namespace sees only that one. Screenshots of each page go to the test results.
 func TestDashboard(t *testing.T) {
@@ -116,6 +117,19 @@ func TestDashboard(t *testing.T) {
 	run(t, b, chromedp.WaitVisible(chromedp.CSS(`button[value="resume"]`)), chromedp.Click(chromedp.CSS(`button[value="resume"]`)),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
 	e.g.Eventually(func() bool { _, ok := e.instance(e.ns, "web").Annotations[cairnv1.SuspendAnnotation]; return ok }, 10*time.Second).Should(BeFalse())
+
+	// Hold and release: recorded by the controller, in the operator's name.
+	run(t, b, chromedp.WaitVisible(chromedp.CSS(`button[value="hold"]`)), chromedp.Click(chromedp.CSS(`button[value="hold"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	e.g.Eventually(func() string {
+		if h := e.instance(e.ns, "web").Status.Held; h != nil {
+			return h.By
+		}
+		return ""
+	}, 30*time.Second, 200*time.Millisecond).Should(Equal(user), ctrl.String)
+	run(t, b, chromedp.WaitVisible(chromedp.CSS(`button[value="release"]`)), chromedp.Click(chromedp.CSS(`button[value="release"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	e.g.Eventually(func() bool { return e.instance(e.ns, "web").Status.Held == nil }, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), ctrl.String)
 
 	// A viewer: no buttons, and a request forged with its own CSRF token is refused.
 	v := newBrowser(t)
