@@ -199,12 +199,7 @@ func (s *Server) planOf(ctx context.Context, id *Identity, rec *plans.Record) (p
 	if err != nil {
 		return pullView{}, false, err
 	}
-	sum := plans.Summary{Number: rec.Number, HeadSHA: rec.HeadSHA, HeadRef: rec.HeadRef, Fork: rec.Fork, State: rec.State,
-		MergeSHA: rec.MergeSHA, MergedAt: rec.MergedAt, PlannedAt: rec.PlannedAt, Error: rec.Plan.Error != "", DiffsLeftOut: rec.DiffsLeftOut}
-	for _, ip := range rec.Plan.Instances {
-		sum.Instances = append(sum.Instances, plans.SummaryInstance{Namespace: ip.Namespace, Name: ip.Name, Action: string(ip.Action),
-			RenderDigest: ip.RenderDigest, Create: len(ip.Create), Configure: len(ip.Configure), Prune: len(ip.Prune)})
-	}
+	sum := plans.SummaryOf(rec)
 	row, ok := s.pullRowOf(ctx, id, sum, visible)
 	if row.Error != "" {
 		row.Error = rec.Plan.Error

@@ -55,7 +55,22 @@ type platformView struct {
 	LastSync                         *metav1.Time
 	Repository                       string
 	Conditions                       []metav1.Condition
-	Recent                           []cairnv1.SyncRecord
+	Recent                           []syncRow
+}
+
+// syncRow is one of the Platform's recent syncs, as the fleet page shows it.
+type syncRow struct {
+	Revision, Since, Took, Result          string
+	Affected, Failed, PruneGuard, Warnings int32
+}
+
+func syncRows(records []cairnv1.SyncRecord) []syncRow {
+	out := make([]syncRow, 0, len(records))
+	for _, r := range records {
+		out = append(out, syncRow{Revision: r.Revision, Since: since(&r.Started), Took: r.Duration.Duration.String(), Result: r.Result,
+			Affected: r.Changed, Failed: r.Failed, PruneGuard: r.PruneGuard, Warnings: r.Warnings})
+	}
+	return out
 }
 
 type fleetView struct {
@@ -259,7 +274,7 @@ func (s *Server) platformOf(ctx context.Context, id *Identity) (*platformView, e
 	}
 	v := &platformView{Revision: p.Status.LastSyncedRevision, Attempted: p.Status.LastAttemptedRevision,
 		LastSync: p.Status.LastSyncTime, Repository: p.Status.Repository, Ready: "Unknown", Conditions: p.Status.Conditions,
-		Recent: p.Status.RecentSyncs}
+		Recent: syncRows(p.Status.RecentSyncs)}
 	v.RevisionURL = s.commitURL(v.Revision)
 	if c := conditions.Get(&p, "Ready"); c != nil {
 		v.Ready, v.Reason, v.Message = string(c.Status), c.Reason, c.Message

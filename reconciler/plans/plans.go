@@ -103,7 +103,8 @@ const (
 
 const summaryAnnotation = "cairn.dev/plan-summary"
 
-func summaryOf(r *Record) Summary {
+// SummaryOf is the summary of r (the first maxSummarized instances).
+func SummaryOf(r *Record) Summary {
 	sum := Summary{Number: r.Number, HeadSHA: r.HeadSHA, HeadRef: r.HeadRef, Fork: r.Fork, State: r.State, MergeSHA: r.MergeSHA,
 		MergedAt: r.MergedAt, PlannedAt: r.PlannedAt, Error: r.Plan.Error != "", DiffsLeftOut: r.DiffsLeftOut}
 	for i, ip := range r.Plan.Instances {
@@ -143,7 +144,7 @@ func (s Store) Save(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
-	summary, err := json.Marshal(summaryOf(r))
+	summary, err := json.Marshal(SummaryOf(r))
 	if err != nil {
 		return err
 	}

@@ -63,17 +63,7 @@ func TestRollbackFromThePublishedRender(t *testing.T) {
 	e.g.Expect(e.configMap(e.ns, "web-c")).To(BeNil(), "held where it was put back")
 
 	// Drift is corrected to the render it is held at, not to the head's.
-	cm := e.configMap(e.ns, "web-a")
-	want := cm.Data["value"]
-	cm.Data = map[string]string{"value": "edited by hand"}
-	e.g.Expect(e.c.Update(e.ctx, cm)).To(Succeed())
-	rev, err := e.revision(repo)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	reports, err := e.engine.CheckDrift(e.ctx, rev)
-	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(reports).To(ContainElement(And(HaveField("Name", "web"), HaveField("Corrected", BeNumerically(">", 0)))), "%+v", reports)
-	e.g.Expect(e.configMap(e.ns, "web-a").Data).To(HaveKeyWithValue("value", want), "corrected")
-	e.g.Expect(e.configMap(e.ns, "web-c")).To(BeNil(), "to the held render, not the head's")
+	e.expectHeldDriftCorrected(repo, "web-c")
 
 	// The second render's signature replaced by another key's: refused, nothing applied.
 	var secondEntry *cairnv1.HistoryEntry
@@ -205,6 +195,14 @@ func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
 	e.g.Expect(conditions.GetReason(mi, cairnv1.HeldCondition)).To(Equal(cairnv1.ReasonRolledBack))
 
 	// Its drift is corrected to the render it is held at, rendered again at its revision.
+	e.expectHeldDriftCorrected(repo, "web-b")
+}
+
+// expectHeldDriftCorrected edits web's ConfigMap web-a by hand, checks drift at
+// repo's head, and expects web-a back as web is held, and notInHeld (a ConfigMap of
+// the head's render only) still absent.
+func (e *env) expectHeldDriftCorrected(repo *gitRepo, notInHeld string) {
+	e.t.Helper()
 	cm := e.configMap(e.ns, "web-a")
 	want := cm.Data["value"]
 	cm.Data = map[string]string{"value": "edited by hand"}
@@ -215,7 +213,7 @@ func TestRollbackByRenderingTheRevisionAgain(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.g.Expect(reports).To(ContainElement(And(HaveField("Name", "web"), HaveField("Corrected", BeNumerically(">", 0)))), "%+v", reports)
 	e.g.Expect(e.configMap(e.ns, "web-a").Data).To(HaveKeyWithValue("value", want), "corrected to the held render")
-	e.g.Expect(e.configMap(e.ns, "web-b")).To(BeNil(), "not the head's render")
+	e.g.Expect(e.configMap(e.ns, notInHeld)).To(BeNil(), "to the held render, not the head's")
 }
 
 // TestARollbackDoesNotTakeAnotherInstancesObject: web's first render held a
